@@ -1,0 +1,106 @@
+"""edgeprof: how will this model run on that device, with which runtime and compression, and why.
+
+The public API. Importing it is cheap: no deep-learning framework is imported until a
+function that needs one is called.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from edgeprof._version import __version__
+from edgeprof.core.backend import Availability, Backend, Capabilities, PreparedModel, RunConfig
+from edgeprof.core.errors import (
+    BackendUnavailableError,
+    ConfigError,
+    ConstraintError,
+    EdgeprofError,
+    InputSpecError,
+    MeasurementError,
+    ModelError,
+    PluginError,
+    TargetError,
+    UnknownNameError,
+    UnsupportedError,
+    UserError,
+)
+from edgeprof.core.hookspecs import hookimpl
+from edgeprof.core.results import (
+    BenchmarkResult,
+    Estimate,
+    Figure,
+    LatencyStats,
+    LayerEstimate,
+    Summary,
+    WarningRecord,
+)
+
+# name -> module that defines it; imported on first use (PEP 562)
+_LAZY = {
+    "profile": "edgeprof.api",
+    "estimate": "edgeprof.api",
+    "benchmark": "edgeprof.api",
+    "summarize": "edgeprof.api",
+    "list_backends": "edgeprof.api",
+    "list_targets": "edgeprof.api",
+    "get_target": "edgeprof.targets",
+    "load_target_file": "edgeprof.targets",
+    "Target": "edgeprof.targets",
+    "resolve_model": "edgeprof.core.models",
+    "ModelHandle": "edgeprof.core.models",
+    "ProfileReport": "edgeprof.api",
+    # seed-compatible functions (names, columns and formulas of the original tools)
+    "estimate_layerwise_stats": "edgeprof.profilers.hardware",
+    "summarize_hardware": "edgeprof.profilers.hardware",
+    "precision_tradeoff_table": "edgeprof.profilers.hardware",
+    "save_hardware_artifacts": "edgeprof.profilers.hardware",
+    "build_hardware_profile_table": "edgeprof.profilers.hardware",
+    "write_hardware_profile_artifacts": "edgeprof.profilers.hardware",
+    "estimate_batch_memory_mb": "edgeprof.profilers.hardware",
+    "auto_adjust_batch_size": "edgeprof.profilers.hardware",
+    "compute_utilization": "edgeprof.profilers.hardware",
+}
+
+__all__ = [
+    "Availability",
+    "Backend",
+    "BackendUnavailableError",
+    "BenchmarkResult",
+    "Capabilities",
+    "ConfigError",
+    "ConstraintError",
+    "EdgeprofError",
+    "Estimate",
+    "Figure",
+    "InputSpecError",
+    "LatencyStats",
+    "LayerEstimate",
+    "MeasurementError",
+    "ModelError",
+    "PluginError",
+    "PreparedModel",
+    "RunConfig",
+    "Summary",
+    "TargetError",
+    "UnknownNameError",
+    "UnsupportedError",
+    "UserError",
+    "WarningRecord",
+    "__version__",
+    "hookimpl",
+    *sorted(_LAZY),
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'edgeprof' has no attribute '{name}'")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

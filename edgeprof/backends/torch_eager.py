@@ -1,0 +1,119 @@
+"""PyTorch eager backend: the model as written, run under ``torch.inference_mode``.
+
+Precisions: fp32, bf16 (weights and inputs cast; CPU kernels with AVX-512 BF16/AMX run it
+natively), int8_dynamic (``torch.ao`` dynamic quantization of Linear/LSTM/GRU layers; convs
+stay fp32, so the executed precision says so).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig
+from edgeprof.core.errors import UnsupportedError
+from edgeprof.core.hookspecs import hookimpl
+
+
+def physical_cores() -> int:
+    import psutil
+
+    return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
+
+
+def set_torch_threads(config: RunConfig) -> dict[str, int]:
+    """Fix torch's thread settings for a run (intra-op = physical cores unless asked)."""
+    import torch
+
+    intra = config.threads or physical_cores()
+    torch.set_num_threads(intra)
+    try:
+        torch.set_num_interop_threads(config.interop_threads)
+    except RuntimeError:  # can only be set once per process, before parallel work starts
+        pass
+    return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
+
+
+def torch_inputs(arrays: Sequence[Any], device: str = "cpu", dtype=None) -> list:
+    import torch
+
+    out = []
+    for a in arrays:
+        t = torch.from_numpy(a).to(device)
+        if dtype is not None and t.is_floating_point():
+            t = t.to(dtype)
+        out.append(t)
+    return out
+
+
+def _to_numpy(outputs: Any) -> list:
+    import torch
+
+    if isinstance(outputs, torch.Tensor):
+        outputs = [outputs]
+    elif isinstance(outputs, dict):
+        outputs = list(outputs.values())
+    return [o.detach().float().cpu().numpy() for o in outputs if isinstance(o, torch.Tensor)]
+
+
+class TorchEagerBackend(Backend):
+    name = "torch_eager"
+    description = "PyTorch eager mode (the reference every conversion is checked against)"
+    capabilities = Capabilities(precisions=("fp32", "bf16", "int8", "int8_dynamic"),
+                                devices=("cpu", "cuda"), model_formats=("torch",),
+                                per_operator_profile=True)
+    requires = ("torch",)
+    install_hint = "pip install 'edgeprof[torch]'"
+
+    def prepare(self, model, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
+        import torch
+
+        self.check_precision(config.precision)
+        if model.format != "torch":
+            raise UnsupportedError(f"backend '{self.name}' runs torch modules, not "
+                                   f"{model.format} files", backend=self.name)
+        if config.device.startswith("cuda") and not torch.cuda.is_available():
+            raise UnsupportedError("CUDA was asked for but torch sees no CUDA device",
+                                   backend=self.name)
+        threads = set_torch_threads(config)
+        t0 = time.perf_counter()
+        module = model.torch_module()
+        notes: list[str] = []
+        dtype = None
+        executed = config.precision
+        if config.precision == "bf16":
+            module = copy.deepcopy(module).to(torch.bfloat16)
+            dtype = torch.bfloat16
+        elif config.precision in ("int8", "int8_dynamic"):
+            from torch.ao.quantization import quantize_dynamic
+
+            targets = {torch.nn.Linear, torch.nn.LSTM, torch.nn.GRU}
+            if not any(isinstance(m, tuple(targets)) for m in module.modules()):
+                raise UnsupportedError("torch dynamic int8 quantizes Linear/LSTM/GRU layers and "
+                                       "this model has none", backend=self.name,
+                                       precision=config.precision)
+            module = quantize_dynamic(copy.deepcopy(module), targets, dtype=torch.qint8)
+            executed = "int8_dynamic"
+            if any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in module.modules()):
+                notes.append("dynamic int8 covers Linear/LSTM/GRU only; convolutions ran in fp32")
+        module = module.to(config.device).eval()
+        sample = torch_inputs(inputs, config.device, dtype)
+        load_time = time.perf_counter() - t0
+
+        def run(xs):
+            with torch.inference_mode():
+                return module(*xs)
+
+        sync = torch.cuda.synchronize if config.device.startswith("cuda") else None
+        return PreparedModel(run=run, inputs=sample, runtime="torch",
+                             runtime_version=torch.__version__, executed_precision=executed,
+                             threads=threads, device=config.device, sync=sync,
+                             load_time_s=load_time, notes=notes, to_numpy=_to_numpy,
+                             extra={"module": module})
+
+
+@hookimpl
+def edgeprof_register_backends():
+    return [TorchEagerBackend]

@@ -1,0 +1,1 @@
+"""edgeprof core: interfaces, results, plugins, errors. Nothing heavy is imported here."""

@@ -1,0 +1,176 @@
+"""The Profiler interface, backend capabilities, and the backend <-> harness contract.
+
+A backend turns ``(model, precision, options)`` into a :class:`PreparedModel`: a ``run``
+callable over runtime-native inputs plus metadata (versions, threads, executed precision).
+The harness (``edgeprof.profilers.harness``) times that callable; backends never time
+themselves and the harness knows nothing of any runtime.
+
+Backends are classes registered through the ``edgeprof_register_backends`` hook. Their
+capabilities are data on the class, so the router reads data instead of branching on names.
+Nothing heavy is imported here: a backend imports its runtime inside ``prepare``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from edgeprof.core.errors import BackendUnavailableError, UnsupportedError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from edgeprof.core.models import ModelHandle
+    from edgeprof.core.results import BenchmarkResult, Estimate, Summary
+    from edgeprof.targets.schema import Target
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do, as data the router and the CLI read."""
+
+    precisions: tuple[str, ...]
+    devices: tuple[str, ...] = ("cpu",)
+    model_formats: tuple[str, ...] = ("torch",)
+    per_operator_profile: bool = False
+
+
+@dataclass(frozen=True)
+class Availability:
+    available: bool
+    reason: str = ""
+    hint: str = ""
+
+
+@dataclass
+class RunConfig:
+    """A benchmark request: small and serializable, so it can travel to a worker or a node."""
+
+    precision: str = "fp32"
+    batch_size: int = 1
+    threads: int | None = None  # intra-op threads; None = physical cores
+    interop_threads: int = 1
+    device: str = "cpu"
+    warmup: int | None = None  # None = adaptive
+    runs: int | None = None  # minimum timed runs; None = harness default
+    min_time_s: float | None = None
+    max_time_s: float | None = None
+    isolate: bool = False
+    timeout_s: float | None = None
+    seed: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class PreparedModel:
+    """What a backend hands the harness: one inference as a callable, plus metadata.
+
+    ``run(inputs)`` executes exactly one inference on ``inputs`` (already in the runtime's
+    own types and on its device) and returns the outputs. For asynchronous devices ``sync``
+    waits for completion; the harness calls it inside the timed region.
+    """
+
+    run: Callable[[Any], Any]
+    inputs: Any
+    runtime: str
+    runtime_version: str
+    executed_precision: str
+    threads: dict[str, int] = field(default_factory=dict)
+    device: str = "cpu"
+    sync: Callable[[], None] | None = None
+    load_time_s: float = 0.0  # load / convert / compile, timed by the backend's caller
+    notes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    close: Callable[[], None] | None = None
+    to_numpy: Callable[[Any], list] | None = None  # outputs -> list of numpy arrays
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "runtime": self.runtime,
+            "runtime_version": self.runtime_version,
+            "executed_precision": self.executed_precision,
+            "threads": dict(self.threads),
+            "device": self.device,
+            "load_time_s": self.load_time_s,
+            "notes": list(self.notes),
+            **({"extra": self.extra} if self.extra else {}),
+        }
+
+
+def modules_present(*names: str) -> str | None:
+    """Return the first of ``names`` that cannot be imported, or None (cheap: find_spec)."""
+    for name in names:
+        try:
+            if importlib.util.find_spec(name) is None:
+                return name
+        except (ImportError, ValueError):
+            return name
+    return None
+
+
+class Backend:
+    """Base class of every backend: the Profiler interface.
+
+    ``estimate`` and ``summarize`` are analytic and shared; ``benchmark`` prepares the model
+    with :meth:`prepare` and times it with the harness. A backend overrides what it knows
+    better (its own graph, its own per-layer timings).
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    capabilities: ClassVar[Capabilities] = Capabilities(precisions=("fp32",))
+    #: Python modules the runtime needs; checked cheaply with find_spec
+    requires: ClassVar[tuple[str, ...]] = ()
+    #: what to do when ``requires`` is missing
+    install_hint: ClassVar[str] = ""
+
+    # -- availability -------------------------------------------------------------------
+    @classmethod
+    def availability(cls) -> Availability:
+        """Cheap check (no heavy import) that the runtime and its device are present."""
+        missing = modules_present(*cls.requires)
+        if missing:
+            return Availability(False, f"Python package '{missing}' is not installed", cls.install_hint)
+        return Availability(True)
+
+    @classmethod
+    def ensure_available(cls) -> None:
+        a = cls.availability()
+        if not a.available:
+            raise BackendUnavailableError(cls.name, a.reason, a.hint)
+
+    @classmethod
+    def check_precision(cls, precision: str) -> None:
+        if precision not in cls.capabilities.precisions:
+            raise UnsupportedError(
+                f"backend '{cls.name}' cannot run precision '{precision}'; "
+                f"it supports {', '.join(cls.capabilities.precisions)}",
+                backend=cls.name,
+                precision=precision,
+            )
+
+    # -- the backend's own job ----------------------------------------------------------
+    def prepare(self, model: ModelHandle, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
+        """Load/convert ``model`` for ``config.precision``; ``inputs`` are numpy arrays."""
+        raise NotImplementedError(f"backend '{self.name}' does not implement prepare()")
+
+    # -- the Profiler interface ---------------------------------------------------------
+    def estimate(self, model: ModelHandle, target: Target, precision: str = "fp32",
+                 batch_size: int | None = None) -> Estimate:
+        from edgeprof.profilers.analytic import estimate_model
+
+        return estimate_model(model, target, precision, batch_size=batch_size)
+
+    def benchmark(self, model: ModelHandle, config: RunConfig) -> BenchmarkResult:
+        from edgeprof.profilers.harness import benchmark_backend
+
+        return benchmark_backend(self, model, config)
+
+    def summarize(self, estimate: Estimate, benchmark: BenchmarkResult | None, target: Target,
+                  host: Target | None = None, host_estimate: Estimate | None = None) -> Summary:
+        from edgeprof.profilers.summary import summarize
+
+        return summarize(estimate, benchmark, target, host=host, host_estimate=host_estimate)

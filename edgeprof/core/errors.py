@@ -1,0 +1,144 @@
+"""One error hierarchy for edgeprof.
+
+::
+
+    EdgeprofError                      exit 1 unless a subclass says otherwise
+    ├── UserError                      exit 2: the input or configuration is wrong
+    │   ├── ConfigError                a TOML file (plugins.toml, a target) is malformed; .path, .field
+    │   │   └── TargetError            a target descriptor is invalid
+    │   ├── UnknownNameError           unknown target / backend / model / precision; .kind, .name, .known
+    │   ├── ModelError                 a model spec or file cannot be loaded; .spec
+    │   ├── InputSpecError             --input-shape / --input-dtype / batch size is wrong
+    │   └── PluginError                a plugin cannot be imported or clashes with another
+    ├── UnsupportedError               exit 3: the backend cannot do this (precision, format)
+    ├── BackendUnavailableError        exit 3: runtime or device missing; .reason, .hint
+    ├── MeasurementError               exit 3: a run that should work produced no measurement
+    └── ConstraintError                exit 4: the user's constraints cannot be met
+
+Every error carries its context as attributes, and ``str(err)`` is one line that says what
+was wrong and what to do; the CLI prints exactly that line and exits with ``err.exit_code``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class EdgeprofError(Exception):
+    """Base of every error edgeprof raises on purpose."""
+
+    exit_code: int = 1
+
+
+class UserError(EdgeprofError):
+    """The user's input or configuration is wrong (exit status 2)."""
+
+    exit_code = 2
+
+
+class ConfigError(UserError):
+    """A configuration file is malformed. ``path`` and ``field`` say where."""
+
+    def __init__(self, message: str, *, path: object = None, field: str | None = None):
+        where = ""
+        if path is not None:
+            where = f"{path}"
+            if field:
+                where += f": field '{field}'"
+            where += ": "
+        super().__init__(where + message)
+        self.path = path
+        self.field = field
+
+
+class TargetError(ConfigError):
+    """A target descriptor is missing a field, has an unknown one, or a wrong unit or type."""
+
+
+class UnknownNameError(UserError):
+    """A name (target, backend, model, precision ...) is not known."""
+
+    def __init__(self, kind: str, name: str, known: Iterable[str], hint: str = ""):
+        self.kind = kind
+        self.name = name
+        self.known = sorted(known)
+        close = difflib.get_close_matches(name, self.known, n=1)
+        self.closest = close[0] if close else None
+        msg = f"unknown {kind} '{name}'"
+        if self.closest:
+            msg += f" (did you mean '{self.closest}'?)"
+        msg += f"; known: {', '.join(self.known) if self.known else '(none)'}"
+        if hint:
+            msg += f". {hint}"
+        super().__init__(msg)
+
+
+class ModelError(UserError):
+    """A model spec cannot be resolved or the model cannot be loaded."""
+
+    def __init__(self, message: str, *, spec: str | None = None):
+        super().__init__(message)
+        self.spec = spec
+
+
+class InputSpecError(UserError):
+    """An input shape, dtype or batch size is invalid for the model."""
+
+
+class PluginError(UserError):
+    """A plugin cannot be loaded, or two plugins register the same name."""
+
+
+class UnsupportedError(EdgeprofError):
+    """The backend cannot do what was asked (a precision, a model format, a device)."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, backend: str | None = None, precision: str | None = None):
+        super().__init__(message)
+        self.backend = backend
+        self.precision = precision
+
+
+class BackendUnavailableError(EdgeprofError):
+    """The backend's runtime or device is missing. ``hint`` says how to enable it."""
+
+    exit_code = 3
+
+    def __init__(self, backend: str, reason: str, hint: str = ""):
+        msg = f"backend '{backend}' is unavailable: {reason}"
+        if hint:
+            msg += f" ({hint})"
+        super().__init__(msg)
+        self.backend = backend
+        self.reason = reason
+        self.hint = hint
+
+
+class MeasurementError(EdgeprofError):
+    """A run that should have worked produced no measurement (crash, hang, timeout)."""
+
+    exit_code = 3
+
+
+class ConstraintError(EdgeprofError):
+    """The user's constraints cannot all be met."""
+
+    exit_code = 4
+
+
+__all__ = [
+    "BackendUnavailableError",
+    "ConfigError",
+    "ConstraintError",
+    "EdgeprofError",
+    "InputSpecError",
+    "MeasurementError",
+    "ModelError",
+    "PluginError",
+    "TargetError",
+    "UnknownNameError",
+    "UnsupportedError",
+    "UserError",
+]

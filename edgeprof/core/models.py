@@ -1,0 +1,278 @@
+"""Model specs and handles.
+
+A model spec is a string: ``builtin:NAME``, ``package.module:factory``, ``path/file.py:factory``
+or a model file (``.onnx``, ``.tflite``, OpenVINO ``.xml``, ``.keras``/``.h5``, a SavedModel
+folder). Resolving it gives a :class:`ModelHandle`: the format, the input specs (shapes
+include the batch dimension) and, for torch models, the module (built lazily).
+
+A factory returns an ``nn.Module`` or ``(nn.Module, input_shapes)``; without shapes the
+user gives ``--input-shape``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from edgeprof.core.errors import InputSpecError, ModelError, UnknownNameError
+from edgeprof.core.precision import DTYPE_BYTES
+
+FILE_FORMATS = {".onnx": "onnx", ".tflite": "tflite", ".xml": "openvino", ".keras": "keras",
+                ".h5": "keras"}
+
+#: format -> "module:function" reading a model file's input specs; imported only when used
+FILE_INPUT_READERS: dict[str, str] = {
+    "onnx": "edgeprof.profilers.graphs:onnx_input_specs",
+    "tflite": "edgeprof.profilers.graphs:tflite_input_specs",
+    "openvino": "edgeprof.profilers.graphs:openvino_input_specs",
+}
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+    name: str | None = None
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n * DTYPE_BYTES.get(self.dtype, 4)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """Parse ``1x3x224x224`` (also ``1,3,224,224``) into a tuple of positive ints."""
+    parts = [p for p in re.split(r"[x,×*]", text.strip().lower()) if p != ""]
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise InputSpecError(f"input shape '{text}' is not a list of integers like 1x3x224x224"
+                             ) from None
+    if not shape or any(d <= 0 for d in shape):
+        raise InputSpecError(f"input shape '{text}' must have positive dimensions, batch first "
+                             "(e.g. 1x3x224x224)")
+    return shape
+
+
+def parse_dtype(text: str) -> str:
+    aliases = {"float": "float32", "fp32": "float32", "f32": "float32", "half": "float16",
+               "fp16": "float16", "long": "int64", "int": "int64", "i64": "int64",
+               "i32": "int32", "bf16": "bfloat16"}
+    d = aliases.get(text.strip().lower(), text.strip().lower())
+    if d not in DTYPE_BYTES:
+        raise InputSpecError(f"input dtype '{text}' is not one of {', '.join(DTYPE_BYTES)}")
+    return d
+
+
+@dataclass
+class ModelHandle:
+    """A resolved model: what it is, where it is, and what it takes as input."""
+
+    spec: str
+    name: str
+    format: str  # torch | onnx | tflite | openvino | keras | saved_model
+    input_specs: list[InputSpec]
+    path: Path | None = None
+    _factory: Callable[[], Any] | None = field(default=None, repr=False)
+    _module: Any = field(default=None, repr=False)
+
+    @property
+    def batch_size(self) -> int:
+        return self.input_specs[0].shape[0] if self.input_specs and self.input_specs[0].shape else 1
+
+    def with_batch(self, batch_size: int) -> ModelHandle:
+        """The same model with the first dimension of every input set to ``batch_size``."""
+        check_batch_size(batch_size)
+        specs = [replace(s, shape=(batch_size, *s.shape[1:])) for s in self.input_specs]
+        return replace(self, input_specs=specs)
+
+    def torch_module(self):
+        """The ``nn.Module`` in eval mode (built once). Only for torch models."""
+        if self.format != "torch":
+            raise ModelError(f"model '{self.spec}' is a {self.format} file, not a torch module",
+                             spec=self.spec)
+        if self._module is None:
+            assert self._factory is not None
+            module, _ = _call_factory(self._factory, self.spec)
+            self._module = module.eval()
+        return self._module
+
+    def make_inputs(self, seed: int = 0) -> list:
+        """Deterministic sample inputs as numpy arrays (token ids in [0, 100) for ints)."""
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        out = []
+        for s in self.input_specs:
+            if s.dtype.startswith("int") or s.dtype.startswith("uint"):
+                out.append(rng.integers(0, 100, size=s.shape).astype(s.dtype))
+            elif s.dtype == "bool":
+                out.append(rng.random(s.shape) > 0.5)
+            elif s.dtype == "bfloat16":
+                out.append(rng.standard_normal(s.shape).astype("float32"))
+            else:
+                out.append(rng.standard_normal(s.shape).astype(s.dtype))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"spec": self.spec, "name": self.name, "format": self.format,
+                "path": str(self.path) if self.path else None,
+                "inputs": [s.to_dict() for s in self.input_specs]}
+
+
+def check_batch_size(batch_size: Any) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+        raise InputSpecError(f"batch size must be a positive integer, got {batch_size!r}")
+    return batch_size
+
+
+def _call_factory(factory: Callable[[], Any], spec: str) -> tuple[Any, list | None]:
+    try:
+        result = factory()
+    except Exception as e:
+        raise ModelError(f"model factory for '{spec}' raised {type(e).__name__}: {e}",
+                         spec=spec) from e
+    shapes = None
+    if isinstance(result, tuple) and len(result) == 2:
+        result, shapes = result
+    if not (hasattr(result, "forward") and hasattr(result, "parameters")):
+        raise ModelError(f"'{spec}' returned {type(result).__name__}, not a torch nn.Module",
+                         spec=spec)
+    return result, shapes
+
+
+def _import_callable(spec: str, kind: str = "factory") -> Callable[..., Any]:
+    target, _, attr = spec.rpartition(":")
+    if not target or not attr:
+        raise ModelError(f"'{spec}' is not 'package.module:{kind}'", spec=spec)
+    try:
+        if target.endswith(".py"):
+            path = Path(target)
+            if not path.is_file():
+                raise ModelError(f"model file '{target}' does not exist", spec=spec)
+            mod_name = f"edgeprof_usermodel_{path.stem}"
+            mspec = importlib.util.spec_from_file_location(mod_name, path)
+            assert mspec and mspec.loader
+            module = importlib.util.module_from_spec(mspec)
+            sys.modules[mod_name] = module
+            mspec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(target)
+    except ModelError:
+        raise
+    except ModuleNotFoundError as e:
+        raise ModelError(f"cannot import '{target}' for model '{spec}': {e}; is it installed "
+                         "or on PYTHONPATH?", spec=spec) from None
+    except Exception as e:
+        raise ModelError(f"importing '{target}' for model '{spec}' failed: "
+                         f"{type(e).__name__}: {e}", spec=spec) from e
+    fn = getattr(module, attr, None)
+    if fn is None or not callable(fn):
+        raise ModelError(f"'{target}' has no callable '{attr}'", spec=spec)
+    return fn
+
+
+def _specs_from(shapes: Sequence[Sequence[int]] | None, dtypes: Sequence[str] | None,
+                spec: str) -> list[InputSpec]:
+    if not shapes:
+        raise InputSpecError(f"model '{spec}' does not say its input shape; give --input-shape "
+                             "(batch first, e.g. 1x3x224x224; repeat it for several inputs)")
+    shapes = [tuple(int(d) for d in s) for s in shapes]
+    dtypes = list(dtypes or [])
+    if len(dtypes) == 1 and len(shapes) > 1:
+        dtypes = dtypes * len(shapes)
+    if dtypes and len(dtypes) != len(shapes):
+        raise InputSpecError(f"{len(shapes)} input shapes but {len(dtypes)} input dtypes")
+    dtypes = dtypes or ["float32"] * len(shapes)
+    return [InputSpec(s, d) for s, d in zip(shapes, dtypes)]
+
+
+def resolve_model(spec: Any, *, input_shapes: Sequence[Sequence[int]] | None = None,
+                  input_dtypes: Sequence[str] | None = None, batch_size: int | None = None,
+                  registry=None) -> ModelHandle:
+    """Resolve a model spec (or an ``nn.Module`` object) into a :class:`ModelHandle`."""
+    if isinstance(spec, ModelHandle):
+        handle = spec
+    elif hasattr(spec, "forward") and hasattr(spec, "parameters"):  # an nn.Module object
+        module = spec
+        handle = ModelHandle(spec=f"object:{type(module).__name__}", name=type(module).__name__,
+                             format="torch", input_specs=_specs_from(input_shapes, input_dtypes,
+                                                                     type(module).__name__),
+                             _module=module.eval())
+        input_shapes = None
+    elif not isinstance(spec, str) or not spec.strip():
+        raise ModelError(f"model must be a spec string or an nn.Module, got {spec!r}")
+    else:
+        handle = _resolve_string(spec.strip(), input_shapes, input_dtypes, registry)
+        input_shapes = None
+    if input_shapes:
+        handle = replace(handle, input_specs=_specs_from(input_shapes, input_dtypes, handle.spec))
+    elif input_dtypes and handle.format == "torch":
+        handle = replace(handle, input_specs=_specs_from(
+            [s.shape for s in handle.input_specs], input_dtypes, handle.spec))
+    if batch_size is not None:
+        handle = handle.with_batch(check_batch_size(batch_size))
+    return handle
+
+
+def _resolve_string(spec: str, input_shapes, input_dtypes, registry) -> ModelHandle:
+    if spec.startswith("builtin:"):
+        name = spec.split(":", 1)[1]
+        if registry is None:
+            from edgeprof.core.plugins import get_registry
+
+            registry = get_registry()
+        if name not in registry.models:
+            raise UnknownNameError("built-in model", name, registry.models,
+                                   "Use builtin:NAME with one of these")
+        factory = registry.models[name][0]
+        if isinstance(factory, str):
+            factory = _import_callable(factory)
+        return _torch_handle(spec, name, factory, input_shapes, input_dtypes)
+
+    path = Path(spec)
+    if path.suffix.lower() in FILE_FORMATS or (path.is_dir() and (path / "saved_model.pb").exists()):
+        if not path.exists():
+            raise ModelError(f"model file '{spec}' does not exist", spec=spec)
+        fmt = "saved_model" if path.is_dir() else FILE_FORMATS[path.suffix.lower()]
+        specs = None
+        if input_shapes:
+            specs = _specs_from(input_shapes, input_dtypes, spec)
+        elif fmt in FILE_INPUT_READERS:
+            specs = _import_callable(FILE_INPUT_READERS[fmt], "reader")(path)
+        else:
+            raise InputSpecError(f"give --input-shape for {fmt} model '{spec}'")
+        return ModelHandle(spec=spec, name=path.stem, format=fmt, input_specs=list(specs),
+                           path=path)
+    if ":" in spec:
+        factory = _import_callable(spec)
+        return _torch_handle(spec, spec.rpartition(":")[2], factory, input_shapes, input_dtypes)
+    if path.exists():
+        raise ModelError(f"'{spec}' is not a model format edgeprof reads; use .onnx, .tflite, "
+                         ".xml (OpenVINO IR), .keras/.h5, a SavedModel folder, "
+                         "package.module:factory or builtin:NAME", spec=spec)
+    raise ModelError(f"model '{spec}' not found: give builtin:NAME, package.module:factory, "
+                     "or a model file path", spec=spec)
+
+
+def _torch_handle(spec: str, name: str, factory: Callable[[], Any], input_shapes,
+                  input_dtypes) -> ModelHandle:
+    module, shapes = _call_factory(factory, spec)
+    dtypes = input_dtypes
+    if shapes and not input_shapes and isinstance(shapes, dict):  # {"shapes":..., "dtypes":...}
+        dtypes = dtypes or shapes.get("dtypes")
+        shapes = shapes["shapes"]
+    specs = _specs_from(input_shapes or shapes, dtypes, spec)
+    return ModelHandle(spec=spec, name=name, format="torch", input_specs=specs,
+                       _factory=factory, _module=module.eval())

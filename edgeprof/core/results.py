@@ -1,0 +1,293 @@
+"""Result records. Plain dataclasses: serializable, free of presentation.
+
+Every record offers ``to_dict()`` (JSON-ready: no NaN, missing numbers are ``None`` with a
+reason) and, where it is tabular, ``to_frame()`` (a pandas DataFrame, imported lazily).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from typing import Any, Literal
+
+Provenance = Literal["measured", "estimated", "analytic", "descriptor"]
+RunStatus = Literal["ok", "unavailable", "unsupported", "failed"]
+
+
+def clean(obj: Any) -> Any:
+    """Make ``obj`` JSON-ready: dataclasses to dicts, NaN/inf to None, tuples to lists."""
+    if is_dataclass(obj) and not isinstance(obj, type):
+        if hasattr(obj, "to_dict"):
+            return obj.to_dict()
+        return clean(asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean(v) for v in obj]
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "ndim", 1) == 0:
+        return clean(obj.item())  # numpy scalar
+    return obj
+
+
+@dataclass(frozen=True)
+class WarningRecord:
+    """A named warning: ``code`` is stable (for tools), ``message`` is for people."""
+
+    code: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One number with its unit and where it came from; ``value`` None needs a ``reason``."""
+
+    value: float | None
+    unit: str
+    provenance: Provenance
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"value": clean(self.value), "unit": self.unit, "provenance": self.provenance}
+        if self.value is None or self.reason:
+            d["reason"] = self.reason or "not available"
+        return d
+
+
+# --------------------------------------------------------------------------- estimate
+@dataclass
+class LayerEstimate:
+    """One row of the analytic estimate (DESIGN.md, "Estimate rows").
+
+    ``activation_bytes`` is the output tensor's bytes (the seeds' meaning); ``input_bytes``
+    is the inputs'. ``macs`` counts multiply-accumulates of conv, linear, matmul, attention
+    and recurrent work; ``flops`` = 2 x macs; ``other_ops`` counts elementwise, norm and
+    pooling operations, which are not MACs.
+    """
+
+    layer: str
+    op_type: str
+    output_shape: str
+    output_elements: int
+    input_bytes: float
+    parameter_count: int
+    parameter_bytes: float
+    activation_bytes: float
+    macs: int
+    flops: int
+    other_ops: int
+    compute_ms: float = 0.0
+    memory_ms: float = 0.0
+    roofline_latency_ms: float = 0.0
+    bound: str = ""
+
+    COLUMNS = (
+        "layer", "op_type", "output_shape", "output_elements", "input_bytes", "parameter_count",
+        "parameter_bytes", "activation_bytes", "macs", "flops", "other_ops", "compute_ms",
+        "memory_ms", "roofline_latency_ms", "bound",
+    )
+
+
+@dataclass
+class Estimate:
+    """The analytic view of one model on one target at one precision."""
+
+    model: str
+    target: str
+    precision: str
+    batch_size: int
+    input_shapes: list[list[int]]
+    input_dtypes: list[str]
+    layers: list[LayerEstimate]
+    peak_activation_bytes: float
+    parameter_count: int
+    parameter_bytes: float
+    compute_precision: str
+    peak_macs_per_s: float | None
+    memory_bandwidth_bytes_per_s: float
+    memory_capacity: dict[str, Any] = field(default_factory=dict)
+    edge_constraints: dict[str, Any] = field(default_factory=dict)
+    precision_memory: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    # totals -------------------------------------------------------------------------
+    @property
+    def total_macs(self) -> int:
+        return int(sum(r.macs for r in self.layers))
+
+    @property
+    def total_flops(self) -> int:
+        return 2 * self.total_macs
+
+    @property
+    def total_other_ops(self) -> int:
+        return int(sum(r.other_ops for r in self.layers))
+
+    @property
+    def activation_bytes(self) -> float:
+        return float(sum(r.activation_bytes for r in self.layers))
+
+    @property
+    def roofline_latency_ms(self) -> float:
+        return float(sum(r.roofline_latency_ms for r in self.layers))
+
+    @property
+    def compute_ms(self) -> float:
+        return float(sum(r.compute_ms for r in self.layers))
+
+    @property
+    def memory_ms(self) -> float:
+        return float(sum(r.memory_ms for r in self.layers))
+
+    @property
+    def bound(self) -> str:
+        return "memory" if self.memory_ms > self.compute_ms else "compute"
+
+    def totals(self) -> dict[str, Any]:
+        return {
+            "macs": self.total_macs,
+            "flops": self.total_flops,
+            "other_ops": self.total_other_ops,
+            "parameter_count": self.parameter_count,
+            "parameter_bytes": self.parameter_bytes,
+            "activation_bytes": self.activation_bytes,
+            "peak_activation_bytes": self.peak_activation_bytes,
+            "compute_ms": self.compute_ms,
+            "memory_ms": self.memory_ms,
+            "roofline_latency_ms": self.roofline_latency_ms,
+            "bound": self.bound,
+        }
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame([asdict(r) for r in self.layers], columns=list(LayerEstimate.COLUMNS))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "layers"}
+        d["totals"] = self.totals()
+        d["layers"] = [asdict(r) for r in self.layers]
+        return clean(d)
+
+
+# -------------------------------------------------------------------------- benchmark
+@dataclass
+class LatencyStats:
+    """Latency statistics of the steady state, in milliseconds.
+
+    ``p90_ms`` / ``p99_ms`` are None when there are too few samples (or when calls were
+    timed in blocks); ``null_reasons`` says why. The confidence interval is of the median.
+    """
+
+    n: int
+    median_ms: float
+    mean_ms: float
+    std_ms: float
+    cv: float
+    iqr_ms: float
+    min_ms: float
+    max_ms: float
+    p50_ms: float
+    p90_ms: float | None
+    p99_ms: float | None
+    ci_low_ms: float | None
+    ci_high_ms: float | None
+    ci_level: float = 0.95
+    block_size: int = 1
+    null_reasons: dict[str, str] = field(default_factory=dict)
+    samples_ms: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return clean(asdict(self))
+
+
+@dataclass
+class BenchmarkResult:
+    """What the harness measured for one backend x precision on this host."""
+
+    backend: str
+    model: str
+    requested_precision: str
+    executed_precision: str | None
+    status: str  # RunStatus
+    reason: str | None = None
+    batch_size: int = 1
+    stats: LatencyStats | None = None
+    throughput_per_s: float | None = None
+    first_inference_ms: float | None = None
+    load_time_s: float | None = None
+    warmup_runs: int | None = None
+    warmup_time_s: float | None = None
+    steady_time_s: float | None = None
+    peak_memory_bytes: float | None = None
+    memory_detail: dict[str, Any] = field(default_factory=dict)
+    runtime: str | None = None
+    runtime_version: str | None = None
+    threads: dict[str, int] = field(default_factory=dict)
+    device: str = "cpu"
+    environment: dict[str, Any] = field(default_factory=dict)
+    warnings: list[WarningRecord] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    provenance: str = "measured"
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.stats is not None
+
+    @property
+    def latency_ms(self) -> float | None:
+        return self.stats.median_ms if self.stats else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return clean({f.name: getattr(self, f.name) for f in fields(self)})
+
+    def to_frame(self):
+        import pandas as pd
+
+        row = {k: v for k, v in self.to_dict().items() if not isinstance(v, (dict, list))}
+        if self.stats:
+            row.update({k: v for k, v in self.stats.to_dict().items()
+                        if not isinstance(v, (dict, list))})
+        return pd.DataFrame([row])
+
+
+# ---------------------------------------------------------------------------- summary
+@dataclass
+class Summary:
+    """The estimate and the measurement together, against one target."""
+
+    target: str
+    backend: str | None
+    precision: str
+    on_host: bool
+    figures: dict[str, Figure]
+    reading: str  # memory-bound / balanced / compute-bound or inefficient / unknown
+    warnings: list[WarningRecord] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def value(self, name: str) -> float | None:
+        f = self.figures.get(name)
+        return None if f is None else f.value
+
+    def to_dict(self) -> dict[str, Any]:
+        return clean({
+            "target": self.target, "backend": self.backend, "precision": self.precision,
+            "on_host": self.on_host, "reading": self.reading,
+            "figures": {k: v.to_dict() for k, v in self.figures.items()},
+            "warnings": [w.to_dict() for w in self.warnings], "notes": list(self.notes),
+        })
+
+    def to_frame(self):
+        import pandas as pd
+
+        row: dict[str, Any] = {"target": self.target, "backend": self.backend,
+                               "precision": self.precision, "reading": self.reading}
+        for k, f in self.figures.items():
+            row[k] = f.value
+            row[f"{k}_provenance"] = f.provenance
+        return pd.DataFrame([row])
