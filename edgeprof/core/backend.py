@@ -157,6 +157,17 @@ class Backend:
         """Load/convert ``model`` for ``config.precision``; ``inputs`` are numpy arrays."""
         raise NotImplementedError(f"backend '{self.name}' does not implement prepare()")
 
+    def operator_profile(self, prepared: PreparedModel, runs: int = 10,
+                         trace_path: str | None = None):
+        """Per-operator timings from the runtime's own profiler, or None if it has none.
+
+        Returns a pandas DataFrame with columns ``operator`` (the runtime's node name),
+        ``op_type``, ``latency_ms`` (mean per inference), ``calls`` and, where the name can be
+        matched to an estimate row, ``layer``. Writes a Chrome trace (JSON) to ``trace_path``
+        when given.
+        """
+        return None
+
     # -- the Profiler interface ---------------------------------------------------------
     def estimate(self, model: ModelHandle, target: Target, precision: str = "fp32",
                  batch_size: int | None = None) -> Estimate:

@@ -28,9 +28,9 @@ FILE_FORMATS = {".onnx": "onnx", ".tflite": "tflite", ".xml": "openvino", ".kera
 
 #: format -> "module:function" reading a model file's input specs; imported only when used
 FILE_INPUT_READERS: dict[str, str] = {
-    "onnx": "edgeprof.profilers.graphs:onnx_input_specs",
-    "tflite": "edgeprof.profilers.graphs:tflite_input_specs",
-    "openvino": "edgeprof.profilers.graphs:openvino_input_specs",
+    "onnx": "edgeprof.profilers.onnx_graph:input_specs",
+    "tflite": "edgeprof.profilers.tflite_graph:input_specs",
+    "openvino": "edgeprof.profilers.openvino_graph:input_specs",
 }
 
 

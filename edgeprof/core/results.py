@@ -60,6 +60,33 @@ class Figure:
 
 # --------------------------------------------------------------------------- estimate
 @dataclass
+class GraphLayer:
+    """A layer as a graph walker sees it (torch module walk, ONNX graph, .tflite ops), before
+    a precision and a target are applied. Counts are in elements and operations, not bytes.
+    """
+
+    name: str
+    op_type: str
+    output_shape: tuple[int, ...]
+    output_elements: int
+    input_elements: int  # activation elements read (all activation inputs)
+    parameter_count: int  # weight/bias elements owned by this layer
+    macs: int
+    other_ops: int  # elementwise / norm / pooling / softmax operations (not MACs)
+
+
+@dataclass
+class GraphWalk:
+    """What a graph walker returns: the layers in execution order plus the peak number of
+    activation elements alive at once (from tensor lifetimes, model inputs included)."""
+
+    layers: list[GraphLayer]
+    peak_live_elements: int
+    input_elements: int
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class LayerEstimate:
     """One row of the analytic estimate (DESIGN.md, "Estimate rows").
 
