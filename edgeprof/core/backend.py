@@ -181,7 +181,10 @@ class Backend:
         return benchmark_backend(self, model, config)
 
     def summarize(self, estimate: Estimate, benchmark: BenchmarkResult | None, target: Target,
-                  host: Target | None = None, host_estimate: Estimate | None = None) -> Summary:
+                  host: Target | None = None, host_estimate: Estimate | None = None,
+                  **options: Any) -> Summary:
+        """``options``: ``stream_rate_fps``, ``latency_budget_ms``."""
         from edgeprof.profilers.summary import summarize
 
-        return summarize(estimate, benchmark, target, host=host, host_estimate=host_estimate)
+        return summarize(estimate, benchmark, target, host=host, host_estimate=host_estimate,
+                         **options)

@@ -1,0 +1,5 @@
+import sys
+
+from edgeprof.cli import main
+
+sys.exit(main())

@@ -1,0 +1,343 @@
+"""The Python API: ``profile``, ``estimate``, ``benchmark``, ``summarize`` and the listings.
+
+The CLI is a thin layer over these functions; other toolchains call them directly and read
+the :class:`ProfileReport` (or its JSON, ``profile.json``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgeprof._version import __version__
+from edgeprof.core.backend import Backend, RunConfig
+from edgeprof.core.errors import EdgeprofError, InputSpecError, UserError
+from edgeprof.core.models import ModelHandle, check_batch_size, resolve_model
+from edgeprof.core.plugins import Registry, get_registry
+from edgeprof.core.precision import get_precision
+from edgeprof.core.results import BenchmarkResult, Estimate, Summary, WarningRecord, clean
+
+SCHEMA_VERSION = "1.0"
+Progress = Callable[[str], None]
+
+
+# ------------------------------------------------------------------------- listings
+def list_backends(plugins: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+    """Every registered backend with its availability, reason, install hint and capabilities."""
+    reg = get_registry(plugins)
+    rows = []
+    for name, entry in reg.backends.items():
+        cls = entry.cls
+        try:
+            a = cls.availability()
+            available, reason, hint = a.available, a.reason, a.hint
+        except Exception as e:  # an availability check must never take the listing down
+            available, reason, hint = False, f"availability check failed: {e}", ""
+        caps = cls.capabilities
+        rows.append({"name": name, "available": available, "reason": reason, "hint": hint,
+                     "precisions": list(caps.precisions), "devices": list(caps.devices),
+                     "model_formats": list(caps.model_formats), "plugin": entry.plugin,
+                     "description": getattr(cls, "description", "")})
+    return rows
+
+
+def _target_registry(targets_dir=None, plugins=None):
+    from edgeprof.targets import get_target_registry
+
+    return get_target_registry(targets_dir, plugins)
+
+
+def list_targets(targets_dir: str | os.PathLike | None = None,
+                 plugins: str | os.PathLike | None = None) -> list[Any]:
+    """The descriptor targets (validated), without detecting ``host``."""
+    return _target_registry(targets_dir, plugins).all()
+
+
+def _target(target: Any, targets_dir=None, plugins=None, recalibrate=False):
+    if isinstance(target, str):
+        return _target_registry(targets_dir, plugins).get(target, recalibrate=recalibrate)
+    return target
+
+
+# ---------------------------------------------------------------------- three verbs
+def estimate(model: Any, target: Any = "host", precision: str = "fp32", *,
+             batch_size: int | None = None, input_shapes: Sequence[Sequence[int]] | None = None,
+             input_dtypes: Sequence[str] | None = None, plugins=None,
+             targets_dir=None) -> Estimate:
+    """Analytic per-layer estimate of ``model`` on ``target`` at ``precision``."""
+    from edgeprof.profilers.analytic import estimate_model
+
+    get_precision(precision)
+    reg = get_registry(plugins)
+    handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
+                           batch_size=batch_size, registry=reg)
+    return estimate_model(handle, _target(target, targets_dir, plugins), precision)
+
+
+def benchmark(model: Any, backend: str = "torch_eager", precision: str = "fp32", *,
+              config: RunConfig | None = None, batch_size: int | None = None,
+              input_shapes=None, input_dtypes=None, plugins=None) -> BenchmarkResult:
+    """Measure ``model`` on ``backend`` on this host (latency percentiles, memory ...)."""
+    reg = get_registry(plugins)
+    handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
+                           batch_size=batch_size, registry=reg)
+    config = config or RunConfig(precision=precision)
+    config.precision = precision
+    config.batch_size = handle.batch_size
+    return _run_one(reg.backend(backend)(), handle, config)
+
+
+def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any, *,
+              host: Any = None, host_estimate: Estimate | None = None, **options) -> Summary:
+    """The estimate and the measurement together against ``target``."""
+    from edgeprof.profilers.summary import summarize as _summarize
+
+    return _summarize(estimate, benchmark, _target(target), host=host,
+                      host_estimate=host_estimate, **options)
+
+
+def _run_one(backend: Backend, handle: ModelHandle, config: RunConfig) -> BenchmarkResult:
+    """Benchmark with the status rules of DESIGN.md: never raises for a backend's failure."""
+    from edgeprof.core.errors import BackendUnavailableError, UnsupportedError
+
+    cls = type(backend)
+    base = dict(backend=cls.name, model=handle.name, requested_precision=config.precision,
+                executed_precision=None, batch_size=handle.batch_size, config=config.to_dict())
+    a = cls.availability()
+    if not a.available:
+        return BenchmarkResult(status="unavailable",
+                               reason=a.reason + (f"; {a.hint}" if a.hint else ""), **base)
+    caps = cls.capabilities
+    if config.precision not in caps.precisions:
+        return BenchmarkResult(status="unsupported", reason=(
+            f"{cls.name} cannot run {config.precision}; it supports {', '.join(caps.precisions)}"),
+            **base)
+    if handle.format not in caps.model_formats:
+        return BenchmarkResult(status="unsupported", reason=(
+            f"{cls.name} does not load {handle.format} models; it loads "
+            f"{', '.join(caps.model_formats)}"), **base)
+    try:
+        return backend.benchmark(handle, config)
+    except UnsupportedError as e:
+        return BenchmarkResult(status="unsupported", reason=str(e), **base)
+    except BackendUnavailableError as e:
+        return BenchmarkResult(status="unavailable", reason=str(e), **base)
+    except UserError:
+        raise
+    except EdgeprofError as e:
+        return BenchmarkResult(status="failed", reason=str(e), **base)
+    except Exception as e:  # a runtime's own failure is that run's failure, not ours
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return BenchmarkResult(status="failed", reason=f"{type(e).__name__}: {msg}", **base)
+
+
+# --------------------------------------------------------------------------- profile
+@dataclass
+class RunRecord:
+    """One backend x precision of a profile: the measurement and its summary for the target."""
+
+    backend: str
+    requested_precision: str
+    benchmark: BenchmarkResult
+    summary: Summary | None = None
+    host_summary: Summary | None = None
+    explicit: bool = True  # named by the user (counts for the exit status)
+
+    @property
+    def status(self) -> str:
+        return self.benchmark.status
+
+    def to_dict(self) -> dict[str, Any]:
+        b = self.benchmark
+        return clean({
+            "backend": self.backend, "requested_precision": self.requested_precision,
+            "executed_precision": b.executed_precision, "status": b.status, "reason": b.reason,
+            "provenance": {"benchmark": "measured", "target_figures": (
+                "measured" if self.summary and self.summary.on_host else "estimated")},
+            "benchmark": b.to_dict(),
+            "summary": self.summary.to_dict() if self.summary else None,
+            "host_summary": self.host_summary.to_dict() if self.host_summary else None,
+        })
+
+
+@dataclass
+class ProfileReport:
+    """Everything ``edgeprof profile`` produces; ``to_dict()`` is profile.json."""
+
+    model: ModelHandle
+    target: Any
+    host: dict[str, Any]
+    estimate: Estimate
+    runs: list[RunRecord]
+    request: dict[str, Any]
+    warnings: list[WarningRecord] = field(default_factory=list)
+    host_target: Any = None
+    created_utc: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc)
+                             .isoformat(timespec="seconds"))
+
+    @property
+    def exit_code(self) -> int:
+        """0 complete; 3 partial: an explicitly named run produced no measurement."""
+        return 3 if any(r.explicit and r.status != "ok" for r in self.runs) else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        warnings = list(self.warnings)
+        for r in self.runs:
+            warnings.extend(r.benchmark.warnings)
+            if r.summary:
+                warnings.extend(r.summary.warnings)
+        return clean({
+            "schema_version": SCHEMA_VERSION,
+            "edgeprof_version": __version__,
+            "created_utc": self.created_utc,
+            "host": self.host,
+            "target": self.target.to_dict(),
+            "model": self.model.to_dict(),
+            "request": self.request,
+            "estimate": self.estimate.to_dict(),
+            "runs": [r.to_dict() for r in self.runs],
+            "warnings": [w.to_dict() for w in warnings],
+        })
+
+    def save(self, out_dir: str | os.PathLike, *, stream_rate_fps: float | None = None) -> list[Path]:
+        """Write every artifact into ``out_dir``; files appear only when all are written."""
+        from edgeprof.profilers.report import write_artifacts
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=".edgeprof-", dir=out))
+        try:
+            names = write_artifacts(self, stage, stream_rate_fps=stream_rate_fps)
+            written = []
+            for name in names:
+                os.replace(stage / name, out / name)
+                written.append(out / name)
+            return written
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+def _host_info(host_target: Any) -> dict[str, Any]:
+    info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(),
+                            "machine": platform.machine()}
+    if host_target is not None:
+        info["target"] = host_target.to_dict()
+    return info
+
+
+def resolve_backends(names: Sequence[str] | str, reg: Registry) -> list[tuple[str, bool]]:
+    """``["all"]`` -> every registered backend (not explicit); otherwise validate names."""
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    if not names:
+        raise UserError("no backend given; use --backend NAME, a comma-separated list or 'all'")
+    if list(names) == ["all"]:
+        return [(n, False) for n in reg.backends]
+    out = []
+    for n in names:
+        reg.backend(n)  # raises UnknownNameError with the closest name
+        out.append((n, True))
+    return out
+
+
+def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("torch_eager",),
+            precisions: Sequence[str] | str = ("fp32",), *, batch_size: int | None = None,
+            input_shapes: Sequence[Sequence[int]] | None = None,
+            input_dtypes: Sequence[str] | None = None, threads: int | None = None,
+            stream_rate_fps: float | None = None, latency_budget_ms: float | None = None,
+            run_options: dict[str, Any] | None = None, out: str | os.PathLike | None = None,
+            plugins: str | os.PathLike | None = None, targets_dir: str | os.PathLike | None = None,
+            recalibrate: bool = False, progress: Progress | None = None) -> ProfileReport:
+    """Estimate ``model`` on ``target``, benchmark it on each backend x precision on this
+    host, and summarize each against the target. Writes artifacts to ``out`` when given."""
+    say = progress or (lambda msg: None)
+    reg = get_registry(plugins)
+    if isinstance(precisions, str):
+        precisions = [p.strip() for p in precisions.split(",") if p.strip()]
+    if not precisions:
+        raise UserError("no precision given; use --precision fp32 (or a comma-separated list)")
+    for p in precisions:
+        get_precision(p)
+    if batch_size is not None:
+        check_batch_size(batch_size)
+    if threads is not None and (not isinstance(threads, int) or threads <= 0):
+        raise InputSpecError(f"--threads must be a positive integer, got {threads!r}")
+    if stream_rate_fps is not None and not stream_rate_fps > 0:
+        raise UserError(f"--stream-rate must be a positive number of frames per second, "
+                        f"got {stream_rate_fps!r}")
+    if latency_budget_ms is not None and not latency_budget_ms > 0:
+        raise UserError(f"--latency-budget-ms must be a positive number, got {latency_budget_ms!r}")
+    chosen = resolve_backends(backends, reg)
+    treg = _target_registry(targets_dir, plugins)
+    tgt = target if not isinstance(target, str) else treg.get(target, recalibrate=recalibrate)
+    handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
+                           batch_size=batch_size, registry=reg)
+
+    from edgeprof.profilers.analytic import estimate_model
+
+    say(f"estimating {handle.name} on {tgt.id}")
+    estimates: dict[tuple[str, str], Estimate] = {}
+
+    def est(t, precision: str) -> Estimate:
+        key = (t.id, precision)
+        if key not in estimates:
+            estimates[key] = estimate_model(handle, t, precision)
+        return estimates[key]
+
+    primary = est(tgt, precisions[0])
+    warnings: list[WarningRecord] = []
+    host_t = tgt if getattr(tgt, "is_host", False) else None
+    if host_t is None:
+        say("calibrating host (cached after the first run)")
+        try:
+            host_t = treg.get("host", recalibrate=recalibrate)
+        except EdgeprofError as e:
+            warnings.append(WarningRecord("HOST_UNCALIBRATED", f"host calibration failed: {e}; "
+                                          f"target latency cannot be estimated"))
+    options = dict(stream_rate_fps=stream_rate_fps, latency_budget_ms=latency_budget_ms)
+    runs: list[RunRecord] = []
+    for name, explicit in chosen:
+        cls = reg.backend(name)
+        for precision in precisions:
+            say(f"benchmarking {name} {precision}")
+            config = RunConfig(precision=precision, batch_size=handle.batch_size,
+                               threads=threads, **(run_options or {}))
+            result = _run_one(cls(), handle, config)
+            record = RunRecord(name, precision, result, explicit=explicit)
+            if result.ok:
+                p = result.executed_precision if result.executed_precision in _known_precisions() \
+                    else precision
+                backend = cls()
+                host_est = est(host_t, p) if host_t is not None else None
+                record.summary = backend.summarize(est(tgt, p), result, tgt, host_t, host_est,
+                                                   **options)
+                if host_t is not None and host_t is not tgt:
+                    record.host_summary = backend.summarize(host_est, result, host_t, **options)
+            else:
+                record.summary = cls().summarize(est(tgt, precision), result, tgt, **options)
+            runs.append(record)
+    report = ProfileReport(model=handle, target=tgt, host=_host_info(host_t), estimate=primary,
+                           runs=runs, warnings=warnings, host_target=host_t, request={
+                               "model": str(model) if isinstance(model, str) else handle.spec,
+                               "target": tgt.id, "backends": [n for n, _ in chosen],
+                               "precisions": list(precisions), "batch_size": handle.batch_size,
+                               "threads": threads, "stream_rate_fps": stream_rate_fps,
+                               "latency_budget_ms": latency_budget_ms,
+                               "run_options": dict(run_options or {})})
+    if out is not None:
+        say(f"writing artifacts to {out}")
+        report.save(out, stream_rate_fps=stream_rate_fps)
+    return report
+
+
+def _known_precisions():
+    from edgeprof.core.precision import PRECISIONS
+
+    return PRECISIONS

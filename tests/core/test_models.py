@@ -1,0 +1,103 @@
+"""Model specs: builtin, module:factory, file.py:factory, files, nn.Module objects."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from edgeprof.core.errors import InputSpecError, ModelError, UnknownNameError
+from edgeprof.core.models import parse_dtype, parse_shape, resolve_model
+
+
+def test_parse_shape_forms():
+    assert parse_shape("1x3x224x224") == (1, 3, 224, 224)
+    assert parse_shape("2,16") == (2, 16)
+    for bad in ("", "1xax3", "0x3", "-1x3"):
+        with pytest.raises(InputSpecError):
+            parse_shape(bad)
+
+
+def test_parse_dtype_aliases():
+    assert parse_dtype("fp32") == "float32"
+    assert parse_dtype("long") == "int64"
+    with pytest.raises(InputSpecError):
+        parse_dtype("complex128")
+
+
+def test_builtin_models_resolve_with_batch_first_shapes():
+    h = resolve_model("builtin:small_cnn")
+    assert h.format == "torch" and h.input_specs[0].shape == (1, 1, 28, 28)
+    t = resolve_model("builtin:tiny_transformer")
+    assert t.input_specs[0].dtype == "int64"
+    x = t.make_inputs()[0]
+    assert x.dtype.name == "int64" and x.min() >= 0
+
+
+def test_batch_size_overrides_first_dimension():
+    h = resolve_model("builtin:small_resnet", batch_size=4)
+    assert h.input_specs[0].shape == (4, 3, 32, 32)
+    with pytest.raises(InputSpecError):
+        resolve_model("builtin:small_resnet", batch_size=0)
+
+
+def test_unknown_builtin_lists_known():
+    with pytest.raises(UnknownNameError, match="small_cnn"):
+        resolve_model("builtin:small_cn")
+
+
+def test_module_factory_from_file_and_missing_shape(tmp_path):
+    f = tmp_path / "nets.py"
+    f.write_text(textwrap.dedent("""
+        import torch
+        def make():
+            return torch.nn.Linear(8, 4)
+        def make_with_shape():
+            return torch.nn.Linear(8, 4), [[2, 8]]
+        def broken():
+            raise RuntimeError("boom")
+    """))
+    with pytest.raises(InputSpecError, match="--input-shape"):
+        resolve_model(f"{f}:make")
+    h = resolve_model(f"{f}:make", input_shapes=[(3, 8)])
+    assert h.input_specs[0].shape == (3, 8)
+    assert resolve_model(f"{f}:make_with_shape").input_specs[0].shape == (2, 8)
+    with pytest.raises(ModelError, match="boom"):
+        resolve_model(f"{f}:broken")
+    with pytest.raises(ModelError, match="no callable"):
+        resolve_model(f"{f}:nothing")
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("no_such_pkg_xyz.models:make", "cannot import"),
+    ("does/not/exist.onnx", "does not exist"),
+    ("plain_word", "not found"),
+])
+def test_bad_specs_are_one_line_model_errors(spec, match):
+    with pytest.raises(ModelError, match=match) as e:
+        resolve_model(spec)
+    assert "\n" not in str(e.value)
+
+
+def test_module_object_needs_shapes():
+    import torch
+
+    net = torch.nn.Linear(4, 2)
+    with pytest.raises(InputSpecError):
+        resolve_model(net)
+    h = resolve_model(net, input_shapes=[(1, 4)])
+    assert h.torch_module() is net
+
+
+def test_several_inputs_and_dtypes():
+    import torch
+
+    class Two(torch.nn.Module):
+        def forward(self, a, b):
+            return a.float().sum() + b
+
+    h = resolve_model(Two(), input_shapes=[(1, 4), (1, 4)], input_dtypes=["int64", "float32"])
+    xs = h.make_inputs()
+    assert [x.dtype.name for x in xs] == ["int64", "float32"]
+    with pytest.raises(InputSpecError):
+        resolve_model(Two(), input_shapes=[(1, 4), (1, 4)], input_dtypes=["int64"] * 3)
