@@ -50,6 +50,10 @@ _LAZY = {
     "resolve_model": "edgeprof.core.models",
     "ModelHandle": "edgeprof.core.models",
     "ProfileReport": "edgeprof.api",
+    "recommend": "edgeprof.core.router",
+    "Constraints": "edgeprof.core.router",
+    "Plan": "edgeprof.core.router",
+    "check_feasible": "edgeprof.core.router",
     # seed-compatible functions (names, columns and formulas of the original tools)
     "estimate_layerwise_stats": "edgeprof.profilers.hardware",
     "summarize_hardware": "edgeprof.profilers.hardware",

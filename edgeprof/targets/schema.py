@@ -12,7 +12,7 @@ base units, the unit spelled out, and where the figure comes from)::
 
     [compute]
     cores = { value = 4, unit = "count", source = "..." }
-    frequency = { value = 1.5e9, unit = "Hz", source = "..." }
+    frequency = { value = 1.5e9, unit = "Hz", source = "..." }   # optional
     [compute.peak]                 # MAC/s per compute precision (1 MAC = 2 FLOP)
     fp32 = { value = 4.8e10, unit = "MAC/s", source = "..." }
 
@@ -56,7 +56,7 @@ COMPUTE_PRECISIONS = ("fp32", "fp16", "bf16", "int8", "int4")
 
 # section -> field -> (expected unit, required)
 FIGURES: dict[str, dict[str, tuple[str, bool]]] = {
-    "compute": {"cores": ("count", True), "frequency": ("Hz", True)},
+    "compute": {"cores": ("count", True), "frequency": ("Hz", False)},
     "memory": {
         "ram": ("B", True), "bandwidth": ("B/s", True), "l1d_cache": ("B", False),
         "l2_cache": ("B", False), "l3_cache": ("B", False), "sram": ("B", False),
@@ -104,7 +104,7 @@ class Target:
     supported_precisions: tuple[str, ...]
     preferred_backends: tuple[str, ...]
     cores: Quantity
-    frequency: Quantity
+    frequency: Quantity | None  # optional: an NPU's or a VM's clock may be unpublished
     peak_compute: dict[str, Quantity]
     ram: Quantity
     bandwidth: Quantity
@@ -142,8 +142,10 @@ class Target:
         return replace(self, **changes)
 
     def figures(self) -> dict[str, Quantity]:
-        out = {"cores": self.cores, "frequency": self.frequency, "ram": self.ram,
-               "bandwidth": self.bandwidth, "typical_power": self.typical_power}
+        out = {"cores": self.cores, "ram": self.ram, "bandwidth": self.bandwidth,
+               "typical_power": self.typical_power}
+        if self.frequency is not None:
+            out["frequency"] = self.frequency
         out.update(self.caches)
         if self.sram:
             out["sram"] = self.sram
@@ -299,7 +301,7 @@ def target_from_dict(data: dict[str, Any], *, target_id: str, path: Path,
     return Target(
         id=target_id, name=name, kind=kind, strategy_class=strategy_class, processor=processor,
         supported_precisions=precisions, preferred_backends=backends,
-        cores=sections["compute"]["cores"], frequency=sections["compute"]["frequency"],
+        cores=sections["compute"]["cores"], frequency=sections["compute"].get("frequency"),
         peak_compute=peak, ram=mem["ram"], bandwidth=mem["bandwidth"],
         typical_power=sections["power"]["typical"], strategy=strategy, caches=caches,
         sram=mem.get("sram"), flash=mem.get("flash"), description=description,
