@@ -1,0 +1,363 @@
+"""ONNX Runtime backend: the model's ONNX export (or an ``.onnx`` file) in an
+``InferenceSession`` on the CPU provider (CUDA provider with ``device="cuda"``).
+
+Precisions:
+
+- ``fp32``: the export as is.
+- ``fp16``: ``onnxruntime.transformers.float16`` (keeps fp32 graph inputs/outputs). ORT's CPU
+  provider has no fp16 kernel for Conv/Gemm/MatMul on x86; it then inserts casts and runs
+  those nodes in fp32. The backend finds out what ran from one profiled inference and
+  reports that as the executed precision.
+- ``int8_dynamic``: ``quantize_dynamic`` (int8 weights, activations quantized at run time).
+- ``int8_static`` / ``int8``: QDQ ``quantize_static`` calibrated on sample inputs.
+
+Every variant is cached and its outputs are compared with the torch fp32 reference; the
+result is ``PreparedModel.extra["agreement"]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig
+from edgeprof.core.errors import ModelError, UnsupportedError
+from edgeprof.core.hookspecs import hookimpl
+
+#: op types whose executed input type decides the executed precision
+MAC_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul", "FusedConv", "FusedGemm", "FusedMatMul",
+           "NchwcConv", "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger",
+           "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "Attention", "MultiHeadAttention")
+#: sample-input seeds used to calibrate static int8 (distinct from the evaluation seed)
+CALIBRATION_SEEDS = tuple(range(1001, 1017))
+
+
+def _physical_cores() -> int:
+    import psutil
+
+    return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
+
+
+def session_options(threads: dict[str, int], *, profile_prefix: str | None = None):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.intra_op_num_threads = threads["intra_op"]
+    so.inter_op_num_threads = threads["inter_op"]
+    so.log_severity_level = 3  # errors only; the constant folder's warnings are noise
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
+    return so
+
+
+def _providers(device: str) -> list[str]:
+    return ["CUDAExecutionProvider", "CPUExecutionProvider"] if device.startswith("cuda") \
+        else ["CPUExecutionProvider"]
+
+
+def _session(path: str | Path, so, device: str):
+    import onnxruntime as ort
+
+    try:
+        return ort.InferenceSession(str(path), so, providers=_providers(device))
+    except Exception as e:
+        text = str(e)
+        if "INVALID_PROTOBUF" in text or "Protobuf parsing failed" in text or "Load model" in text:
+            raise ModelError(f"onnxruntime cannot load '{path}': {text.splitlines()[0][:200]} "
+                             "(truncated or not an ONNX model; re-export it)", spec=str(path)
+                             ) from None
+        raise UnsupportedError(f"onnxruntime cannot create a session for '{path}': "
+                               f"{text.splitlines()[0][:300]}", backend="onnxruntime") from None
+
+
+def _to_numpy(outputs: Any) -> list:
+    import numpy as np
+
+    return [np.asarray(o) for o in outputs]
+
+
+def graph_input_names(path: str | Path) -> list[str]:
+    """Names of an ONNX graph's real inputs (initializers listed as inputs excluded)."""
+    from edgeprof.backends.onnx_export import load_onnx
+
+    graph = load_onnx(path, check=False, load_external_data=False).graph
+    inits = {i.name for i in graph.initializer}
+    return [i.name for i in graph.input if i.name not in inits]
+
+
+# ------------------------------------------------------------------- quantized variants
+def _variant(source, precision: str, build, **options: Any) -> tuple[Path, bool]:
+    import onnxruntime as ort
+
+    from edgeprof.core.cache import cached_artifact
+
+    key = {"source": source.key, "precision": precision, "onnxruntime": ort.__version__,
+           "calibration_seeds": list(CALIBRATION_SEEDS) if precision == "int8_static" else None,
+           **options}
+    try:
+        return cached_artifact("onnxruntime", key, "model.onnx", build)
+    except Exception as e:
+        line = (str(e).strip().splitlines() or [""])[0][:300]
+        raise UnsupportedError(f"onnxruntime cannot produce a {precision} model: "
+                               f"{type(e).__name__}: {line}", backend="onnxruntime",
+                               precision=precision) from e
+
+
+def _build_fp16(src: Path):
+    def build(tmp: Path) -> None:
+        import onnx
+        from onnxruntime.transformers.float16 import convert_float_to_float16
+
+        model = onnx.load(str(src))
+        onnx.save(convert_float_to_float16(model, keep_io_types=True), str(tmp))
+    return build
+
+
+def x86_without_vnni() -> bool:
+    """True on an x86 CPU without VNNI, where ORT's u8s8 int8 kernels can saturate, so
+    weights are quantized to 7 bits (``reduce_range``, as ORT's documentation advises)."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64", "i686", "x86"):
+        return False
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return True  # unknown x86: the safe choice
+    return not any(f in flags for f in ("avx512_vnni", "avx_vnni", "avx512vnni"))
+
+
+def _build_int8_dynamic(src: Path, reduce_range: bool):
+    def build(tmp: Path) -> None:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        quantize_dynamic(str(src), str(tmp), weight_type=QuantType.QInt8,
+                         reduce_range=reduce_range)
+    return build
+
+
+def _build_int8_static(src: Path, handle: Any, input_names: list[str], reduce_range: bool):
+    def build(tmp: Path) -> None:
+        from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod,
+                                              QuantFormat, QuantType, quantize_static)
+
+        class SampleReader(CalibrationDataReader):
+            """Sample inputs from ``handle.make_inputs(seed)`` for several seeds."""
+
+            def __init__(self) -> None:
+                self._it = iter(CALIBRATION_SEEDS)
+
+            def get_next(self):
+                seed = next(self._it, None)
+                return None if seed is None else dict(zip(input_names, handle.make_inputs(seed)))
+
+        quantize_static(str(src), str(tmp), SampleReader(), quant_format=QuantFormat.QDQ,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        per_channel=True, reduce_range=reduce_range,
+                        calibrate_method=CalibrationMethod.MinMax)
+    return build
+
+
+# ------------------------------------------------------------------------- profiling
+def _profile_events(path: str) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def node_events(events: list[dict], skip_runs: int = 0) -> list[dict]:
+    """Kernel events of ORT's profile, without those of the first ``skip_runs`` runs."""
+    runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
+                  key=lambda e: e["ts"])
+    start = runs[skip_runs]["ts"] if skip_runs and len(runs) > skip_runs else None
+    out = []
+    for e in events:
+        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time"):
+            continue
+        if start is not None and e["ts"] < start:
+            continue
+        out.append(e)
+    return out
+
+
+def _executed_input_types(events: list[dict]) -> dict[str, set[str]]:
+    """op type -> element types of its first input, as the kernels saw them."""
+    seen: dict[str, set[str]] = {}
+    for e in events:
+        args = e.get("args", {})
+        op = args.get("op_name")
+        shapes = args.get("input_type_shape") or []
+        if op in MAC_OPS and shapes:
+            seen.setdefault(op, set()).add(next(iter(shapes[0])))
+    return seen
+
+
+def _probe_fp16(path: Path, threads: dict[str, int], device: str, feed: dict) -> tuple[str, str | None]:
+    """Run one profiled inference of the fp16 model; return (executed precision, note)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="edgeprof-ort-probe-") as d:
+        sess = _session(path, session_options(threads, profile_prefix=os.path.join(d, "probe")),
+                        device)
+        sess.run(None, feed)
+        events = node_events(_profile_events(sess.end_profiling()))
+    types = _executed_input_types(events)
+    half = sorted(op for op, ts in types.items() if "float16" in ts)
+    full = sorted(op for op, ts in types.items() if "float" in ts)
+    if half and not full:
+        return "fp16", None
+    if not half:
+        return "fp32", (f"onnxruntime's {device.upper()} provider has no fp16 kernel for "
+                        f"{', '.join(full) or 'the MAC ops'} here; it inserted casts and ran them "
+                        "in fp32 (weights stored as fp16)")
+    return "fp16", (f"mixed: {', '.join(half)} ran in fp16, {', '.join(full)} in fp32 "
+                    "(onnxruntime inserted casts where it has no fp16 kernel)")
+
+
+class OnnxRuntimeBackend(Backend):
+    name = "onnxruntime"
+    description = "ONNX Runtime on the model's ONNX export (CPU provider; CUDA provider on GPUs)"
+    capabilities = Capabilities(precisions=("fp32", "fp16", "int8", "int8_static", "int8_dynamic"),
+                                devices=("cpu", "cuda"), model_formats=("torch", "onnx"),
+                                per_operator_profile=True)
+    requires = ("onnxruntime", "onnx")
+    install_hint = "pip install 'edgeprof[onnx]'"
+
+    def prepare(self, model, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
+        self.check_precision(config.precision)
+        if model.format not in self.capabilities.model_formats:
+            raise UnsupportedError(f"backend '{self.name}' runs torch modules and .onnx files, "
+                                   f"not {model.format} models", backend=self.name)
+        if model.format == "torch" and not self._has("torch"):
+            raise UnsupportedError("exporting a torch model to ONNX needs torch: "
+                                   "pip install 'edgeprof[onnx]'", backend=self.name)
+        import onnxruntime as ort
+
+        from edgeprof.backends.onnx_export import (agreement_note, agreement_record,
+                                                   export_onnx, onnx_feed, reference_outputs)
+
+        if config.device.startswith("cuda") and \
+                "CUDAExecutionProvider" not in ort.get_available_providers():
+            raise UnsupportedError("CUDA was asked for but this onnxruntime build has no CUDA "
+                                   "provider (pip install onnxruntime-gpu on a machine with an "
+                                   "NVIDIA GPU)", backend=self.name)
+        threads = {"intra_op": config.threads or _physical_cores(),
+                   "inter_op": config.interop_threads}
+        t0 = time.perf_counter()
+        notes: list[str] = []
+        source = export_onnx(model, exporter=config.options.get("onnx_exporter"),
+                             backend=self.name)
+        notes += source.notes
+        precision = "int8_static" if config.precision == "int8" else config.precision
+        path, hit = source.path, source.cache_hit
+        reduce_range = x86_without_vnni()
+        if precision == "fp16":
+            path, hit = _variant(source, precision, _build_fp16(source.path))
+        elif precision == "int8_dynamic":
+            path, hit = _variant(source, precision,
+                                 _build_int8_dynamic(source.path, reduce_range),
+                                 reduce_range=reduce_range)
+        elif precision == "int8_static":
+            names = graph_input_names(source.path)
+            path, hit = _variant(source, precision,
+                                 _build_int8_static(source.path, model, names, reduce_range),
+                                 reduce_range=reduce_range)
+        if precision.startswith("int8") and reduce_range:
+            notes.append("int8 weights quantized to 7 bits (reduce_range): this x86 CPU has no "
+                         "VNNI, and ORT's u8s8 kernels can saturate with 8-bit weights")
+        sess = _session(path, session_options(threads), config.device)
+        feed = onnx_feed([i.name for i in sess.get_inputs()], inputs)
+        output_names = [o.name for o in sess.get_outputs()]
+        load_time = time.perf_counter() - t0
+
+        executed = precision
+        if precision == "fp16":
+            executed, note = _probe_fp16(path, threads, config.device, feed)
+            if note:
+                notes.append(note)
+        providers = sess.get_providers()
+        device = "cuda" if providers and providers[0] == "CUDAExecutionProvider" else "cpu"
+
+        def run(x):
+            return sess.run(output_names, x)
+
+        # agreement with the fp32 reference on the same inputs
+        outputs = run(feed)
+        if model.format == "onnx" and precision == "fp32":
+            agreement = {"reference": None, "precision": precision,
+                         "reason": "the .onnx file runs as given; there is no conversion to check"}
+        else:
+            reference, ref_name = reference_outputs(model, inputs)
+            # tolerance of the requested precision: fp16 weights stay rounded to fp16 even
+            # where the kernels compute in fp32
+            agreement = agreement_record(reference, outputs, precision, ref_name)
+            agreement["executed_precision"] = executed
+            note = agreement_note(agreement, self.name)
+            if note:
+                notes.append(note)
+        return PreparedModel(
+            run=run, inputs=feed, runtime="onnxruntime", runtime_version=ort.__version__,
+            executed_precision=executed, threads=threads, device=device, load_time_s=load_time,
+            notes=notes, to_numpy=_to_numpy,
+            extra={"agreement": agreement, "model_path": str(path), "cache_hit": hit,
+                   "model_bytes": Path(path).stat().st_size, "providers": providers,
+                   "requested_precision": config.precision, "onnx_exporter": source.exporter,
+                   "graph_optimization_level": "ORT_ENABLE_ALL"})
+
+    @staticmethod
+    def _has(module: str) -> bool:
+        from edgeprof.core.backend import modules_present
+
+        return modules_present(module) is None
+
+    def operator_profile(self, prepared: PreparedModel, runs: int = 10,
+                         trace_path: str | None = None):
+        """Per-node kernel times from ORT's own profiler (``enable_profiling``), one warm-up
+        run excluded. ``calls`` is calls per inference. The Chrome trace ORT writes is copied
+        to ``trace_path``."""
+        import shutil
+        import tempfile
+
+        import pandas as pd
+
+        from edgeprof.backends.onnx_export import module_path
+
+        if runs < 1:
+            raise UnsupportedError("operator_profile needs runs >= 1", backend=self.name)
+        with tempfile.TemporaryDirectory(prefix="edgeprof-ort-prof-") as d:
+            so = session_options(prepared.threads, profile_prefix=os.path.join(d, "ort"))
+            sess = _session(prepared.extra["model_path"], so, prepared.device)
+            for _ in range(runs + 1):
+                sess.run(None, prepared.inputs)
+            trace = sess.end_profiling()
+            events = node_events(_profile_events(trace), skip_runs=1)
+            if trace_path:
+                tmp = f"{trace_path}.tmp"
+                shutil.copyfile(trace, tmp)
+                os.replace(tmp, trace_path)
+        rows: dict[str, dict[str, Any]] = {}
+        for e in events:
+            name = e["name"][: -len("_kernel_time")]
+            r = rows.setdefault(name, {"operator": name, "op_type": e["args"].get("op_name", ""),
+                                       "latency_ms": 0.0, "calls": 0,
+                                       "provider": e["args"].get("provider", ""),
+                                       "layer": module_path(name)})
+            r["latency_ms"] += e["dur"] / 1000.0
+            r["calls"] += 1
+        for r in rows.values():
+            r["latency_ms"] /= runs
+            r["calls"] = r["calls"] / runs
+        return pd.DataFrame(list(rows.values()),
+                            columns=["operator", "op_type", "latency_ms", "calls", "provider",
+                                     "layer"])
+
+
+@hookimpl
+def edgeprof_register_backends():
+    return [OnnxRuntimeBackend]
