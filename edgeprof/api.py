@@ -299,7 +299,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
         try:
             host_t = treg.get("host", recalibrate=recalibrate)
         except EdgeprofError as e:
-            warnings.append(WarningRecord("HOST_UNCALIBRATED", f"host calibration failed: {e}; "
+            warnings.append(WarningRecord("host_uncalibrated", f"host calibration failed: {e}; "
                                           f"target latency cannot be estimated"))
     options = dict(stream_rate_fps=stream_rate_fps, latency_budget_ms=latency_budget_ms)
     runs: list[RunRecord] = []

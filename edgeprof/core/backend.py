@@ -81,7 +81,7 @@ class PreparedModel:
     threads: dict[str, int] = field(default_factory=dict)
     device: str = "cpu"
     sync: Callable[[], None] | None = None
-    load_time_s: float = 0.0  # load / convert / compile, timed by the backend's caller
+    load_time_s: float = 0.0  # the backend's own figure; the harness also times prepare() itself
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     close: Callable[[], None] | None = None

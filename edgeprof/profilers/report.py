@@ -123,8 +123,8 @@ def write_artifacts(report, folder: Path, *, stream_rate_fps: float | None = Non
     profile = hardware.build_hardware_profile_table(
         report.estimate, stream_rate_fps=stream_rate_fps,
         measured_latency_ms=measured.summary.value("latency_ms") if measured else None)
-    for name in hardware.write_hardware_profile_artifacts(profile, folder):
-        names.append(Path(name).name)
+    for path in hardware.write_hardware_profile_artifacts(profile, folder).values():
+        names.append(Path(path).name)
     csv("hardware_summary.csv", hardware_summary_frame(report))
     csv("precision_tradeoffs.csv", precision_tradeoffs_frame(report))
     if len(report.runs) > 1:

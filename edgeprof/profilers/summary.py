@@ -135,7 +135,7 @@ def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any
         upper = st.ci_high_ms if st.ci_high_ms is not None else st.median_ms
         if upper < roofline_ms:
             warnings.append(WarningRecord(
-                "MEASUREMENT_BELOW_ROOFLINE",
+                "measurement_below_roofline",
                 f"measured {st.median_ms:.4g} ms (CI upper {upper:.4g} ms) beats the roofline "
                 f"lower bound {roofline_ms:.4g} ms on {target.id}: a descriptor figure "
                 "(bandwidth or peak compute) must be wrong, or the working set stayed in cache"))
