@@ -149,6 +149,8 @@ class RunRecord:
     summary: Summary | None = None
     host_summary: Summary | None = None
     explicit: bool = True  # named by the user (counts for the exit status)
+    operators: Any = None  # DataFrame: the runtime's per-operator profile joined to the estimate
+    trace_file: Path | None = None  # Chrome trace written by the runtime's profiler
 
     @property
     def status(self) -> str:
@@ -164,6 +166,8 @@ class RunRecord:
             "benchmark": b.to_dict(),
             "summary": self.summary.to_dict() if self.summary else None,
             "host_summary": self.host_summary.to_dict() if self.host_summary else None,
+            "operators": (self.operators.to_dict(orient="records")
+                          if self.operators is not None else None),
         })
 
 
@@ -254,7 +258,8 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
             stream_rate_fps: float | None = None, latency_budget_ms: float | None = None,
             run_options: dict[str, Any] | None = None, out: str | os.PathLike | None = None,
             plugins: str | os.PathLike | None = None, targets_dir: str | os.PathLike | None = None,
-            recalibrate: bool = False, progress: Progress | None = None) -> ProfileReport:
+            recalibrate: bool = False, trace: bool = False,
+            progress: Progress | None = None) -> ProfileReport:
     """Estimate ``model`` on ``target``, benchmark it on each backend x precision on this
     host, and summarize each against the target. Writes artifacts to ``out`` when given."""
     say = progress or (lambda msg: None)
@@ -302,6 +307,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
             warnings.append(WarningRecord("host_uncalibrated", f"host calibration failed: {e}; "
                                           f"target latency cannot be estimated"))
     options = dict(stream_rate_fps=stream_rate_fps, latency_budget_ms=latency_budget_ms)
+    trace_dir = Path(tempfile.mkdtemp(prefix="edgeprof-trace-")) if trace else None
     runs: list[RunRecord] = []
     for name, explicit in chosen:
         cls = reg.backend(name)
@@ -320,6 +326,9 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
                                                    **options)
                 if host_t is not None and host_t is not tgt:
                     record.host_summary = backend.summarize(host_est, result, host_t, **options)
+                if trace:
+                    say(f"profiling operators of {name} {precision}")
+                    _trace_run(record, cls(), handle, config, est(tgt, p), trace_dir, warnings)
             else:
                 record.summary = cls().summarize(est(tgt, precision), result, tgt, **options)
             runs.append(record)
@@ -335,6 +344,39 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
         say(f"writing artifacts to {out}")
         report.save(out, stream_rate_fps=stream_rate_fps)
     return report
+
+
+def _trace_run(record: RunRecord, backend: Backend, handle: ModelHandle, config: RunConfig,
+               estimate_: Estimate, trace_dir: Path | None, warnings: list) -> None:
+    """Per-operator profile from the runtime's own profiler, joined to the estimate's rows."""
+    import pandas as pd
+
+    prepared = None
+    path = trace_dir / f"trace_{record.backend}_{record.requested_precision}.json" if trace_dir \
+        else None
+    try:
+        prepared = backend.prepare(handle, config, handle.make_inputs(config.seed))
+        frame = backend.operator_profile(prepared, runs=10, trace_path=str(path) if path else None)
+    except Exception as e:  # a profiler's failure loses the trace, not the run
+        warnings.append(WarningRecord("operator_profile_failed",
+                                      f"{record.backend} {record.requested_precision}: "
+                                      f"{type(e).__name__}: {e}"))
+        return
+    finally:
+        if prepared is not None and prepared.close is not None:
+            prepared.close()
+    if frame is None:
+        record.benchmark.notes.append(f"{record.backend} offers no per-operator profile")
+        return
+    est = estimate_.to_frame()[["layer", "op_type", "macs", "parameter_bytes", "activation_bytes",
+                                "roofline_latency_ms", "bound"]].rename(
+        columns={"op_type": "estimate_op_type", "roofline_latency_ms": "estimate_roofline_ms",
+                 "bound": "estimate_bound"})
+    if "layer" not in frame.columns:
+        frame["layer"] = None
+    record.operators = frame.merge(est, on="layer", how="left")
+    if path is not None and path.exists():
+        record.trace_file = path
 
 
 def _known_precisions():

@@ -55,7 +55,7 @@ def _capacity_line(cap: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def render_profile(report, console, max_layers: int = 40) -> None:
+def render_profile(report, console, max_layers: int = 40, verbose: bool = False) -> None:
     from rich.table import Table
 
     tgt = report.target
@@ -68,38 +68,50 @@ def render_profile(report, console, max_layers: int = 40) -> None:
 
     table = Table(title=f"Runs (host: measured · {tgt.id}: "
                         f"{'measured' if tgt.is_host else 'estimated'})", title_justify="left")
-    for col in ("backend", "precision", "ran as", "status", "host median ms", "95% CI",
-                "p90 ms", "first ms", f"{tgt.id} ms", "GB/s", "BW util", "GMAC/s", "reading"):
+    for col in ("backend", "precision", "ran as", "status", "host median ms [95% CI]",
+                "p90 ms", f"{tgt.id} ms", "GB/s", "BW util", "GMAC/s", "reading"):
         table.add_column(col)
     for r in report.runs:
         b, s = r.benchmark, r.summary
         st = b.stats
-        ci = f"{_fmt(st.ci_low_ms)}–{_fmt(st.ci_high_ms)}" if st and st.ci_low_ms is not None else "-"
+        med = "-"
+        if st:
+            med = _fmt(st.median_ms)
+            if st.ci_low_ms is not None:
+                med += f" [{_fmt(st.ci_low_ms, 3)}–{_fmt(st.ci_high_ms, 3)}]"
         lat = s.figures["latency_ms"] if s else None
         table.add_row(
             r.backend, r.requested_precision, b.executed_precision or "-",
-            b.status if b.status == "ok" else f"[red]{b.status}[/red]",
-            _fmt(st.median_ms) if st else "-", ci, _fmt(st.p90_ms) if st else "-",
-            _fmt(b.first_inference_ms),
-            (f"{_fmt(lat.value)} ({lat.provenance[:4]})" if lat and lat.value is not None else "-"),
+            b.status if b.status == "ok" else f"[red]{b.status}[/red]", med,
+            _fmt(st.p90_ms) if st else "-",
+            (f"{_fmt(lat.value)} ({lat.provenance})" if lat and lat.value is not None else "-"),
             _fmt(s.value("achieved_bandwidth_gbps")) if s else "-",
             _pct(s.value("bandwidth_utilization")) if s else "-",
             _fmt(s.value("achieved_gmacs")) if s else "-", s.reading if s and st else "-")
     console.print(table)
     for r in report.runs:
+        tag = f"{r.backend} {r.requested_precision}"
         if r.status != "ok":
-            console.print(f"{r.backend} {r.requested_precision}: {r.status}: {r.benchmark.reason}",
+            console.print(f"{tag}: {r.status}: {r.benchmark.reason}", markup=False)
+            continue
+        agreement = r.benchmark.extra.get("agreement") or {}
+        if agreement:
+            console.print(f"{tag}: outputs vs torch fp32: relative error "
+                          f"{_fmt(agreement.get('relative_error'))}, cosine "
+                          f"{_fmt(agreement.get('cosine_similarity'))} — "
+                          f"{'within' if agreement.get('passed') else 'OUTSIDE'} tolerance",
                           markup=False)
-    seen: set[str] = set()
+        for n in r.benchmark.notes:
+            console.print(f"{tag}: {n}", markup=False)
+        if r.summary and verbose:
+            for n in r.summary.notes:
+                console.print(f"{tag}: {n}", markup=False)
     for r in report.runs:
-        notes = list(r.benchmark.notes) + (list(r.summary.notes) if r.summary else [])
-        for n in notes:
-            if n not in seen:
-                seen.add(n)
-                console.print(f"note ({r.backend}): {n}", markup=False)
-    warnings = report.to_dict()["warnings"]
-    for w in warnings:
-        console.print(f"[yellow]warning {w['code']}[/yellow]: {w['message']}")
+        for w in r.benchmark.warnings + (r.summary.warnings if r.summary else []):
+            console.print(f"[yellow]warning[/yellow] {r.backend} {r.requested_precision} "
+                          f"{w.code}: {w.message}")
+    for w in report.warnings:
+        console.print(f"[yellow]warning[/yellow] {w.code}: {w.message}")
 
 
 def _pct(v: float | None) -> str:

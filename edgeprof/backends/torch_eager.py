@@ -94,7 +94,11 @@ class TorchEagerBackend(Backend):
                 raise UnsupportedError("torch dynamic int8 quantizes Linear/LSTM/GRU layers and "
                                        "this model has none", backend=self.name,
                                        precision=config.precision)
-            module = quantize_dynamic(copy.deepcopy(module), targets, dtype=torch.qint8)
+            import warnings
+
+            with warnings.catch_warnings():  # torch.ao's deprecation notice, not the user's concern
+                warnings.simplefilter("ignore", UserWarning)
+                module = quantize_dynamic(copy.deepcopy(module), targets, dtype=torch.qint8)
             executed = "int8_dynamic"
             if any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in module.modules()):
                 notes.append("dynamic int8 covers Linear/LSTM/GRU only; convolutions ran in fp32")
@@ -112,6 +116,52 @@ class TorchEagerBackend(Backend):
                              threads=threads, device=config.device, sync=sync,
                              load_time_s=load_time, notes=notes, to_numpy=_to_numpy,
                              extra={"module": module})
+
+    def operator_profile(self, prepared: PreparedModel, runs: int = 10,
+                         trace_path: str | None = None):
+        """torch.profiler over ``runs`` inferences; each leaf module is wrapped in a
+        ``record_function`` named after it, so rows join the estimate's layers by name."""
+        import pandas as pd
+        import torch
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        module = prepared.extra["module"]
+        handles, ctx = [], {}
+        for name, m in module.named_modules():
+            if name and not any(True for _ in m.children()):
+                def pre(mod, args, _name=name):
+                    ctx[_name] = record_function(f"layer::{_name}")
+                    ctx[_name].__enter__()
+
+                def post(mod, args, out, _name=name):
+                    ctx.pop(_name).__exit__(None, None, None)
+
+                handles += [m.register_forward_pre_hook(pre), m.register_forward_hook(post)]
+        kinds = {n: type(m).__name__ for n, m in module.named_modules()}
+        try:
+            prepared.run(prepared.inputs)  # warm
+            activities = [ProfilerActivity.CPU]
+            if prepared.device.startswith("cuda"):
+                activities.append(ProfilerActivity.CUDA)
+            with profile(activities=activities) as prof:
+                for _ in range(runs):
+                    prepared.run(prepared.inputs)
+                    if prepared.sync:
+                        prepared.sync()
+        finally:
+            for h in handles:
+                h.remove()
+        rows = []
+        for ev in prof.key_averages():
+            if not ev.key.startswith("layer::"):
+                continue
+            layer = ev.key[len("layer::"):]
+            rows.append({"operator": layer, "op_type": kinds.get(layer, ""),
+                         "latency_ms": ev.cpu_time_total / 1e3 / runs,
+                         "calls": ev.count / runs, "layer": layer})
+        if trace_path:
+            prof.export_chrome_trace(str(trace_path))
+        return pd.DataFrame(rows, columns=["operator", "op_type", "latency_ms", "calls", "layer"])
 
 
 @hookimpl

@@ -260,6 +260,7 @@ class BenchmarkResult:
     warnings: list[WarningRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # backend facts: agreement, model size ...
     provenance: str = "measured"
 
     @property

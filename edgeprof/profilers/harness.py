@@ -352,6 +352,21 @@ def _failure_reason(phase: str, exc: BaseException) -> str:
     return f"{phase} failed: {one_line(exc)}"
 
 
+def _json_safe(extra: dict[str, Any]) -> dict[str, Any]:
+    """The JSON-ready part of a backend's ``extra`` (agreement, model path and size ...);
+    live objects (modules, sessions) stay behind."""
+    import json
+
+    out: dict[str, Any] = {}
+    for k, v in (extra or {}).items():
+        try:
+            json.dumps(v, allow_nan=False)
+        except (TypeError, ValueError):
+            continue
+        out[k] = v
+    return out
+
+
 def _as_handle(model: Any):
     from edgeprof.core.models import ModelHandle, resolve_model
 
@@ -440,6 +455,7 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
         result.threads = dict(prepared.threads)
         result.device = prepared.device
         result.notes.extend(prepared.notes)
+        result.extra = _json_safe(prepared.extra)
 
         # 2-4. first inference, warm-up, steady state
         cpu = CpuUsage().start()

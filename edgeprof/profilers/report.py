@@ -101,6 +101,9 @@ def backend_comparison_frame(report):
             "target_latency_ms": s.value("latency_ms") if s else None,
             "target_latency_provenance": s.figures["latency_ms"].provenance if s else None,
             "runtime_version": b.runtime_version,
+            "agreement_relative_error": (b.extra.get("agreement") or {}).get("relative_error"),
+            "agreement_passed": (b.extra.get("agreement") or {}).get("passed"),
+            "model_bytes": b.extra.get("model_bytes"),
         })
     return pd.DataFrame(rows)
 
@@ -135,6 +138,15 @@ def write_artifacts(report, folder: Path, *, stream_rate_fps: float | None = Non
     plot_layerwise(layer_frame, "activation_bytes", folder / "layerwise_activation_memory.png",
                    f"Activation bytes per layer: {title}")
     names.append("layerwise_activation_memory.png")
+    import shutil
+
+    for r in report.runs:
+        tag = f"{r.backend}_{r.requested_precision}"
+        if r.operators is not None:
+            csv(f"operators_{tag}.csv", r.operators)
+        if r.trace_file is not None:
+            shutil.copyfile(r.trace_file, folder / f"trace_{tag}.json")
+            names.append(f"trace_{tag}.json")
     write_json(folder / "profile.json", report.to_dict())
     names.append("profile.json")
     return list(dict.fromkeys(names))
