@@ -1,0 +1,318 @@
+"""LiteRT (TensorFlow Lite) backend: the LiteRT interpreter with its default XNNPACK delegate.
+
+Models: ``.tflite`` files as they are, torch modules (converted with litert-torch) and Keras /
+SavedModel models (converted with TensorFlow's ``TFLiteConverter``); conversions are cached
+and their outputs checked against the source model (``extra["agreement"]``).
+
+Precisions: fp32; fp16 (fp16 *weights*: XNNPACK unpacks them to fp32 at load and computes in
+fp32 with its default options, so the executed precision is recorded as fp32); int8_dynamic
+(int8 weights, activations quantized at run time); int8 / int8_static (full integer,
+calibrated). A model with quantized inputs gets its float inputs quantized in ``prepare``
+(outside the timed run); outputs are dequantized by ``to_numpy``.
+
+XNNPACK: LiteRT applies it by default; ``prepare`` checks that it really did (delegate nodes
+in the graph) and records which operators stayed on LiteRT's own kernels.
+``options={"xnnpack": False}`` runs without the default delegates (for comparison).
+
+Per-operator profiling: LiteRT's Python API exposes no op profiler (the C++
+``benchmark_model --enable_op_profiling`` tool has one), so ``operator_profile`` returns None.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig
+from edgeprof.core.errors import InputSpecError, ModelError, UnsupportedError
+from edgeprof.core.hookspecs import hookimpl
+
+_QUANTIZED = ("int8", "uint8", "int16")
+
+
+def litert_version() -> str:
+    try:
+        return metadata.version("ai-edge-litert")
+    except metadata.PackageNotFoundError:  # pragma: no cover - availability checks first
+        return "unknown"
+
+
+def file_precision(path: str | Path) -> str:
+    """What a ``.tflite`` file stores: int8_static (integer activations), int8_dynamic (int8
+    weights, float activations), fp16 (fp16 weights) or fp32."""
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    it = Interpreter(model_path=str(path),
+                     experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    ops = it._get_ops_details()
+    mac = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "BATCH_MATMUL", "TRANSPOSE_CONV"}
+    has_fp16 = has_int8_weight = has_int_act = False
+    for op in ops:
+        if op["op_name"] not in mac:
+            continue
+        types = [t for t in op["operand_types"]]
+        act = types[0] if types else None
+        if act in (np.int8, np.uint8, np.int16):
+            has_int_act = True
+        if len(types) > 1 and types[1] in (np.int8, np.uint8) and act == np.float32:
+            has_int8_weight = True
+    for op in ops:
+        if op["op_name"] == "DEQUANTIZE" and op["operand_types"] and \
+                op["operand_types"][0] == np.float16:
+            has_fp16 = True
+    if has_int_act:
+        return "int8_static"
+    if has_int8_weight:
+        return "int8_dynamic"
+    if has_fp16:
+        return "fp16"
+    return "fp32"
+
+
+def _delegation(interpreter) -> dict[str, Any]:
+    """Whether XNNPACK (or another delegate) took the graph, read from the node list.
+
+    After delegation LiteRT appends one DELEGATE node per delegated partition; an original
+    operator still runs on LiteRT's kernels when it feeds or reads a delegate partition's
+    boundary tensors, or produces a model output itself.
+    """
+    ops = interpreter._get_ops_details()
+    delegates = [o for o in ops if o["op_name"] == "DELEGATE"]
+    originals = [o for o in ops if o["op_name"] != "DELEGATE"]
+    if not delegates:
+        return {"xnnpack_applied": False, "delegate_partitions": 0,
+                "ops_total": len(originals), "ops_delegated": 0,
+                "ops_outside_delegate": sorted({o["op_name"] for o in originals})}
+    d_in = {int(t) for d in delegates for t in d["inputs"]}
+    d_out = {int(t) for d in delegates for t in d["outputs"]}
+    model_outputs = {int(d["index"]) for d in interpreter.get_output_details()}
+    outside = []
+    for o in originals:
+        outs = {int(t) for t in o["outputs"]}
+        ins = {int(t) for t in o["inputs"] if int(t) >= 0}
+        if outs & d_in or ins & d_out or \
+                (outs & model_outputs and not outs & d_out):
+            outside.append(o)
+    return {"xnnpack_applied": True, "delegate_partitions": len(delegates),
+            "ops_total": len(originals), "ops_delegated": len(originals) - len(outside),
+            "ops_outside_delegate": [o["op_name"] for o in outside]}
+
+
+def _quantize(x, detail):
+    import numpy as np
+
+    scale, zero = detail["quantization"]
+    dtype = detail["dtype"]
+    info = np.iinfo(dtype)
+    q = np.round(np.asarray(x, dtype=np.float64) / scale + zero)
+    return np.clip(q, info.min, info.max).astype(dtype)
+
+
+def _dequantize(y, detail):
+    import numpy as np
+
+    scale, zero = detail["quantization"]
+    if np.dtype(detail["dtype"]).name in _QUANTIZED and scale:
+        return (y.astype(np.float32) - zero) * np.float32(scale)
+    return np.asarray(y, dtype=np.float32) if np.asarray(y).dtype.kind == "f" else np.asarray(y)
+
+
+class TFLiteBackend(Backend):
+    name = "tflite"
+    description = "LiteRT (TensorFlow Lite) interpreter with the XNNPACK delegate"
+    capabilities = Capabilities(
+        precisions=("fp32", "fp16", "int8", "int8_static", "int8_dynamic"),
+        devices=("cpu",),
+        model_formats=("tflite", "torch", "keras", "saved_model"),
+        per_operator_profile=False,
+    )
+    requires = ("ai_edge_litert",)
+    install_hint = "pip install 'edgeprof[tflite]'"
+
+    def prepare(self, model, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
+        import numpy as np
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+        from edgeprof.backends.tflite_convert import canonical_precision, convert
+
+        self.check_precision(config.precision)
+        if not config.device.startswith("cpu"):
+            raise UnsupportedError(f"backend '{self.name}' runs on the CPU (XNNPACK), not "
+                                   f"'{config.device}'", backend=self.name)
+        if model.format not in self.capabilities.model_formats:
+            raise UnsupportedError(f"backend '{self.name}' loads "
+                                   f"{', '.join(self.capabilities.model_formats)} models, not "
+                                   f"{model.format}", backend=self.name)
+        requested = canonical_precision(config.precision)
+        t0 = time.perf_counter()
+        notes: list[str] = []
+        extra: dict[str, Any] = {}
+        conversion = None
+        if model.format == "tflite":
+            path = Path(model.path)
+            stored = self._file_precision(path)
+            if stored != requested:
+                raise UnsupportedError(
+                    f"'{path.name}' is a {stored} .tflite model; edgeprof does not re-quantize "
+                    f".tflite files, ask for precision {stored} (or give the source model)",
+                    backend=self.name, precision=config.precision)
+        else:
+            options = config.options or {}
+            conversion = convert(model, requested, seed=config.seed,
+                                 calibration_samples=int(options.get("calibration_samples",
+                                                                     16)))
+            path = conversion.path
+            notes.extend(conversion.notes)
+            extra.update({"converter": conversion.converter, "cache_hit": conversion.cache_hit,
+                          "convert_time_s": conversion.convert_time_s})
+        extra["tflite_path"] = str(path)
+        extra["model_size_bytes"] = path.stat().st_size
+
+        from edgeprof.backends.torch_eager import physical_cores
+
+        threads = int(config.threads or physical_cores())
+        use_xnnpack = bool((config.options or {}).get("xnnpack", True))
+        resolver = OpResolverType.AUTO if use_xnnpack else \
+            OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+        try:
+            interpreter = Interpreter(model_path=str(path), num_threads=threads,
+                                      experimental_op_resolver_type=resolver)
+            in_details = interpreter.get_input_details()
+            self._fit_inputs(interpreter, in_details, inputs, path)
+            interpreter.allocate_tensors()
+        except (InputSpecError, ModelError):
+            raise
+        except (ValueError, RuntimeError) as e:
+            msg = " ".join(ln.strip() for ln in str(e).splitlines() if ln.strip()) or \
+                "invalid model"
+            if len(msg) > 240:
+                msg = msg[:237] + "..."
+            if conversion is not None:  # our own conversion produced a model LiteRT rejects
+                op = re.search(r"\((\w+)\) failed to prepare", msg)
+                raise UnsupportedError(
+                    f"backend '{self.name}': the {requested} model converted by "
+                    f"{conversion.converter} does not run on LiteRT"
+                    + (f" (operator {op.group(1)})" if op else "") + f": {msg}; try another "
+                    "precision or backend", backend=self.name,
+                    precision=config.precision) from None
+            raise ModelError(f"LiteRT cannot load '{path}': {msg}; the file is truncated, "
+                             "corrupted or needs ops this runtime lacks", spec=str(path)) from None
+        in_details = interpreter.get_input_details()
+        out_details = interpreter.get_output_details()
+
+        delegation = _delegation(interpreter)
+        extra["delegation"] = delegation
+        if use_xnnpack and not delegation["xnnpack_applied"]:
+            notes.append("XNNPACK was not applied: every operator ran on LiteRT's own kernels")
+        elif delegation["ops_outside_delegate"] and use_xnnpack:
+            notes.append("operators outside XNNPACK (LiteRT kernels): "
+                         + ", ".join(delegation["ops_outside_delegate"]))
+
+        # inputs in the model's own types, quantized here, not in the timed run
+        prepared_inputs = []
+        for x, d in zip(inputs, in_details):
+            dt = np.dtype(d["dtype"])
+            x = np.asarray(x)
+            if dt.name in _QUANTIZED and d["quantization"][0] and x.dtype.kind == "f":
+                prepared_inputs.append(np.ascontiguousarray(_quantize(x, d)))
+            else:
+                prepared_inputs.append(np.ascontiguousarray(x.astype(dt, copy=False)))
+        in_idx = [int(d["index"]) for d in in_details]
+        out_idx = [int(d["index"]) for d in out_details]
+        set_tensor, invoke, get_tensor = (interpreter.set_tensor, interpreter.invoke,
+                                          interpreter.get_tensor)
+
+        def run(xs):
+            for i, x in zip(in_idx, xs):
+                set_tensor(i, x)
+            invoke()
+            return [get_tensor(i) for i in out_idx]
+
+        def to_numpy(outputs) -> list:
+            return [_dequantize(y, d) for y, d in zip(outputs, out_details)]
+
+        # what the file really holds (a converter may leave small tensors unquantized)
+        stored = self._file_precision(path) if model.format != "tflite" else stored
+        if stored != requested:
+            notes.append(f"asked for {requested} but the converted model holds {stored} "
+                         "(the converter left its tensors as they were; TFLite skips weights "
+                         "under 1024 elements for dynamic-range quantization)")
+        executed = {"fp32": "fp32", "fp16": "fp32", "int8_dynamic": "int8_dynamic",
+                    "int8_static": "int8_static"}[stored]
+        if stored == "fp16":
+            notes.append("fp16 weights are unpacked to fp32 at load (DEQUANTIZE); "
+                         + ("XNNPACK" if use_xnnpack else "LiteRT")
+                         + " computes in fp32, so the executed precision is fp32")
+        extra["stored_precision"] = stored
+        extra["xnnpack_requested"] = use_xnnpack
+
+        # agreement with the source model, on the inputs we were given
+        if conversion is not None:
+            from edgeprof.backends.tflite_convert import reference_outputs
+            from edgeprof.profilers.agreement import compare_outputs
+
+            ref, ref_name = reference_outputs(model, [np.asarray(x) for x in inputs])
+            got = to_numpy(run(prepared_inputs))
+            agreement = compare_outputs(ref, got, stored).to_dict()
+            agreement["reference"] = ref_name
+            extra["agreement"] = agreement
+            if not agreement["passed"]:
+                notes.append(f"converted model disagrees with {ref_name}: relative error "
+                             f"{agreement['relative_error']:.3g} > {agreement['tolerance']}")
+        else:
+            notes.append("a .tflite file has no source model here; output agreement not checked")
+        load_time = time.perf_counter() - t0
+
+        def close():
+            nonlocal interpreter
+            interpreter = None
+
+        return PreparedModel(run=run, inputs=prepared_inputs, runtime="litert",
+                             runtime_version=litert_version(), executed_precision=executed,
+                             threads={"intra_op": threads}, device="cpu",
+                             load_time_s=load_time, notes=notes, extra=extra, close=close,
+                             to_numpy=to_numpy)
+
+    # ----------------------------------------------------------------------------------
+    @staticmethod
+    def _file_precision(path: Path) -> str:
+        try:
+            return file_precision(path)
+        except ValueError as e:
+            msg = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "invalid model")
+            raise ModelError(f"LiteRT cannot load '{path}': {msg}; the file is truncated or "
+                             "corrupted, re-export it", spec=str(path)) from None
+
+    @staticmethod
+    def _fit_inputs(interpreter, details, inputs: Sequence[Any], path: Path) -> None:
+        import numpy as np
+
+        if len(inputs) != len(details):
+            raise InputSpecError(f"'{path.name}' takes {len(details)} input(s), got "
+                                 f"{len(inputs)}")
+        for x, d in zip(inputs, details):
+            shape = tuple(np.shape(x))
+            if shape != tuple(int(s) for s in d["shape"]):
+                try:
+                    interpreter.resize_tensor_input(d["index"], list(shape), strict=True)
+                except (ValueError, RuntimeError):
+                    raise InputSpecError(
+                        f"'{path.name}' input '{d['name']}' has shape "
+                        f"{'x'.join(str(int(s)) for s in d['shape'])}, got "
+                        f"{'x'.join(map(str, shape))}; it has fixed dimensions, so use that "
+                        "shape (or re-export with a dynamic batch)") from None
+
+    def operator_profile(self, prepared: PreparedModel, runs: int = 10,
+                         trace_path: str | None = None):
+        """None: LiteRT's Python interpreter exposes no per-operator profiler."""
+        return None
+
+
+@hookimpl
+def edgeprof_register_backends():
+    return [TFLiteBackend]

@@ -1,0 +1,370 @@
+"""Conversions to ``.tflite``: torch (litert-torch) and Keras / SavedModel (TensorFlow).
+
+Precisions (canonical names, ``int8`` means full-integer ``int8_static`` here):
+
+==============  =====================================================================
+fp32            torch: ``litert_torch.convert``; TF: ``TFLiteConverter`` defaults
+fp16            fp16 weights, fp32 activations. torch: the fp32 model's weights cast by
+                ai-edge-quantizer (``FLOAT_CASTING``, 16 bits; DEQUANTIZE ops unpack them);
+                TF: ``supported_types = [tf.float16]``
+int8_dynamic    int8 weights, activations quantized at run time. torch: PT2E with
+                litert-torch's ``PT2EQuantizer`` (``is_dynamic=True``, per channel);
+                TF: ``optimizations = [DEFAULT]``
+int8_static     int8 weights and activations, calibrated on a representative dataset.
+                torch: PT2E static (per channel, histogram observers); TF: full integer
+                with int8 inputs and outputs
+==============  =====================================================================
+
+The representative dataset is ``handle.make_inputs(seed + 1 + i)`` for ``i <
+calibration_samples`` (random data of the model's input shapes: enough to exercise the
+conversion and to measure speed and size, not to judge accuracy; calibrate on real data for
+that). Every artifact is cached by content with :func:`edgeprof.core.cache.cached_artifact`,
+keyed by the model's fingerprint, the precision, the recipe and the tool versions.
+
+torch and TensorFlow are imported only inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from edgeprof.core.cache import cached_artifact, model_fingerprint
+from edgeprof.core.errors import BackendUnavailableError, ModelError, UnsupportedError
+
+BACKEND = "tflite"
+#: bump when the conversion recipe changes, so cached artifacts are rebuilt
+RECIPE_VERSION = 1
+CONVERTIBLE_PRECISIONS = ("fp32", "fp16", "int8_dynamic", "int8_static")
+SOURCE_FORMATS = ("torch", "keras", "saved_model")
+DEFAULT_CALIBRATION_SAMPLES = 16
+
+
+@dataclass
+class Conversion:
+    """A converted model on disk and how it was made."""
+
+    path: Path
+    precision: str  # canonical: fp32 | fp16 | int8_dynamic | int8_static
+    source_format: str
+    converter: str
+    cache_hit: bool
+    convert_time_s: float  # 0 on a cache hit
+    key: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def size_bytes(self) -> int:
+        return self.path.stat().st_size
+
+
+def canonical_precision(precision: str) -> str:
+    """``int8`` is full-integer (static) where the converter can calibrate, which it can."""
+    p = "int8_static" if precision == "int8" else precision
+    if p not in CONVERTIBLE_PRECISIONS:
+        raise UnsupportedError(
+            f"backend '{BACKEND}' cannot convert to precision '{precision}'; it converts to "
+            f"{', '.join(CONVERTIBLE_PRECISIONS)} (and int8 = int8_static)",
+            backend=BACKEND, precision=precision)
+    return p
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _need(module: str, hint: str) -> None:
+    from edgeprof.core.backend import modules_present
+
+    if modules_present(module):
+        raise BackendUnavailableError(BACKEND, f"Python package '{module}' is not installed",
+                                      hint)
+
+
+_OP_PATTERNS = (
+    re.compile(r"\baten[.:]{1,2}[A-Za-z_][\w.]*"),
+    re.compile(r"'((?:tfl?|tf|stablehlo|mhlo|torch)\.[\w.]+)'"),
+    re.compile(r"\b((?:tfl|stablehlo|mhlo)\.[A-Za-z_][\w.]*)"),
+    re.compile(r"(?:op|operator|Op type)[:\s]+'?([A-Za-z_][\w.:]+)'?", re.IGNORECASE),
+)
+
+
+def op_from_error(err: BaseException) -> str | None:
+    """The operator an error names: from its message, else from the fx node being lowered
+    (a ``torch.fx.Node`` local in the failing frames, innermost first)."""
+    text = f"{err}"
+    for pat in _OP_PATTERNS:
+        m = pat.search(text)
+        if m:
+            return m.group(1) if m.groups() else m.group(0)
+    frames = []
+    tb = err.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        for value in list(frame.f_locals.values()):
+            if type(value).__name__ == "Node" and getattr(value, "op", None) == "call_function":
+                return str(value.target)
+    return None
+
+
+def _conversion_failed(err: BaseException, source: str, precision: str) -> UnsupportedError:
+    op = op_from_error(err)
+    first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), type(err).__name__)
+    if len(first) > 200:
+        first = first[:197] + "..."
+    what = f"operator '{op}'" if op else "an operator or construct"
+    return UnsupportedError(
+        f"backend '{BACKEND}' cannot convert this {source} model to .tflite at {precision}: "
+        f"{what} is not supported ({type(err).__name__}: {first}); try another backend or "
+        "precision", backend=BACKEND, precision=precision)
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Converters print progress to stdout; edgeprof keeps stdout for --json."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        yield
+
+
+# --------------------------------------------------------------------------------- torch
+def _torch_args(handle, seed: int):
+    import torch
+
+    return tuple(torch.from_numpy(a) for a in handle.make_inputs(seed))
+
+
+def _calibration_sets(handle, seed: int, n: int) -> list:
+    return [handle.make_inputs(seed + 1 + i) for i in range(n)]
+
+
+def _pt2e(module, args, handle, dynamic: bool, seed: int, n: int):
+    import litert_torch
+    import torch
+    from litert_torch.quantize import pt2e_quantizer, quant_config
+    from torchao.quantization.pt2e import move_exported_model_to_eval, quantize_pt2e
+
+    quantizer = pt2e_quantizer.PT2EQuantizer().set_global(
+        pt2e_quantizer.get_symmetric_quantization_config(is_per_channel=True,
+                                                         is_dynamic=dynamic))
+    exported = torch.export.export(module, args).module()
+    prepared = quantize_pt2e.prepare_pt2e(exported, quantizer)
+    move_exported_model_to_eval(prepared)
+    with torch.no_grad():
+        for arrays in _calibration_sets(handle, seed, n) if not dynamic else [handle.make_inputs(seed)]:
+            prepared(*(torch.from_numpy(a) for a in arrays))
+    converted = quantize_pt2e.convert_pt2e(prepared, fold_quantize=False)
+    move_exported_model_to_eval(converted)
+    for m in converted.modules():  # an exported GraphModule refuses .eval(); the flag is ours
+        m.training = False
+    return litert_torch.convert(converted, args,
+                                quant_config=quant_config.QuantConfig(pt2e_quantizer=quantizer))
+
+
+def _fp16_weights(src: Path, dst: Path) -> None:
+    from ai_edge_quantizer import qtyping, quantizer
+    from ai_edge_quantizer.algorithm_manager import AlgorithmName
+
+    q = quantizer.Quantizer(str(src))
+    q.add_weight_only_config(regex=".*", operation_name=qtyping.TFLOperationName.ALL_SUPPORTED,
+                             num_bits=16, algorithm_key=AlgorithmName.FLOAT_CASTING)
+    result = q.quantize()
+    dst.write_bytes(bytes(result.quantized_model))
+
+
+def convert_torch(handle, precision: str, *, seed: int = 0,
+                  calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES) -> Conversion:
+    """Convert a torch model handle to ``.tflite`` at ``precision`` (cached)."""
+    _need("litert_torch", "pip install 'edgeprof[tflite]'")
+    precision = canonical_precision(precision)
+    fingerprint = model_fingerprint(handle)
+    key = {"source": fingerprint, "format": "torch", "precision": precision,
+           "recipe": RECIPE_VERSION, "litert_torch": _version("litert-torch"),
+           "torch": _version("torch"), "ai_edge_litert": _version("ai-edge-litert")}
+    if precision == "fp16":
+        key["ai_edge_quantizer"] = _version("ai-edge-quantizer")
+    if precision == "int8_static":
+        key["calibration"] = {"samples": calibration_samples, "seed": seed,
+                              "data": "make_inputs(seed + 1 + i)"}
+    notes: list[str] = []
+
+    def build(out: Path) -> None:
+        import litert_torch
+        import torch
+
+        module = handle.torch_module()
+        args = _torch_args(handle, seed)
+        try:
+            with _quiet(), torch.no_grad():
+                if precision == "fp32":
+                    litert_torch.convert(module, args).export(str(out))
+                elif precision == "fp16":
+                    src = convert_torch(handle, "fp32", seed=seed).path
+                    _fp16_weights(src, out)
+                else:
+                    _pt2e(module, args, handle, precision == "int8_dynamic", seed,
+                          calibration_samples).export(str(out))
+        except (UnsupportedError, BackendUnavailableError):
+            raise
+        except Exception as e:  # the converters raise many types; name the op if we can
+            raise _conversion_failed(e, "torch", precision) from e
+
+    t0 = time.perf_counter()
+    path, hit = cached_artifact("tflite", key, f"{handle.name}.{precision}.tflite", build)
+    if precision == "int8_static":
+        notes.append(f"int8_static calibrated on {calibration_samples} random inputs of the "
+                     "model's shapes (not real data): fine for speed and size, not for accuracy")
+    return Conversion(path=path, precision=precision, source_format="torch",
+                      converter=f"litert-torch {_version('litert-torch')}", cache_hit=hit,
+                      convert_time_s=0.0 if hit else time.perf_counter() - t0, key=key,
+                      notes=notes)
+
+
+# ---------------------------------------------------------------------------- TensorFlow
+def _tf():
+    _need("tensorflow", "pip install 'edgeprof[tensorflow]'")
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    return tf
+
+
+def load_keras(path: Path):
+    tf = _tf()
+    try:
+        with _quiet():
+            return tf.keras.models.load_model(str(path), compile=False)
+    except Exception as e:
+        first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        raise ModelError(f"Keras cannot load '{path}': {first[:200]}; save it with "
+                         "model.save('model.keras')", spec=str(path)) from None
+
+
+def _tf_converter(handle):
+    tf = _tf()
+    if handle.format == "keras":
+        return tf.lite.TFLiteConverter.from_keras_model(load_keras(handle.path))
+    try:
+        return tf.lite.TFLiteConverter.from_saved_model(str(handle.path))
+    except Exception as e:
+        first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        raise ModelError(f"TensorFlow cannot load SavedModel '{handle.path}': {first[:200]}",
+                         spec=str(handle.path)) from None
+
+
+def convert_tf(handle, precision: str, *, seed: int = 0,
+               calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES) -> Conversion:
+    """Convert a Keras (``.keras``/``.h5``) or SavedModel handle with ``TFLiteConverter``."""
+    precision = canonical_precision(precision)
+    tf = _tf()
+    key = {"source": model_fingerprint(handle), "format": handle.format,
+           "precision": precision, "recipe": RECIPE_VERSION,
+           "tensorflow": _version("tensorflow")}
+    if precision == "int8_static":
+        key["calibration"] = {"samples": calibration_samples, "seed": seed}
+    notes: list[str] = []
+
+    def build(out: Path) -> None:
+        converter = _tf_converter(handle)
+        if precision != "fp32":
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if precision == "fp16":
+            converter.target_spec.supported_types = [tf.float16]
+        elif precision == "int8_static":
+            sets = _calibration_sets(handle, seed, calibration_samples)
+
+            def representative():
+                yield from ([a.astype("float32") if a.dtype.kind == "f" else a for a in s]
+                            for s in sets)
+
+            converter.representative_dataset = representative
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+            converter.inference_input_type = tf.int8
+            converter.inference_output_type = tf.int8
+        try:
+            with _quiet(), _silence_warnings():
+                out.write_bytes(converter.convert())
+        except Exception as e:
+            raise _conversion_failed(e, handle.format, precision) from e
+
+    t0 = time.perf_counter()
+    path, hit = cached_artifact("tflite", key, f"{handle.name}.{precision}.tflite", build)
+    if precision == "int8_static":
+        notes.append(f"int8_static calibrated on {calibration_samples} random inputs (not real "
+                     "data); inputs and outputs are int8, quantized/dequantized outside the run")
+    return Conversion(path=path, precision=precision, source_format=handle.format,
+                      converter=f"tensorflow {_version('tensorflow')} TFLiteConverter",
+                      cache_hit=hit, convert_time_s=0.0 if hit else time.perf_counter() - t0,
+                      key=key, notes=notes)
+
+
+@contextlib.contextmanager
+def _silence_warnings():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+# ------------------------------------------------------------------------------ dispatch
+def convert(handle, precision: str, *, seed: int = 0,
+            calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES) -> Conversion:
+    """Convert ``handle`` (torch, keras or saved_model) to ``.tflite`` at ``precision``."""
+    if handle.format == "torch":
+        return convert_torch(handle, precision, seed=seed,
+                             calibration_samples=calibration_samples)
+    if handle.format in ("keras", "saved_model"):
+        return convert_tf(handle, precision, seed=seed, calibration_samples=calibration_samples)
+    raise UnsupportedError(f"backend '{BACKEND}' converts {', '.join(SOURCE_FORMATS)} models, "
+                           f"not {handle.format}", backend=BACKEND, precision=precision)
+
+
+def reference_outputs(handle, inputs: Sequence[Any]) -> tuple[list, str]:
+    """The source model's fp32 outputs on ``inputs`` (numpy) and what produced them."""
+    import numpy as np
+
+    if handle.format == "torch":
+        import torch
+
+        module = handle.torch_module()
+        with torch.inference_mode():
+            out = module(*(torch.from_numpy(np.ascontiguousarray(a)) for a in inputs))
+        if isinstance(out, torch.Tensor):
+            out = [out]
+        elif isinstance(out, dict):
+            out = list(out.values())
+        return [o.detach().float().cpu().numpy() for o in out
+                if isinstance(o, torch.Tensor)], "torch_eager fp32"
+    if handle.format == "keras":
+        model = load_keras(handle.path)
+        out = model(inputs[0] if len(inputs) == 1 else list(inputs), training=False)
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        return [np.asarray(o) for o in outs], "keras fp32"
+    if handle.format == "saved_model":
+        tf = _tf()
+        loaded = tf.saved_model.load(str(handle.path))
+        fn = loaded.signatures["serving_default"]
+        names = list(fn.structured_input_signature[1].keys())
+        out = fn(**{n: tf.constant(a) for n, a in zip(names, inputs)})
+        return [np.asarray(out[k]) for k in sorted(out)], "saved_model fp32"
+    raise UnsupportedError(f"no reference for {handle.format} models", backend=BACKEND)
+
+
+__all__ = [
+    "CONVERTIBLE_PRECISIONS", "Conversion", "canonical_precision", "convert", "convert_tf",
+    "convert_torch", "load_keras", "op_from_error", "reference_outputs",
+]
