@@ -349,7 +349,6 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
 def _trace_run(record: RunRecord, backend: Backend, handle: ModelHandle, config: RunConfig,
                estimate_: Estimate, trace_dir: Path | None, warnings: list) -> None:
     """Per-operator profile from the runtime's own profiler, joined to the estimate's rows."""
-    import pandas as pd
 
     prepared = None
     path = trace_dir / f"trace_{record.backend}_{record.requested_precision}.json" if trace_dir \

@@ -182,9 +182,15 @@ class FakeMemoryBackend(Backend):
 
         def run(xs):
             if run_bytes:
-                tmp = np.ones(run_bytes, dtype=np.uint8)
+                # a fresh anonymous mapping, every page touched, then unmapped: RSS really rises
+                # and falls (malloc could reuse already-resident heap pages instead)
+                import mmap
+
+                tmp = mmap.mmap(-1, run_bytes)
+                for off in range(0, run_bytes, mmap.PAGESIZE):
+                    tmp[off] = 1
                 busy_wait_ns(2_000_000)
-                del tmp
+                tmp.close()
             else:
                 busy_wait_ns(200_000)
             return held[:1]

@@ -122,7 +122,6 @@ class TorchEagerBackend(Backend):
         """torch.profiler over ``runs`` inferences; each leaf module is wrapped in a
         ``record_function`` named after it, so rows join the estimate's layers by name."""
         import pandas as pd
-        import torch
         from torch.profiler import ProfilerActivity, profile, record_function
 
         module = prepared.extra["module"]

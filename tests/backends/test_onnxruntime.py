@@ -14,7 +14,7 @@ from edgeprof.core.errors import ModelError, UnsupportedError
 from edgeprof.core.models import resolve_model
 from edgeprof.core.plugins import PluginManager
 
-pytest.importorskip("onnxruntime")
+import onnxruntime  # noqa: F401  (installed by make test; a missing runtime must fail, not skip)
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from edgeprof.core.backend import RunConfig
 from edgeprof.core.errors import InputSpecError, ModelError, UnsupportedError, UserError
 from edgeprof.core.models import InputSpec, ModelHandle, resolve_model
 
-pytest.importorskip("ai_edge_litert")  # installed here; a bare install reports it instead
-pytest.importorskip("litert_torch")
+import ai_edge_litert  # noqa: F401  (installed by make test; a missing runtime must fail, not skip)
+import litert_torch  # noqa: F401  (installed by make test; a missing runtime must fail, not skip)
 
 PRECISIONS = ("fp32", "fp16", "int8_dynamic", "int8")
 
@@ -245,7 +245,7 @@ def test_availability_is_cheap_and_true_here():
 
 # ------------------------------------------------------------------------------- Keras
 def test_keras_model_converts_at_fp32_and_int8(fresh_cache, backend, tmp_path):
-    tf = pytest.importorskip("tensorflow")
+    import tensorflow as tf
     tf.keras.utils.set_random_seed(0)
     model = tf.keras.Sequential([tf.keras.Input((8,)),
                                  tf.keras.layers.Dense(32, activation="relu"),

@@ -9,7 +9,7 @@ from edgeprof.core.backend import RunConfig
 from edgeprof.core.errors import UnknownNameError, UnsupportedError
 from edgeprof.core.models import ModelHandle, InputSpec, resolve_model
 
-torch = pytest.importorskip("torch")
+import torch
 
 
 @pytest.fixture(scope="module")

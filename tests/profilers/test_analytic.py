@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 from torch import nn  # noqa: E402
 
 from edgeprof.core.errors import InputSpecError, UnknownNameError, UnsupportedError  # noqa: E402

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 
 from edgeprof.core.errors import UnknownNameError, UnsupportedError, UserError  # noqa: E402
 from edgeprof.profilers.compression import (compress, count_macs, count_parameters,  # noqa: E402

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-pd = pytest.importorskip("pandas")
-torch = pytest.importorskip("torch")
+import pandas as pd
+import torch
 
 from edgeprof.core.errors import InputSpecError  # noqa: E402
 from edgeprof.core.models import resolve_model  # noqa: E402

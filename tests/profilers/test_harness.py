@@ -250,19 +250,21 @@ def test_machine_busy_warning():
 
 def test_machine_busy_is_detected_from_cpu_usage():
     # another process spinning on a core during the measurement
-    import multiprocessing as mp
+    import subprocess
+    import sys
 
-    ctx = mp.get_context("spawn")
-    spinner = ctx.Process(target=fakes.busy_wait_ns, args=(int(5e9),), daemon=True)
-    spinner.start()
+    code = ("import sys, time\nprint('spinning', flush=True)\nend = time.time() + 30\n"
+            "while time.time() < end:\n    pass\n")
+    spinner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.5)  # let it start spinning (spawn imports take a moment)
+        assert spinner.stdout.readline().strip() == "spinning"
+        time.sleep(0.05)
         usage = envmod.CpuUsage().start()
         fakes.busy_wait_ns(int(0.3e9))
         usage.stop()
     finally:
         spinner.kill()
-        spinner.join(5)
+        spinner.wait(5)
     assert usage.other_cores is not None and usage.other_cores >= 0.5
     assert envmod.load_warning(other_cores=usage.other_cores, load_avg_1min=None,
                                cores=envmod.usable_cores()) is not None

@@ -7,8 +7,8 @@ import pytest
 from edgeprof.core.errors import ModelError
 from edgeprof.core.models import resolve_model
 
-pytest.importorskip("ai_edge_litert")
-pytest.importorskip("litert_torch")
+import ai_edge_litert  # noqa: F401  (installed by make test; a missing runtime must fail, not skip)
+import litert_torch  # noqa: F401  (installed by make test; a missing runtime must fail, not skip)
 
 
 @pytest.fixture(scope="module")

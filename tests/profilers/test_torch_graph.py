@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
