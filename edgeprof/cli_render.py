@@ -95,12 +95,15 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
             console.print(f"{tag}: {r.status}: {r.benchmark.reason}", markup=False)
             continue
         agreement = r.benchmark.extra.get("agreement") or {}
-        if agreement:
-            console.print(f"{tag}: outputs vs torch fp32: relative error "
-                          f"{_fmt(agreement.get('relative_error'))}, cosine "
+        if agreement.get("relative_error") is not None:
+            console.print(f"{tag}: outputs vs {agreement.get('reference') or 'the reference'}: "
+                          f"relative error {_fmt(agreement.get('relative_error'))}, cosine "
                           f"{_fmt(agreement.get('cosine_similarity'))} — "
                           f"{'within' if agreement.get('passed') else 'OUTSIDE'} tolerance",
                           markup=False)
+        elif agreement:
+            console.print(f"{tag}: outputs not compared: "
+                          f"{agreement.get('reason') or 'no reference model'}", markup=False)
         for n in r.benchmark.notes:
             console.print(f"{tag}: {n}", markup=False)
         if r.summary and verbose:

@@ -31,6 +31,7 @@ FILE_INPUT_READERS: dict[str, str] = {
     "onnx": "edgeprof.profilers.onnx_graph:input_specs",
     "tflite": "edgeprof.profilers.tflite_graph:input_specs",
     "openvino": "edgeprof.profilers.openvino_graph:input_specs",
+    "keras": "edgeprof.profilers.tflite_graph:keras_input_specs",
 }
 
 

@@ -39,6 +39,8 @@ GRAPH_WALKERS: dict[str, str] = {
     "onnx": "edgeprof.profilers.onnx_graph:walk",
     "tflite": "edgeprof.profilers.tflite_graph:walk",
     "openvino": "edgeprof.profilers.openvino_graph:walk",
+    "keras": "edgeprof.profilers.tflite_graph:walk_converted",
+    "saved_model": "edgeprof.profilers.tflite_graph:walk_converted",
 }
 
 #: precisions in the ``precision_memory`` table

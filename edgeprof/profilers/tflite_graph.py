@@ -346,3 +346,35 @@ def walk(model: Any) -> GraphWalk:
 
 
 __all__ = ["input_specs", "layer_name", "walk"]
+
+
+def walk_converted(model: Any) -> GraphWalk:
+    """Keras / SavedModel: walk the fp32 ``.tflite`` that TensorFlow's TFLiteConverter makes
+    of it (cached by content), so the estimate has the same columns as for any model."""
+    from edgeprof.backends.tflite_convert import convert
+
+    conversion = convert(model, "fp32")
+    result = walk(conversion.path)
+    result.notes.append(f"estimated from the fp32 .tflite that TFLiteConverter made of "
+                        f"{model.spec}")
+    return result
+
+
+def keras_input_specs(path: Any) -> list:
+    """Input specs of a Keras model file (batch dimension 1 where it is unset)."""
+    from edgeprof.backends.tflite_convert import load_keras
+    from edgeprof.core.models import InputSpec
+
+    model = load_keras(path)
+    specs = []
+    for t in model.inputs:
+        dims = list(t.shape)
+        if any(d is None for d in dims[1:]):
+            from edgeprof.core.errors import InputSpecError
+
+            raise InputSpecError(f"Keras model '{path}' has dynamic input dimensions {dims}; "
+                                 "give --input-shape (batch first, e.g. 1x28x28x1)")
+        specs.append(InputSpec((1 if dims[0] is None else int(dims[0]), *map(int, dims[1:])),
+                               str(t.dtype.name if hasattr(t.dtype, "name") else t.dtype),
+                               getattr(t, "name", None)))
+    return specs
