@@ -141,3 +141,47 @@ def test_estimate_command_on_a_token_model(capsys):
     assert main(["estimate", "builtin:tiny_transformer", "--target", "mobile_npu", "--json"]) == 0
     est = json.loads(capsys.readouterr().out)
     assert est["totals"]["macs"] > 0 and est["input_dtypes"] == ["int64"]
+
+
+def test_model_files_profile_with_the_same_estimate_columns(tmp_path, capsys):
+    """An .onnx and a .tflite file: estimate from the file's own graph, run on its runtimes."""
+    import shutil
+
+    from edgeprof.backends.onnx_export import export_onnx
+    from edgeprof.backends.tflite_convert import convert
+    from edgeprof.core.models import resolve_model
+
+    handle = resolve_model("builtin:small_cnn")
+    onnx_path = shutil.copy(export_onnx(handle).path, tmp_path / "net.onnx")
+    tfl_path = shutil.copy(convert(handle, "fp32").path, tmp_path / "net.tflite")
+    assert main(["estimate", "builtin:small_cnn", "--target", "raspberry_pi_4", "--json"]) == 0
+    torch_est = json.loads(capsys.readouterr().out)
+    for path, backends in ((onnx_path, "onnxruntime,openvino"), (tfl_path, "tflite")):
+        code = main(["profile", str(path), "--target", "raspberry_pi_4", "--backend", backends,
+                     "--json", *FAST])
+        doc = json.loads(capsys.readouterr().out)
+        assert code == 0, [r["reason"] for r in doc["runs"]]
+        validate(doc)
+        assert doc["model"]["format"] == Path(path).suffix[1:]
+        assert doc["estimate"]["totals"]["macs"] == torch_est["totals"]["macs"]
+        assert set(doc["estimate"]["layers"][0]) == set(torch_est["layers"][0])
+        assert all(r["status"] == "ok" for r in doc["runs"])
+
+
+def test_trace_writes_operator_tables_joined_to_layers(tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "t"
+    assert main(["profile", "builtin:small_cnn", "--backend", "torch_eager,onnxruntime",
+                 "--trace", "--out", str(out), *FAST]) == 0
+    for backend in ("torch_eager", "onnxruntime"):
+        ops = pd.read_csv(out / f"operators_{backend}_fp32.csv")
+        assert (ops["latency_ms"] > 0).all()
+        joined = set(ops.dropna(subset=["macs"])["layer"])
+        # joined to the estimate's rows by name (ORT fuses Conv+Relu into a node named after
+        # the ReLU's output, so its conv time lands on relu1)
+        assert {"pool1", "classifier"} <= joined, backend
+        if backend == "torch_eager":
+            assert "conv1" in joined
+        trace = json.loads((out / f"trace_{backend}_fp32.json").read_text())
+        assert trace  # a Chrome trace (list of events or {"traceEvents": ...})
