@@ -109,6 +109,15 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
         if r.summary and verbose:
             for n in r.summary.notes:
                 console.print(f"{tag}: {n}", markup=False)
+    budget = report.request.get("latency_budget_ms")
+    if budget is not None:
+        met = [f"{r.backend} {r.requested_precision}" for r in report.runs
+               if r.summary and r.summary.value("meets_latency_budget") == 1.0]
+        missed = [f"{r.backend} {r.requested_precision}" for r in report.runs
+                  if r.summary and r.summary.value("meets_latency_budget") == 0.0]
+        console.print(f"latency budget {_fmt(budget)} ms on {tgt.id}: met by "
+                      f"{', '.join(met) or 'none'}; missed by {', '.join(missed) or 'none'}",
+                      markup=False)
     for r in report.runs:
         for w in r.benchmark.warnings + (r.summary.warnings if r.summary else []):
             console.print(f"[yellow]warning[/yellow] {r.backend} {r.requested_precision} "
