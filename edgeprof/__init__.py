@@ -54,6 +54,11 @@ _LAZY = {
     "Constraints": "edgeprof.core.router",
     "Plan": "edgeprof.core.router",
     "check_feasible": "edgeprof.core.router",
+    # recommend / optimize
+    "optimize": "edgeprof.optimizer",
+    "recommend_plan": "edgeprof.optimizer",
+    "OptimizeReport": "edgeprof.optimizer",
+    "Candidate": "edgeprof.optimizer",
     # seed-compatible functions (names, columns and formulas of the original tools)
     "estimate_layerwise_stats": "edgeprof.profilers.hardware",
     "summarize_hardware": "edgeprof.profilers.hardware",

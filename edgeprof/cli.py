@@ -222,6 +222,53 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_recommend(args) -> int:
+    from edgeprof.core.router import check_feasible
+    from edgeprof.optimizer import recommend_plan
+
+    plan = recommend_plan(
+        args.model, args.target, latency_budget_ms=args.latency_budget_ms,
+        memory_budget_mb=args.memory_budget_mb, max_accuracy_drop=args.max_accuracy_drop,
+        stream_rate_fps=args.stream_rate, precision=args.precision, batch_size=args.batch_size,
+        input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
+        plugins=args.plugins, targets_dir=args.targets_dir)
+    if args.json:
+        print(json.dumps(plan.to_dict(), indent=2, allow_nan=False))
+    else:
+        print(plan.to_text())
+    check_feasible(plan)  # ConstraintError (exit 4) after the closest plan was shown
+    return 0
+
+
+def cmd_optimize(args) -> int:
+    from edgeprof.optimizer import optimize
+
+    run_options = _run_options(args)
+    progress = Progress(enabled=not args.json)
+    try:
+        report = optimize(
+            args.model, args.target, latency_budget_ms=args.latency_budget_ms,
+            memory_budget_mb=args.memory_budget_mb, max_accuracy_drop=args.max_accuracy_drop,
+            stream_rate_fps=args.stream_rate, data=args.data, out=args.out,
+            run_options=run_options or None, backends=args.backend,
+            compressions=args.compression,
+            train_seconds=args.train_seconds, batch_size=args.batch_size,
+            input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
+            plugins=args.plugins, targets_dir=args.targets_dir, progress=progress)
+    finally:
+        progress.stop()
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, allow_nan=False))
+    else:
+        print(report.to_text())
+        if args.out:
+            _console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
+    err = report.constraint_error()
+    if err is not None:
+        print(f"edgeprof: error: {err}", file=sys.stderr)
+    return report.exit_code
+
+
 # ----------------------------------------------------------------------------- parser
 def _shape(text: str):
     from edgeprof.core.models import parse_shape
@@ -342,6 +389,47 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(es)
     es.add_argument("--precision", "-p", default="fp32")
     es.set_defaults(func=cmd_estimate)
+
+    def constraint_args(sp):
+        sp.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
+                        help="latency per inference on the target")
+        sp.add_argument("--memory-budget-mb", type=_positive_float, metavar="MB",
+                        help="weights + peak activations, decimal MB")
+        sp.add_argument("--max-accuracy-drop", type=float, default=1.0, metavar="PP",
+                        help="allowed top-1 drop in percentage points (default 1)")
+        sp.add_argument("--stream-rate", type=_positive_float, metavar="FPS",
+                        help="inferences per second the target must keep up with")
+
+    rc = sub.add_parser("recommend", parents=[common],
+                        help="the router's ordered optimization plan for a target (analytic)")
+    model_args(rc)
+    constraint_args(rc)
+    rc.add_argument("--precision", "-p", default="fp32", help="the baseline precision")
+    rc.set_defaults(func=cmd_recommend)
+
+    op = sub.add_parser("optimize", parents=[common],
+                        help="measure the plan, a backend x precision sweep and compressions "
+                             "here; choose the fastest configuration that meets the constraints")
+    model_args(op)
+    constraint_args(op)
+    op.add_argument("--data", metavar="FILE.npz",
+                    help="labelled data: arrays x (samples) and y (integer labels); built-in "
+                         "models use scikit-learn's digits")
+    op.add_argument("--backend", "-b", help="restrict the sweep to these backends (comma-separated)")
+    op.add_argument("--compression", default=",".join(("magnitude", "channels", "2:4",
+                                                        "channels_last")),
+                    help="compressions to try (comma-separated: magnitude, channels, 2:4, "
+                         "channels_last) or 'none'")
+    op.add_argument("--train-seconds", type=_positive_float, default=8.0, metavar="S",
+                    help="training time of a built-in model on digits (cached; default 8)")
+    op.add_argument("--runs", type=_positive_int, help="minimum timed runs per candidate "
+                                                       "(default 30)")
+    op.add_argument("--min-time", type=_positive_float, metavar="S",
+                    help="minimum timed seconds per candidate (default 0.3)")
+    op.add_argument("--max-time", type=_positive_float, metavar="S",
+                    help="cap on timed seconds per candidate (default 1.5)")
+    op.add_argument("--out", "-o", metavar="DIR", help="write CSV/PNG/JSON artifacts here")
+    op.set_defaults(func=cmd_optimize)
 
     c = sub.add_parser("compare", parents=[common],
                        help="compare two profile.json files (significance per run)")
