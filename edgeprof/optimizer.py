@@ -64,6 +64,12 @@ METHOD_OF_PRUNING = {"unstructured": "magnitude", "structured": "channels",
                      "channel": "channels", "n:m": "2:4"}
 #: ties: a difference below this fraction of the latency is within noise on a busy machine
 TIE_FRACTION = 0.05
+#: before choosing, the accepted candidates within this factor of the fastest are timed again,
+#: longer and interleaved (short first-pass timings misorder close candidates on a busy host)
+RETIME_WITHIN = 1.5
+RETIME_MAX = 4
+RETIME_ROUNDS = 2
+RETIME_RUN_OPTIONS: dict[str, Any] = {"runs": 100, "min_time_s": 1.0, "max_time_s": 3.0}
 
 STRATEGY_COLUMNS = ["strategy", "method", "backend", "precision", "executed_precision",
                     "pruning", "sparsity", "params", "latency_ms", "latency_provenance",
@@ -904,6 +910,59 @@ def _judge(ctx: _Context, res: CandidateResult, est: Any) -> None:
     res.accepted = not fails
 
 
+def retime_finalists(ctx: _Context, results: list[CandidateResult]) -> list[str]:
+    """Time the accepted candidates close to the fastest again, longer and interleaved
+    (``RETIME_ROUNDS`` rounds of ``RETIME_RUN_OPTIONS``), keep each one's lowest round median
+    (the least disturbed), and re-judge them. Returns the labels re-timed."""
+    from edgeprof.api import _run_one
+    from edgeprof.core.backend import RunConfig
+    from edgeprof.core.precision import PRECISIONS
+
+    accepted = [r for r in results if r.ok and r.accepted and r.latency_ms]
+    if len(accepted) < 2:
+        return []
+    fastest = min(r.latency_ms for r in accepted)
+    finalists = sorted((r for r in accepted if r.latency_ms <= fastest * RETIME_WITHIN),
+                       key=lambda r: r.latency_ms)[:RETIME_MAX]
+    if len(finalists) < 2:
+        return []
+    best: dict[int, Any] = {}
+    for _ in range(RETIME_ROUNDS):
+        for r in finalists:
+            handle, _records = _variant(ctx, r.candidate)
+            opts = {**ctx.run_options, **RETIME_RUN_OPTIONS}
+            options = dict(opts.pop("options", {}) or {})
+            options.setdefault("keep_samples", False)
+            config = RunConfig(precision=r.candidate.precision, batch_size=handle.batch_size,
+                               options=options, **opts)
+            ctx.say(f"re-timing {r.candidate.label}")
+            bench = _run_one(ctx.reg.backend(r.candidate.backend)(), handle, config)
+            if bench.ok and (id(r) not in best or
+                             bench.stats.median_ms < best[id(r)][1].stats.median_ms):
+                best[id(r)] = (handle, bench)
+    for r in finalists:
+        if id(r) not in best:
+            continue
+        handle, bench = best[id(r)]
+        p = bench.executed_precision if bench.executed_precision in PRECISIONS \
+            else r.candidate.precision
+        est = _estimate(ctx, handle, ctx.target, p)
+        host_est = _estimate(ctx, handle, ctx.host, p) if ctx.host is not None else None
+        summ = ctx.reg.backend(r.candidate.backend)().summarize(est, bench, ctx.target,
+                                                                 ctx.host, host_est)
+        first = r.latency_ms
+        r.host_latency_ms = bench.stats.median_ms
+        r.host_ci_ms = (bench.stats.ci_low_ms, bench.stats.ci_high_ms)
+        r.latency_ms = summ.figures["latency_ms"].value
+        r.latency_provenance = summ.figures["latency_ms"].provenance
+        r.energy_proxy_j = summ.value("energy_proxy_j")
+        r.notes.append(f"re-timed with {RETIME_ROUNDS} interleaved rounds of >= "
+                       f"{RETIME_RUN_OPTIONS['min_time_s']} s (lowest round median kept): "
+                       f"{first:.4g} -> {r.latency_ms:.4g} ms")
+        _judge(ctx, r, est)
+    return [r.candidate.label for r in finalists]
+
+
 # ----------------------------------------------------------------------------- verdict
 def _same_config(a: Candidate, b: Candidate) -> bool:
     return a.backend == b.backend and a.precision == b.precision and a.model_key == b.model_key
@@ -1153,8 +1212,10 @@ def optimize(model: Any, target: Any = "host", *, latency_budget_ms: float | Non
                     None)
     base = next((r for r in results if r.candidate.backend == ref_name
                  and r.candidate.precision == "fp32" and not r.candidate.compression), None)
+    retimed = retime_finalists(ctx, results)
     chosen, tied = choose(results)
     verdict = _verdict(results, chosen, ctx, base, plan)
+    verdict["retimed"] = retimed
     if tied:
         verdict["within_noise_of_fastest"] = [r.candidate.label for r in tied]
         verdict["message"] += (f" (within {TIE_FRACTION:.0%} of the fastest accepted, "

@@ -221,6 +221,10 @@ def test_optimize_writes_artifacts_with_the_right_columns(host_report):
     assert doc["chosen"]["accepted"] is True and doc["plan"]["target"] == "host"
     assert isinstance(doc["overruled"], list)
     assert not list(out.glob(".edgeprof-*"))  # the staging folder is gone
+    # close accepted finalists are timed again, longer and interleaved, before the choice
+    for label in doc["verdict"]["retimed"]:
+        (cand,) = [c for c in doc["candidates"] if c["label"] == label]
+        assert any(n.startswith("re-timed") for n in cand["notes"])
 
 
 def test_optimize_rows_are_measured_and_judged(host_report):
