@@ -43,6 +43,7 @@ _LAZY = {
     "benchmark": "edgeprof.api",
     "summarize": "edgeprof.api",
     "list_backends": "edgeprof.api",
+    "batch_sizes": "edgeprof.api",
     "list_targets": "edgeprof.api",
     "get_target": "edgeprof.targets",
     "load_target_file": "edgeprof.targets",

@@ -188,8 +188,11 @@ class ProfileReport:
 
     @property
     def exit_code(self) -> int:
-        """0 complete; 3 partial: an explicitly named run produced no measurement."""
-        return 3 if any(r.explicit and r.status != "ok" for r in self.runs) else 0
+        """0 complete; 3 partial: a run the user named produced no measurement, or any run
+        that should have worked failed (unavailable/unsupported rows under ``all`` don't
+        count)."""
+        return 3 if any((r.explicit and r.status != "ok") or r.status == "failed"
+                        for r in self.runs) else 0
 
     def to_dict(self) -> dict[str, Any]:
         warnings = list(self.warnings)
@@ -382,3 +385,69 @@ def _known_precisions():
     from edgeprof.core.precision import PRECISIONS
 
     return PRECISIONS
+
+
+# ------------------------------------------------------------------------ batch sizes
+@dataclass
+class BatchReport:
+    """Latency per batch measured on this host, and the largest batch that fits the target."""
+
+    model: ModelHandle
+    target: Any
+    backend: str
+    precision: str
+    frame: Any  # DataFrame, edgeprof.profilers.batching.BATCH_COLUMNS
+    choice: Any  # BatchChoice (memory of the target; None with the reason in notes)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return clean({
+            "schema_version": SCHEMA_VERSION, "kind": "batch_sizes", "model": self.model.to_dict(),
+            "target": self.target.id, "backend": self.backend, "precision": self.precision,
+            "rows": self.frame.to_dict(orient="records"), "stopped": dict(self.frame.attrs),
+            "target_choice": self.choice.to_dict() if self.choice else None,
+            "notes": list(self.notes)})
+
+    def save(self, out_dir: str | os.PathLike) -> list[Path]:
+        from edgeprof.core.io import write_csv, write_json
+
+        out = Path(out_dir)
+        return [write_csv(out / "batch_sizes.csv", self.frame),
+                write_json(out / "batch_sizes.json", self.to_dict())]
+
+
+def batch_sizes(model: Any, batch_sizes: Sequence[int], *, target: Any = "host",
+                backend: str = "torch_eager", precision: str = "fp32",
+                latency_budget_ms: float | None = None,
+                run_options: dict[str, Any] | None = None, input_shapes=None, input_dtypes=None,
+                plugins=None, targets_dir=None, out=None) -> BatchReport:
+    """Measure latency per batch, per sample and throughput for each batch size on this
+    host (stopping cleanly at out-of-memory), and pick the largest batch whose estimated
+    weights + peak activations fit ``target``'s memory (and the latency budget)."""
+    from edgeprof.core.errors import ConstraintError
+    from edgeprof.profilers.batching import (benchmark_batch_sizes, check_batch_sizes,
+                                             check_budget, find_optimal_batch_size)
+
+    get_precision(precision)
+    sizes = check_batch_sizes(batch_sizes)
+    check_budget(latency_budget_ms)
+    reg = get_registry(plugins)
+    tgt = _target(target, targets_dir, plugins)
+    handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
+                           registry=reg)
+    cls = reg.backend(backend)
+    cls.ensure_available()
+    config = RunConfig(precision=precision, **(run_options or {}))
+    frame = benchmark_batch_sizes(cls(), handle, sizes, config,
+                                  latency_budget_ms=latency_budget_ms)
+    notes: list[str] = []
+    try:
+        choice = find_optimal_batch_size(None, handle, tgt, precision=precision,
+                                         max_batch_size=max(1024, max(sizes)))
+    except ConstraintError as e:
+        choice = None
+        notes.append(str(e))
+    report = BatchReport(handle, tgt, backend, precision, frame, choice, notes)
+    if out is not None:
+        report.save(out)
+    return report

@@ -211,6 +211,52 @@ def cmd_estimate(args) -> int:
     return 0
 
 
+def cmd_batch(args) -> int:
+    from edgeprof.api import batch_sizes
+
+    rep = batch_sizes(args.model, args.batch_sizes, target=args.target, backend=args.backend,
+                      precision=args.precision, latency_budget_ms=args.latency_budget_ms,
+                      run_options=_run_options(args), input_shapes=args.input_shape or None,
+                      input_dtypes=args.input_dtype or None, plugins=args.plugins,
+                      targets_dir=args.targets_dir, out=args.out)
+    if args.json:
+        print(json.dumps(rep.to_dict(), indent=2, allow_nan=False))
+        return 0
+    from rich.table import Table
+
+    table = Table(title=f"{rep.model.name} on {rep.backend} {rep.precision}, measured on this "
+                        "host", title_justify="left")
+    for col in ("batch", "status", "latency ms", "per sample ms", "throughput /s",
+                "peak memory", "meets budget"):
+        table.add_column(col)
+    for row in rep.frame.to_dict(orient="records"):
+        table.add_row(str(row["batch_size"]), row["status"], _fmt(row["latency_ms"]),
+                      _fmt(row["latency_per_sample_ms"]), _fmt(row["throughput_per_s"]),
+                      _si(row["peak_memory_bytes"], "B") if row["peak_memory_bytes"] == row[
+                          "peak_memory_bytes"] else "-", _fmt(row["meets_budget"]))
+    c = _console()
+    c.print(table)
+    if rep.frame.attrs.get("stop_reason"):
+        c.print(f"stopped: {rep.frame.attrs['stop_reason']}", markup=False)
+    if rep.choice is not None:
+        ch = rep.choice
+        c.print(f"largest batch that fits {rep.target.id} (estimated weights + peak "
+                f"activations, analytic): {ch.batch_size} ({_si(ch.memory_bytes, 'B')} of "
+                f"{_si(ch.memory_limit_bytes, 'B')}; limited by {ch.limited_by})", markup=False)
+    for n in rep.notes:
+        c.print(n, markup=False)
+    return 0
+
+
+def _batch_list(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        out.append(_positive_int(part.strip()))
+    if not out:
+        raise argparse.ArgumentTypeError("give batch sizes like 1,2,4,8")
+    return out
+
+
 def cmd_compare(args) -> int:
     from edgeprof.profilers.compare import compare_files, format_comparison
 
@@ -430,6 +476,22 @@ def build_parser() -> argparse.ArgumentParser:
                     help="cap on timed seconds per candidate (default 1.5)")
     op.add_argument("--out", "-o", metavar="DIR", help="write CSV/PNG/JSON artifacts here")
     op.set_defaults(func=cmd_optimize)
+
+    bs = sub.add_parser("batch", parents=[common],
+                        help="latency and throughput per batch size (measured), and the largest "
+                             "batch that fits the target (estimated)")
+    model_args(bs)
+    bs.add_argument("--batch-sizes", type=_batch_list, default=[1, 2, 4, 8, 16, 32],
+                    help="comma-separated, e.g. 1,2,4,8 (default 1,2,4,8,16,32)")
+    bs.add_argument("--backend", "-b", default="torch_eager")
+    bs.add_argument("--precision", "-p", default="fp32")
+    bs.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS")
+    bs.add_argument("--runs", type=_positive_int)
+    bs.add_argument("--min-time", type=_positive_float, metavar="S")
+    bs.add_argument("--max-time", type=_positive_float, metavar="S")
+    bs.add_argument("--warmup", type=_positive_int)
+    bs.add_argument("--out", "-o", metavar="DIR", help="write batch_sizes.csv/.json here")
+    bs.set_defaults(func=cmd_batch)
 
     c = sub.add_parser("compare", parents=[common],
                        help="compare two profile.json files (significance per run)")

@@ -17,3 +17,11 @@ def _hermetic_cache(tmp_path_factory):
         os.environ.pop("EDGEPROF_CACHE_DIR", None)
     else:
         os.environ["EDGEPROF_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="module")
+def registry():
+    """The default plugins (the root plugins.toml), without entry points or $EDGEPROF_PLUGINS."""
+    from edgeprof.core.plugins import PluginManager
+
+    return PluginManager(defaults=True, entry_points=False, use_env=False).build_registry()

@@ -185,3 +185,18 @@ def test_trace_writes_operator_tables_joined_to_layers(tmp_path):
             assert "conv1" in joined
         trace = json.loads((out / f"trace_{backend}_fp32.json").read_text())
         assert trace  # a Chrome trace (list of events or {"traceEvents": ...})
+
+
+def test_batch_sizes_measured_and_target_choice(tmp_path, capsys):
+    out = tmp_path / "b"
+    assert main(["batch", "builtin:small_cnn", "--target", "mcu", "--batch-sizes", "1,2,4",
+                 "--out", str(out), "--json", *FAST]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["batch_size"] for r in doc["rows"]] == [1, 2, 4]
+    assert all(r["status"] == "ok" and r["throughput_per_s"] > 0 for r in doc["rows"])
+    choice = doc["target_choice"]
+    # the MCU's ~1 MB SRAM holds small_cnn's 82 kB of weights plus a few batches of activations
+    assert choice["memory_bytes"] <= choice["memory_limit_bytes"]
+    assert (out / "batch_sizes.csv").exists() and (out / "batch_sizes.json").exists()
+    proc = run_cli("batch", "builtin:small_cnn", "--batch-sizes", "0,2")
+    assert proc.returncode == 2 and "positive" in proc.stderr and "Traceback" not in proc.stderr

@@ -171,7 +171,7 @@ class TFLiteBackend(Backend):
             extra.update({"converter": conversion.converter, "cache_hit": conversion.cache_hit,
                           "convert_time_s": conversion.convert_time_s})
         extra["tflite_path"] = str(path)
-        extra["model_size_bytes"] = path.stat().st_size
+        extra["model_bytes"] = path.stat().st_size
 
         from edgeprof.backends.torch_eager import physical_cores
 

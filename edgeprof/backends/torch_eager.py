@@ -58,6 +58,17 @@ def _to_numpy(outputs: Any) -> list:
     return [o.detach().float().cpu().numpy() for o in outputs if isinstance(o, torch.Tensor)]
 
 
+def _state_bytes(module) -> int:
+    """Bytes of the module's weights and buffers as they run (quantized packed weights too)."""
+    import io
+
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(module.state_dict(), buf)
+    return buf.tell()
+
+
 class TorchEagerBackend(Backend):
     name = "torch_eager"
     description = "PyTorch eager mode (the reference every conversion is checked against)"
@@ -110,12 +121,28 @@ class TorchEagerBackend(Backend):
             with torch.inference_mode():
                 return module(*xs)
 
+        if executed == "int8_dynamic" and any(
+                isinstance(m, (torch.nn.MultiheadAttention, torch.nn.TransformerEncoderLayer))
+                for m in module.modules()):
+            # the attention fast path reads Linear.weight as a tensor; dynamically quantized
+            # Linear layers expose it as a method, so that path must stay off for this model
+            mha = torch.backends.mha
+            notes.append("attention fast path disabled: it does not take quantized Linear layers")
+
+            def run(xs, _plain=run):  # noqa: F811 - the fast-path-free variant
+                previous = mha.get_fastpath_enabled()
+                mha.set_fastpath_enabled(False)
+                try:
+                    return _plain(xs)
+                finally:
+                    mha.set_fastpath_enabled(previous)
+
         sync = torch.cuda.synchronize if config.device.startswith("cuda") else None
         return PreparedModel(run=run, inputs=sample, runtime="torch",
                              runtime_version=torch.__version__, executed_precision=executed,
                              threads=threads, device=config.device, sync=sync,
                              load_time_s=load_time, notes=notes, to_numpy=_to_numpy,
-                             extra={"module": module})
+                             extra={"module": module, "model_bytes": _state_bytes(module)})
 
     def operator_profile(self, prepared: PreparedModel, runs: int = 10,
                          trace_path: str | None = None):

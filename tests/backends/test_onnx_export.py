@@ -9,14 +9,9 @@ import pytest
 
 from edgeprof.core.errors import ModelError, UnsupportedError
 from edgeprof.core.models import resolve_model
-from edgeprof.core.plugins import PluginManager
 
 import onnx  # noqa: F401  (installed by make test; a missing runtime must fail, not skip)
 
-
-@pytest.fixture(scope="module")
-def registry():
-    return PluginManager(defaults=True, entry_points=False, use_env=False).build_registry()
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -4,34 +4,16 @@ IR files, errors, performance counters; and the IR graph reader."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from edgeprof.core.backend import RunConfig
 from edgeprof.core.errors import InputSpecError, ModelError, UnsupportedError
 from edgeprof.core.models import resolve_model
-from edgeprof.core.plugins import PluginManager
 
 import openvino  # noqa: F401  (installed by make test; a missing runtime must fail, not skip)
 
 
-@pytest.fixture(scope="module")
-def registry():
-    pm = PluginManager(defaults=True, entry_points=False, use_env=False)
-    pm.register_module("edgeprof.backends.openvino", "test")
-    return pm.build_registry()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cache(tmp_path_factory):
-    old = os.environ.get("EDGEPROF_CACHE_DIR")
-    os.environ["EDGEPROF_CACHE_DIR"] = str(tmp_path_factory.mktemp("edgeprof-cache"))
-    yield
-    if old is None:
-        os.environ.pop("EDGEPROF_CACHE_DIR", None)
-    else:
-        os.environ["EDGEPROF_CACHE_DIR"] = old
 
 
 @pytest.fixture(scope="module")

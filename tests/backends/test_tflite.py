@@ -122,7 +122,7 @@ def test_static_int8_quantizes_inputs_in_prepare_not_in_run(prepared):
 
 
 def test_int8_models_are_smaller_on_disk(prepared):
-    size = {p: prepared[p].extra["model_size_bytes"] for p in PRECISIONS}
+    size = {p: prepared[p].extra["model_bytes"] for p in PRECISIONS}
     assert size["int8"] < size["fp32"] / 2.5
     assert size["int8_dynamic"] < size["fp32"] / 2.5
     assert size["fp16"] < size["fp32"] * 0.6
@@ -265,9 +265,22 @@ def test_keras_model_converts_at_fp32_and_int8(fresh_cache, backend, tmp_path):
     assert int8.inputs[0].dtype == np.int8  # full integer: int8 inputs, quantized in prepare
     assert int8.executed_precision == "int8_static"
     assert int8.extra["agreement"]["passed"], int8.extra["agreement"]
-    assert int8.extra["model_size_bytes"] < fp32.extra["model_size_bytes"]
+    assert int8.extra["model_bytes"] < fp32.extra["model_bytes"]
     # TFLite's dynamic-range quantization skips weights under 1024 elements: this model's
     # are 256 and 128, so the file stays fp32 and the backend must say so
     dyn = backend.prepare(handle, RunConfig(precision="int8_dynamic", threads=1), x)
     assert dyn.extra["stored_precision"] == "fp32" and dyn.executed_precision == "fp32"
     assert any("asked for int8_dynamic" in n for n in dyn.notes)
+    # the estimate reads the converted graph: same columns as for torch, Dense MACs exact
+    from edgeprof.core.models import resolve_model as resolve
+    from edgeprof.profilers.analytic import estimate_model
+    from edgeprof.targets import get_target
+
+    auto = resolve(str(path))  # input specs read from the Keras file (batch 1)
+    assert auto.input_specs[0].shape == (1, 8)
+    est = estimate_model(auto, get_target("raspberry_pi_4"))
+    assert est.total_macs == 8 * 32 + 32 * 4
+    # Keras initializes biases to zero and TFLiteConverter drops all-zero biases (the ops get
+    # bias input -1), so the converted graph the estimate reads holds the weights only
+    assert est.parameter_count == 8 * 32 + 32 * 4
+    assert any("TFLiteConverter" in n for n in est.notes)

@@ -189,8 +189,10 @@ def test_graph_walkers_dispatch_and_unknown_format():
         "onnx": "edgeprof.profilers.onnx_graph:walk",
         "tflite": "edgeprof.profilers.tflite_graph:walk",
         "openvino": "edgeprof.profilers.openvino_graph:walk",
+        "keras": "edgeprof.profilers.tflite_graph:walk_converted",
+        "saved_model": "edgeprof.profilers.tflite_graph:walk_converted",
     }
-    handle = ModelHandle(spec="m.keras", name="m", format="keras", input_specs=[])
+    handle = ModelHandle(spec="m.caffemodel", name="m", format="caffe", input_specs=[])
     with pytest.raises(UnsupportedError):
         estimate_model(handle, make_target())
     with pytest.raises(UnknownNameError):

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -17,18 +14,7 @@ from edgeprof.profilers.batching import (BATCH_COLUMNS, benchmark_batch_sizes, c
                                          offline, run_scenario, single_stream)
 
 
-def _load_fakes():
-    name = "edgeprof_tests_fakes"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).resolve().parents[1] / "fakes.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-fakes = _load_fakes()
+from tests import fakes  # noqa: E402
 
 
 def cfg(**options):

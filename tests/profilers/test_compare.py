@@ -115,21 +115,11 @@ def test_different_block_sizes_are_noted():
 
 
 def test_real_benchmark_results_can_be_compared():
-    import importlib.util
-    import sys
-    from pathlib import Path
 
     from edgeprof.core.backend import RunConfig
     from edgeprof.profilers.harness import benchmark_backend
 
-    name = "edgeprof_tests_fakes"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).resolve().parents[1] / "fakes.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    fakes = sys.modules[name]
+    from tests import fakes
 
     def profile(ms):
         r = benchmark_backend(fakes.FakeBusyBackend(), fakes.fake_handle(),

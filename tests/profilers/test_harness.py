@@ -6,11 +6,9 @@ Timing assertions are loose on purpose (the test machine is shared); they check 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -23,18 +21,7 @@ from edgeprof.profilers.harness import (TimingPlan, benchmark_backend, block_siz
                                         timing_warnings)
 
 
-def _load_fakes():
-    name = "edgeprof_tests_fakes"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).resolve().parents[1] / "fakes.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-fakes = _load_fakes()
+from tests import fakes  # noqa: E402
 FAST = dict(min_time_s=0.05, max_time_s=1.0, runs=20)
 
 
@@ -251,7 +238,6 @@ def test_machine_busy_warning():
 def test_machine_busy_is_detected_from_cpu_usage():
     # another process spinning on a core during the measurement
     import subprocess
-    import sys
 
     code = ("import sys, time\nprint('spinning', flush=True)\nend = time.time() + 30\n"
             "while time.time() < end:\n    pass\n")

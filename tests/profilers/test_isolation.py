@@ -5,11 +5,8 @@ The fake backends are found in the worker through a plugins.toml that lists test
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -20,18 +17,7 @@ from edgeprof.profilers.worker import (WorkerRequest, raise_for_status, request_
                                        result_from_dict, run_isolated)
 
 
-def _load_fakes():
-    name = "edgeprof_tests_fakes"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).resolve().parents[1] / "fakes.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-fakes = _load_fakes()
+from tests import fakes  # noqa: E402
 
 
 @pytest.fixture(scope="module")

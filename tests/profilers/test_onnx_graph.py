@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
 from edgeprof.core.errors import InputSpecError
 from edgeprof.core.models import resolve_model
-from edgeprof.core.plugins import PluginManager
 
 import onnx  # noqa: F401  (installed by make test; a missing runtime must fail, not skip)
 
 
-@pytest.fixture(scope="module")
-def registry():
-    return PluginManager(defaults=True, entry_points=False, use_env=False).build_registry()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cache(tmp_path_factory):
-    old = os.environ.get("EDGEPROF_CACHE_DIR")
-    os.environ["EDGEPROF_CACHE_DIR"] = str(tmp_path_factory.mktemp("edgeprof-cache"))
-    yield
-    if old is None:
-        os.environ.pop("EDGEPROF_CACHE_DIR", None)
-    else:
-        os.environ["EDGEPROF_CACHE_DIR"] = old
 
 
 def _onnx_handle(registry, name):

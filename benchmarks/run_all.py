@@ -1,0 +1,57 @@
+"""Run every benchmark script in turn (one at a time: they share the CPU) and keep each one's
+printed table in benchmarks/results/<name>.txt.
+
+    .venv/bin/python benchmarks/run_all.py [--only NAME,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RUNS = [
+    ("host_calibration", ["host_calibration.py", "--recalibrate"]),
+    ("reference_counts", ["reference_counts.py"]),
+    ("harness_accuracy", ["harness_accuracy.py"]),
+    ("bare_loop_ort_ov", ["bare_loop_ort_ov.py", "--model", "builtin:small_resnet",
+                          "--rounds", "5"]),
+    ("bare_loop_tflite_compile", ["bare_loop_tflite_compile.py", "--model",
+                                  "builtin:small_resnet"]),
+    ("backend_matrix", ["backend_matrix.py", "--max-autotune"]),
+    ("optimize_vs_sweep", ["optimize_vs_sweep.py"]),
+]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", help="comma-separated names: " + ", ".join(n for n, _ in RUNS))
+    args = ap.parse_args()
+    only = set(args.only.split(",")) if args.only else None
+    out_dir = HERE / "results"
+    out_dir.mkdir(exist_ok=True)
+    failed = []
+    for name, argv in RUNS:
+        if only and name not in only:
+            continue
+        t0 = time.perf_counter()
+        print(f"== {name}: {' '.join(argv)}", flush=True)
+        proc = subprocess.run([sys.executable, str(HERE / argv[0]), *argv[1:]],
+                              capture_output=True, text=True)
+        text = proc.stdout + (f"\n[stderr tail]\n{proc.stderr[-2000:]}" if proc.returncode else "")
+        (out_dir / f"{name}.txt").write_text(
+            f"$ python benchmarks/{' '.join(argv)}\n# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+            f"{time.perf_counter() - t0:.0f} s, exit {proc.returncode}\n\n{text}")
+        print(proc.stdout[-4000:], flush=True)
+        if proc.returncode:
+            failed.append(name)
+    if failed:
+        print(f"failed: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
