@@ -39,8 +39,9 @@ def render_estimate(est, console, max_layers: int = 40, title: str | None = None
     ec = est.edge_constraints or {}
     for key in ("bottleneck", "cache_sensitivity"):
         if key in ec:
-            v = ec[key]
-            console.print(f"{key.replace('_', ' ')}: {v if isinstance(v, str) else v}")
+            reason = ec.get(f"{key}_reason")
+            console.print(f"{key.replace('_', ' ')}: {ec[key]}" + (f" — {reason}" if reason else ""),
+                          markup=False)
     for n in est.notes:
         console.print(f"note: {n}", markup=False)
 

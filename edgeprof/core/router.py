@@ -189,10 +189,12 @@ class Plan:
         b, p = self.baseline, self.projected
         lines = [f"Plan for {self.model} on {self.target} ({self.bound}-bound; figures are "
                  "estimated, not measured)"]
-        lines.append(f"  baseline: {b.latency_ms:.3g} ms, {b.memory_bytes / 1e6:.3g} MB "
-                     f"at {b.precision}")
+        lines.append(f"  baseline: {b.latency_ms:.3g} ms (roofline: a lower bound on latency), "
+                     f"{b.memory_bytes / 1e6:.3g} MB at {b.precision}")
         if self.already_met:
-            lines.append("  The baseline already meets the constraints: no compression needed.")
+            lines.append("  The baseline already meets the constraints on its roofline: no "
+                         "compression needed. Real runtimes reach a fraction of the roofline; "
+                         "confirm with 'edgeprof profile' or 'edgeprof optimize', which measure.")
         for i, s in enumerate(self.steps, 1):
             lines.append(f"  {i}. {s.describe()} - {s.reason}")
         if not self.already_met:
