@@ -133,7 +133,9 @@ class CpuUsage:
         self._sys0 = self._own0 = self._t0 = None
         self.other_cores: float | None = None
         self.own_cores: float | None = None
+        self.steal_cores: float | None = None  # CPU time the hypervisor gave other guests
         self.wall_s: float | None = None
+        self._steal0 = 0.0
 
     @staticmethod
     def _busy(t) -> float:
@@ -156,7 +158,9 @@ class CpuUsage:
         import psutil
 
         self._t0 = time.perf_counter()
-        self._sys0 = self._busy(psutil.cpu_times())
+        times = psutil.cpu_times()
+        self._sys0 = self._busy(times)
+        self._steal0 = getattr(times, "steal", 0.0)
         self._own0 = self._own()
         return self
 
@@ -168,12 +172,14 @@ class CpuUsage:
         if self._t0 is None:
             return self
         wall = time.perf_counter() - self._t0
-        sys_busy = self._busy(psutil.cpu_times()) - self._sys0
+        times = psutil.cpu_times()
+        sys_busy = self._busy(times) - self._sys0
         own = self._own() - self._own0
         self.wall_s = wall
         if wall > 0.05:  # psutil's counters tick at 10 ms; shorter windows say nothing
             self.own_cores = own / wall
             self.other_cores = max(0.0, (sys_busy - own) / wall)
+            self.steal_cores = max(0.0, (getattr(times, "steal", 0.0) - self._steal0) / wall)
         return self
 
 
@@ -192,6 +198,22 @@ def load_warning(*, other_cores: float | None, load_avg_1min: float | None,
         return None
     return WarningRecord("machine_busy", "; ".join(parts)
                          + "; latencies may be inflated and noisy — rerun on an idle machine")
+
+
+#: share of the cores' time taken by the hypervisor (steal) that earns a warning
+STEAL_MIN_SHARE = 0.02
+
+
+def steal_warning(steal_cores: float | None, cores: int) -> WarningRecord | None:
+    """``cpu_steal`` when a virtual machine's hypervisor took CPU time during the run: the
+    run was slowed by other guests, which nothing on this machine can show or stop."""
+    cores = max(1, int(cores))
+    if steal_cores is None or steal_cores < STEAL_MIN_SHARE * cores:
+        return None
+    return WarningRecord("cpu_steal", f"the hypervisor took {100 * steal_cores / cores:.1f}% of "
+                         f"the {cores} cores' time during the measurement (steal: other virtual "
+                         "machines on the same host); expect run-to-run differences beyond the "
+                         "confidence interval")
 
 
 def governor_warning(governor: str | None) -> WarningRecord | None:
@@ -230,7 +252,8 @@ def oversubscription_warning(threads: dict[str, int] | int | None, workers: int,
 
 
 def environment_warnings(env: dict[str, Any], *, other_cores: float | None = None,
-                         workers: int = 1) -> list[WarningRecord]:
+                         workers: int = 1, steal_cores: float | None = None
+                         ) -> list[WarningRecord]:
     """All machine-level warnings for a result whose environment is ``env``."""
     cores = int(env.get("usable_cores") or env.get("logical_cores") or 1)
     load = env.get("load_average") or [None]
@@ -238,10 +261,11 @@ def environment_warnings(env: dict[str, Any], *, other_cores: float | None = Non
         load_warning(other_cores=other_cores, load_avg_1min=load[0], cores=cores),
         governor_warning(env.get("governor")),
         oversubscription_warning(env.get("threads") or None, workers, cores),
+        steal_warning(steal_cores, cores),
     ]
     return [w for w in out if w is not None]
 
 
 __all__ = ["CpuUsage", "collect_environment", "cpu_model", "environment_warnings",
            "governor_warning", "load_average", "load_warning", "oversubscription_warning",
-           "read_governor", "usable_cores"]
+           "read_governor", "steal_warning", "usable_cores"]

@@ -491,7 +491,8 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
     result.steady_time_s = timing.steady_time_s
     result.environment = env
     result.warnings = timing_warnings(stats, timing, plan) + environment_warnings(
-        env, other_cores=cpu.other_cores, workers=int(options.get("concurrent_workers", 1)))
+        env, other_cores=cpu.other_cores, workers=int(options.get("concurrent_workers", 1)),
+        steal_cores=cpu.steal_cores)
     result.config["harness"] = {
         "block_size": timing.block_size,
         "steady_calls": timing.steady_calls,
@@ -500,6 +501,7 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
         "warmup_settled": timing.warmup_settled,
         "ci_rel_width": timing.ci_rel_width,
         "other_processes_cores": cpu.other_cores,
+        "steal_cores": cpu.steal_cores,
         "backend_reported_load_time_s": prepared.load_time_s,
     }
     return result

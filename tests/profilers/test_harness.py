@@ -367,3 +367,16 @@ def test_transient_peak_is_caught_by_the_kernel_peak_mark():
     assert r.status == "ok"
     assert r.memory_detail["method"] == "vmhwm"
     assert r.peak_memory_bytes >= 0.9 * 40_000_000
+
+
+def test_cpu_steal_warning():
+    assert envmod.steal_warning(None, 2) is None
+    assert envmod.steal_warning(0.01, 2) is None  # 0.5% of two cores: noise
+    w = envmod.steal_warning(0.2, 2)
+    assert w.code == "cpu_steal" and "10.0%" in w.message
+    env = {"usable_cores": 2, "governor": None, "load_average": [0.1], "threads": {}}
+    assert [w.code for w in envmod.environment_warnings(env, steal_cores=0.5)] == ["cpu_steal"]
+    usage = envmod.CpuUsage().start()
+    fakes.busy_wait_ns(int(0.1e9))
+    usage.stop()
+    assert usage.steal_cores is not None and usage.steal_cores >= 0
