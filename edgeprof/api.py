@@ -262,6 +262,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
             run_options: dict[str, Any] | None = None, out: str | os.PathLike | None = None,
             plugins: str | os.PathLike | None = None, targets_dir: str | os.PathLike | None = None,
             recalibrate: bool = False, trace: bool = False,
+            calibration_data: str | os.PathLike | None = None,
             progress: Progress | None = None) -> ProfileReport:
     """Estimate ``model`` on ``target``, benchmark it on each backend x precision on this
     host, and summarize each against the target. Writes artifacts to ``out`` when given."""
@@ -286,7 +287,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
     treg = _target_registry(targets_dir, plugins)
     tgt = target if not isinstance(target, str) else treg.get(target, recalibrate=recalibrate)
     handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
-                           batch_size=batch_size, registry=reg)
+                           batch_size=batch_size, registry=reg, calibration=calibration_data)
 
     from edgeprof.profilers.analytic import estimate_model
 

@@ -169,7 +169,8 @@ def cmd_profile(args) -> int:
             batch_size=args.batch_size, input_shapes=args.input_shape or None,
             input_dtypes=args.input_dtype or None, threads=args.threads,
             stream_rate_fps=args.stream_rate, latency_budget_ms=args.latency_budget_ms,
-            run_options=_run_options(args), out=args.out, trace=args.trace, plugins=args.plugins,
+            run_options=_run_options(args), out=args.out, trace=args.trace,
+            calibration_data=args.calibration_data, plugins=args.plugins,
             targets_dir=args.targets_dir, recalibrate=args.recalibrate, progress=progress)
     finally:
         progress.stop()
@@ -425,6 +426,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--timeout", type=_positive_float, metavar="S",
                     help="per-benchmark timeout (with --isolate)")
     pr.add_argument("--out", "-o", metavar="DIR", help="write CSV/PNG/JSON artifacts here")
+    pr.add_argument("--calibration-data", metavar="FILE.npz",
+                    help="real samples (array x, one per row) to calibrate static int8 "
+                         "(default: synthetic inputs, which say nothing about accuracy)")
     pr.add_argument("--trace", action="store_true",
                     help="per-operator runtime profiles joined to the estimate's layers, and a "
                          "Chrome trace per run (written to --out)")

@@ -910,6 +910,34 @@ def _judge(ctx: _Context, res: CandidateResult, est: Any) -> None:
     res.accepted = not fails
 
 
+CALIBRATION_SAMPLES = 256
+
+
+def with_calibration(handle: Any, dataset: Any) -> Any:
+    """The handle with the training split's first samples as its static-int8 calibration
+    data (a content-named .npz in the cache, so calibrated conversions are cached too)."""
+    import hashlib
+
+    import numpy as np
+
+    from edgeprof.core.cache import cache_dir
+
+    if len(handle.input_specs) != 1:
+        return handle
+    x = np.ascontiguousarray(dataset.x_train[:CALIBRATION_SAMPLES])
+    digest = hashlib.sha256(x.tobytes() + str(x.shape).encode()).hexdigest()[:24]
+    path = cache_dir("calibration") / f"{digest}.npz"
+    if not path.exists():
+        from edgeprof.core.io import write_with
+
+        def save(tmp: Path) -> None:
+            with open(tmp, "wb") as f:  # a file object: np.savez would append .npz to a name
+                np.savez(f, x=x)
+
+        write_with(path, save)
+    return replace(handle, calibration=path)
+
+
 def retime_finalists(ctx: _Context, results: list[CandidateResult]) -> list[str]:
     """Time the accepted candidates close to the fastest again, longer and interleaved
     (``RETIME_ROUNDS`` rounds of ``RETIME_RUN_OPTIONS``), keep each one's lowest round median
@@ -1168,6 +1196,7 @@ def optimize(model: Any, target: Any = "host", *, latency_budget_ms: float | Non
         raise UserError(f"optimize measures accuracy on labelled data: give --data FILE.npz "
                         f"(arrays x: samples shaped like {handle.name}'s input, y: integer "
                         "labels); built-in models use scikit-learn's digits")
+    handle = with_calibration(handle, dataset)
     host_t = tgt if getattr(tgt, "is_host", False) else None
     if host_t is None:
         say("calibrating host (cached after the first run)")
@@ -1222,12 +1251,6 @@ def optimize(model: Any, target: Any = "host", *, latency_budget_ms: float | Non
                                f"{tied[0].candidate.label}: the simplest of those is chosen)")
     if plan is not None and plan.warnings:
         warnings.extend(plan.warnings)
-    if any(r.candidate.precision.startswith("int8_static") or r.candidate.precision == "int8"
-           for r in results if r.ok):
-        warnings.append(WarningRecord(
-            "int8_calibrated_on_synthetic_data",
-            "static int8 was calibrated by each backend on its own synthetic sample inputs, "
-            "not on this data set; the accuracy column shows the cost"))
     noisy = [r.candidate.label for r in results
              if any(w.get("code") in ("machine_busy", "high_cv") for w in r.warnings)]
     if noisy:

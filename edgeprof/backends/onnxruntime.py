@@ -149,14 +149,15 @@ def _build_int8_static(src: Path, handle: Any, input_names: list[str], reduce_ra
                                               QuantFormat, QuantType, quantize_static)
 
         class SampleReader(CalibrationDataReader):
-            """Sample inputs from ``handle.make_inputs(seed)`` for several seeds."""
+            """Calibration inputs: the handle's real samples, or synthetic ones per seed."""
 
             def __init__(self) -> None:
-                self._it = iter(CALIBRATION_SEEDS)
+                self._it = iter(handle.calibration_inputs(len(CALIBRATION_SEEDS),
+                                                          CALIBRATION_SEEDS[0]))
 
             def get_next(self):
-                seed = next(self._it, None)
-                return None if seed is None else dict(zip(input_names, handle.make_inputs(seed)))
+                arrays = next(self._it, None)
+                return None if arrays is None else dict(zip(input_names, arrays))
 
         quantize_static(str(src), str(tmp), SampleReader(), quant_format=QuantFormat.QDQ,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,

@@ -132,7 +132,7 @@ def _variant(ir: Path, key: dict, precision: str, handle: Any) -> tuple[Path, bo
             from nncf.quantization.advanced_parameters import (AdvancedQuantizationParameters,
                                                                OverflowFix)
 
-            samples = [handle.make_inputs(s) for s in CALIBRATION_SEEDS]
+            samples = handle.calibration_inputs(len(CALIBRATION_SEEDS), CALIBRATION_SEEDS[0])
             # one input: the array itself; several: a tuple, in the model's input order
             items = [s[0] if len(s) == 1 else tuple(s) for s in samples]
             out = nncf.quantize(model, nncf.Dataset(items), subset_size=len(items),

@@ -15,7 +15,8 @@ int8_static     int8 weights and activations, calibrated on a representative dat
                 with int8 inputs and outputs
 ==============  =====================================================================
 
-The representative dataset is ``handle.make_inputs(seed + 1 + i)`` for ``i <
+The representative dataset is ``handle.calibration_inputs(n, seed + 1)`` (real samples when
+the handle carries calibration data, else ``handle.make_inputs(seed + 1 + i)``) for ``i <
 calibration_samples`` (random data of the model's input shapes: enough to exercise the
 conversion and to measure speed and size, not to judge accuracy; calibrate on real data for
 that). Every artifact is cached by content with :func:`edgeprof.core.cache.cached_artifact`,
@@ -145,8 +146,15 @@ def _torch_args(handle, seed: int):
     return tuple(torch.from_numpy(a) for a in handle.make_inputs(seed))
 
 
+def _calibration_note(handle, n: int) -> str:
+    if handle.calibration is not None:
+        return f"int8_static calibrated on {n} batches of real samples from {handle.calibration}"
+    return (f"int8_static calibrated on {n} random inputs of the model's shapes (not real "
+            "data): fine for speed and size, not for accuracy")
+
+
 def _calibration_sets(handle, seed: int, n: int) -> list:
-    return [handle.make_inputs(seed + 1 + i) for i in range(n)]
+    return handle.calibration_inputs(n, seed + 1)
 
 
 def _pt2e(module, args, handle, dynamic: bool, seed: int, n: int):
@@ -196,7 +204,8 @@ def convert_torch(handle, precision: str, *, seed: int = 0,
         key["ai_edge_quantizer"] = _version("ai-edge-quantizer")
     if precision == "int8_static":
         key["calibration"] = {"samples": calibration_samples, "seed": seed,
-                              "data": "make_inputs(seed + 1 + i)"}
+                              "data": str(handle.calibration) if handle.calibration
+                              else "make_inputs(seed + 1 + i)"}
     notes: list[str] = []
 
     def build(out: Path) -> None:
@@ -223,8 +232,7 @@ def convert_torch(handle, precision: str, *, seed: int = 0,
     t0 = time.perf_counter()
     path, hit = cached_artifact("tflite", key, f"{handle.name}.{precision}.tflite", build)
     if precision == "int8_static":
-        notes.append(f"int8_static calibrated on {calibration_samples} random inputs of the "
-                     "model's shapes (not real data): fine for speed and size, not for accuracy")
+        notes.append(_calibration_note(handle, calibration_samples))
     return Conversion(path=path, precision=precision, source_format="torch",
                       converter=f"litert-torch {_version('litert-torch')}", cache_hit=hit,
                       convert_time_s=0.0 if hit else time.perf_counter() - t0, key=key,
@@ -303,8 +311,7 @@ def convert_tf(handle, precision: str, *, seed: int = 0,
     t0 = time.perf_counter()
     path, hit = cached_artifact("tflite", key, f"{handle.name}.{precision}.tflite", build)
     if precision == "int8_static":
-        notes.append(f"int8_static calibrated on {calibration_samples} random inputs (not real "
-                     "data); inputs and outputs are int8, quantized/dequantized outside the run")
+        notes.append(_calibration_note(handle, calibration_samples))
     return Conversion(path=path, precision=precision, source_format=handle.format,
                       converter=f"tensorflow {_version('tensorflow')} TFLiteConverter",
                       cache_hit=hit, convert_time_s=0.0 if hit else time.perf_counter() - t0,

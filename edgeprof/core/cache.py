@@ -32,6 +32,9 @@ def model_fingerprint(handle: Any) -> str:
     """A hash of a model's content: the file bytes, or a torch module's state and specs."""
     h = hashlib.sha256()
     h.update(json.dumps([s.to_dict() for s in handle.input_specs]).encode())
+    calibration = getattr(handle, "calibration", None)
+    if calibration is not None:  # calibrated conversions depend on the data
+        h.update(b"calibration:" + Path(calibration).read_bytes())
     if handle.path is not None:
         p = Path(handle.path)
         files = sorted(p.rglob("*")) if p.is_dir() else [p]

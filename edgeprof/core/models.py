@@ -85,6 +85,9 @@ class ModelHandle:
     format: str  # torch | onnx | tflite | openvino | keras | saved_model
     input_specs: list[InputSpec]
     path: Path | None = None
+    #: a .npz with an array ``x`` of real samples (one per row, shaped like one input
+    #: without its batch dimension) used to calibrate static int8; None = synthetic inputs
+    calibration: Path | None = None
     _factory: Callable[[], Any] | None = field(default=None, repr=False)
     _module: Any = field(default=None, repr=False)
 
@@ -126,10 +129,50 @@ class ModelHandle:
                 out.append(rng.standard_normal(s.shape).astype(s.dtype))
         return out
 
+    def calibration_inputs(self, count: int, seed: int = 0) -> list[list]:
+        """``count`` input sets for static-quantization calibration: batches of real samples
+        from :attr:`calibration` when given, else ``make_inputs(seed + i)`` (synthetic)."""
+        if self.calibration is None:
+            return [self.make_inputs(seed + i) for i in range(count)]
+        import numpy as np
+
+        x = load_calibration(self.calibration, self)
+        batch = self.batch_size
+        out = []
+        for i in range(count):
+            idx = [(seed + i * batch + j) % len(x) for j in range(batch)]
+            out.append([x[idx].astype(self.input_specs[0].dtype
+                                      if self.input_specs[0].dtype != "bfloat16" else np.float32)])
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {"spec": self.spec, "name": self.name, "format": self.format,
                 "path": str(self.path) if self.path else None,
-                "inputs": [s.to_dict() for s in self.input_specs]}
+                "inputs": [s.to_dict() for s in self.input_specs],
+                "calibration": str(self.calibration) if self.calibration else None}
+
+
+def load_calibration(path: str | Path, handle: ModelHandle):
+    """The ``x`` array of a calibration .npz, validated against the model's single input."""
+    import numpy as np
+
+    path = Path(path)
+    if len(handle.input_specs) != 1:
+        raise InputSpecError(f"calibration data '{path}' can serve a model with one input; "
+                             f"{handle.name} has {len(handle.input_specs)}")
+    try:
+        with np.load(path) as data:
+            if "x" not in data.files:
+                raise InputSpecError(f"calibration file '{path}' has no array 'x' (it has "
+                                     f"{', '.join(data.files) or 'none'})")
+            x = np.asarray(data["x"])
+    except (OSError, ValueError) as e:
+        raise InputSpecError(f"cannot read calibration file '{path}': {e}") from None
+    want = tuple(handle.input_specs[0].shape[1:])
+    if tuple(x.shape[1:]) != want or len(x) == 0:
+        raise InputSpecError(f"calibration file '{path}': x has shape {tuple(x.shape)}, but "
+                             f"{handle.name} takes samples shaped {want} (N x {'x'.join(map(str, want))})")
+    return x
 
 
 def check_batch_size(batch_size: Any) -> int:
@@ -201,8 +244,10 @@ def _specs_from(shapes: Sequence[Sequence[int]] | None, dtypes: Sequence[str] | 
 
 def resolve_model(spec: Any, *, input_shapes: Sequence[Sequence[int]] | None = None,
                   input_dtypes: Sequence[str] | None = None, batch_size: int | None = None,
-                  registry=None) -> ModelHandle:
-    """Resolve a model spec (or an ``nn.Module`` object) into a :class:`ModelHandle`."""
+                  registry=None, calibration: str | Path | None = None) -> ModelHandle:
+    """Resolve a model spec (or an ``nn.Module`` object) into a :class:`ModelHandle`.
+
+    ``calibration``: a .npz with an array ``x`` of real samples for static int8."""
     if isinstance(spec, ModelHandle):
         handle = spec
     elif hasattr(spec, "forward") and hasattr(spec, "parameters"):  # an nn.Module object
@@ -224,6 +269,11 @@ def resolve_model(spec: Any, *, input_shapes: Sequence[Sequence[int]] | None = N
             [s.shape for s in handle.input_specs], input_dtypes, handle.spec))
     if batch_size is not None:
         handle = handle.with_batch(check_batch_size(batch_size))
+    if calibration is not None:
+        if not Path(calibration).is_file():
+            raise InputSpecError(f"calibration file '{calibration}' does not exist")
+        handle = replace(handle, calibration=Path(calibration))
+        load_calibration(handle.calibration, handle)  # validate now, not mid-conversion
     return handle
 
 

@@ -131,3 +131,22 @@ def test_operator_profile_frame_and_chrome_trace(backend, registry, tmp_path):
     assert {"pool1", "classifier"} <= set(df["layer"].dropna())
     events = json.loads(trace.read_text())
     assert isinstance(events, list) and any(e.get("cat") == "Node" for e in events)
+
+
+def test_static_int8_calibrates_on_real_samples_when_given(backend, registry, tmp_path):
+    """Calibration data changes the quantized model (a separate cache entry) and keeps
+    agreement on samples like the ones it was calibrated on."""
+    import numpy as np
+
+    from edgeprof.profilers.accuracy import load_digits_dataset
+
+    synthetic = resolve_model("builtin:small_cnn", registry=registry)
+    data = load_digits_dataset(synthetic)
+    path = tmp_path / "calib.npz"
+    np.savez(path, x=data.x_train[:64])
+    real = resolve_model("builtin:small_cnn", registry=registry, calibration=path)
+    cfg = RunConfig(precision="int8_static", threads=1)
+    p_syn = backend.prepare(synthetic, cfg, synthetic.make_inputs(0))
+    p_real = backend.prepare(real, cfg, [data.x_test[:1]])
+    assert p_real.extra["model_path"] != p_syn.extra["model_path"]
+    assert p_real.extra["agreement"]["passed"], p_real.extra["agreement"]

@@ -101,3 +101,32 @@ def test_several_inputs_and_dtypes():
     assert [x.dtype.name for x in xs] == ["int64", "float32"]
     with pytest.raises(InputSpecError):
         resolve_model(Two(), input_shapes=[(1, 4), (1, 4)], input_dtypes=["int64"] * 3)
+
+
+def test_calibration_data_is_validated_and_served(tmp_path):
+    import numpy as np
+
+    from edgeprof.core.cache import model_fingerprint
+
+    good = tmp_path / "calib.npz"
+    x = np.random.default_rng(0).standard_normal((10, 1, 28, 28)).astype("float32")
+    np.savez(good, x=x)
+    h = resolve_model("builtin:small_cnn", calibration=good, batch_size=2)
+    sets = h.calibration_inputs(3, seed=0)
+    assert [s[0].shape for s in sets] == [(2, 1, 28, 28)] * 3
+    np.testing.assert_array_equal(sets[0][0], x[[0, 1]])
+    assert model_fingerprint(h) != model_fingerprint(resolve_model("builtin:small_cnn",
+                                                                   batch_size=2))
+    synthetic = resolve_model("builtin:small_cnn").calibration_inputs(2, seed=5)
+    np.testing.assert_array_equal(synthetic[1][0], resolve_model("builtin:small_cnn").make_inputs(6)[0])
+
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, x=np.zeros((4, 3, 32, 32), "float32"))
+    with pytest.raises(InputSpecError, match="shaped"):
+        resolve_model("builtin:small_cnn", calibration=wrong)
+    nox = tmp_path / "nox.npz"
+    np.savez(nox, y=np.zeros(3))
+    with pytest.raises(InputSpecError, match="no array 'x'"):
+        resolve_model("builtin:small_cnn", calibration=nox)
+    with pytest.raises(InputSpecError, match="does not exist"):
+        resolve_model("builtin:small_cnn", calibration=tmp_path / "missing.npz")
