@@ -299,7 +299,8 @@ def cmd_optimize(args) -> int:
             stream_rate_fps=args.stream_rate, data=args.data, out=args.out,
             run_options=run_options or None, backends=args.backend,
             compressions=args.compression,
-            train_seconds=args.train_seconds, batch_size=args.batch_size,
+            train_seconds=args.train_seconds, finetune_steps=args.finetune_steps,
+            batch_size=args.batch_size,
             input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
             plugins=args.plugins, targets_dir=args.targets_dir, progress=progress)
     finally:
@@ -352,6 +353,16 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
     if not v > 0 or v != v or v == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return v
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be zero or a positive integer, got {v}")
     return v
 
 
@@ -472,6 +483,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "channels_last) or 'none'")
     op.add_argument("--train-seconds", type=_positive_float, default=8.0, metavar="S",
                     help="training time of a built-in model on digits (cached; default 8)")
+    op.add_argument("--finetune-steps", type=_non_negative_int, default=200, metavar="N",
+                    help="fine-tuning steps after pruning, on the training split, pruned weights "
+                         "kept at zero; the reference gets as many plain steps (default 200; "
+                         "0 = none)")
     op.add_argument("--runs", type=_positive_int, help="minimum timed runs per candidate "
                                                        "(default 30)")
     op.add_argument("--min-time", type=_positive_float, metavar="S",

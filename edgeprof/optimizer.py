@@ -675,6 +675,9 @@ class _Context:
     say: Progress
     variants: dict[str, tuple[Any, list[dict[str, Any]]] | Exception] = field(default_factory=dict)
     estimates: dict[tuple[str, str, str], Any] = field(default_factory=dict)
+    finetune_steps: int = 200
+    prune_source: Any = None  # the module pruning starts from (the reference before its
+    # own fine-tuning, so both had the same training budget)
 
 
 def _variant(ctx: _Context, cand: Candidate):
@@ -682,7 +685,8 @@ def _variant(ctx: _Context, cand: Candidate):
     key = cand.model_key
     if key not in ctx.variants:
         try:
-            ctx.variants[key] = _build_variant(ctx.handle, cand)
+            ctx.variants[key] = _build_variant(ctx.handle, cand, ctx.dataset,
+                                               ctx.finetune_steps, ctx.prune_source)
         except EdgeprofError as e:
             ctx.variants[key] = e
         except Exception as e:  # a compression method's own failure is that row's reason
@@ -694,7 +698,15 @@ def _variant(ctx: _Context, cand: Candidate):
     return v
 
 
-def _build_variant(handle: Any, cand: Candidate):
+#: fine-tuning after pruning: optimizer steps on the data set's training split (0 = off). The
+#: reference gets the same number of plain steps, so every candidate had the same budget.
+FINETUNE_STEPS = 200
+FINETUNE_MAX_SECONDS = 60.0
+PRUNING_METHODS = ("magnitude", "channels", "2:4")
+
+
+def _build_variant(handle: Any, cand: Candidate, dataset: Any = None,
+                   finetune_steps: int = FINETUNE_STEPS, source: Any = None):
     if not cand.compression:
         return handle, []
     if handle.format != "torch":
@@ -704,7 +716,10 @@ def _build_variant(handle: Any, cand: Candidate):
 
     from edgeprof.profilers.compression import compress
 
-    module = handle.torch_module()
+    prunes = any(m in PRUNING_METHODS for m in cand.compression)
+    # pruning starts from the reference as it was before its own fine-tuning steps (then gets
+    # as many steps itself); a layout change starts from the reference as it is
+    module = source if (source is not None and prunes) else handle.torch_module()
     example = tuple(torch.from_numpy(a) for a in handle.make_inputs())
     records = []
     for method in cand.compression:
@@ -715,6 +730,17 @@ def _build_variant(handle: Any, cand: Candidate):
             opts["ratio"] = cand.ratio
         module, rec = compress(module, method, **opts)
         records.append(rec.to_dict())
+    if finetune_steps and dataset is not None and \
+            any(m in PRUNING_METHODS for m in cand.compression):
+        from edgeprof.profilers.accuracy import fine_tune
+
+        info = fine_tune(module, dataset, max_steps=finetune_steps,
+                         seconds=FINETUNE_MAX_SECONDS)
+        records[-1].setdefault("notes", []).append(
+            f"fine-tuned {info['steps']} steps ({info['seconds']:.1f} s) on the training split, "
+            f"pruned weights kept at zero: test accuracy {info['accuracy_before']:.4f} -> "
+            f"{info['accuracy_after']:.4f}")
+        records[-1]["fine_tune"] = info
     new = replace(handle, spec=f"{handle.spec}+{cand.model_key}",
                   name=f"{handle.name}+{cand.model_key}", _factory=None, _module=module.eval())
     return new, records
@@ -1124,7 +1150,8 @@ def optimize(model: Any, target: Any = "host", *, latency_budget_ms: float | Non
              run_options: dict[str, Any] | None = None,
              candidates: Sequence[Any] | None = None, backends: Sequence[str] | str | None = None,
              compressions: Sequence[str] | str = COMPRESSIONS, prune_ratio: float = DEFAULT_PRUNE_RATIO,
-             train_seconds: float = DEFAULT_TRAIN_SECONDS, batch_size: int | None = None,
+             train_seconds: float = DEFAULT_TRAIN_SECONDS,
+             finetune_steps: int = FINETUNE_STEPS, batch_size: int | None = None,
              input_shapes: Sequence[Sequence[int]] | None = None,
              input_dtypes: Sequence[str] | None = None, plugins: Any = None,
              targets_dir: Any = None, progress: Progress | None = None) -> OptimizeReport:
@@ -1197,6 +1224,20 @@ def optimize(model: Any, target: Any = "host", *, latency_budget_ms: float | Non
                         f"(arrays x: samples shaped like {handle.name}'s input, y: integer "
                         "labels); built-in models use scikit-learn's digits")
     handle = with_calibration(handle, dataset)
+    prune_source = None
+    wants_pruning = (any(m in PRUNING_METHODS for c in parsed for m in c.compression)
+                     if parsed is not None else
+                     any(m in PRUNING_METHODS for m in compressions))
+    if finetune_steps and wants_pruning and handle.format == "torch" and len(dataset.x_train):
+        # pruned variants are fine-tuned for finetune_steps; the reference gets as many plain
+        # steps first, so accuracy differences are the compression's, not extra training's
+        import copy
+
+        prune_source = copy.deepcopy(handle.torch_module())
+        say(f"fine-tuning the reference for {finetune_steps} steps (the budget pruned variants get)")
+        info = acc.fine_tune(handle.torch_module(), dataset, max_steps=finetune_steps,
+                             seconds=FINETUNE_MAX_SECONDS)
+        training = {**(training or {}), "reference_fine_tune": info}
     host_t = tgt if getattr(tgt, "is_host", False) else None
     if host_t is None:
         say("calibrating host (cached after the first run)")
@@ -1232,7 +1273,8 @@ def optimize(model: Any, target: Any = "host", *, latency_budget_ms: float | Non
         parsed = default_candidates(plan, reg, handle, tgt, backends=backends,
                                     compressions=compressions, ratio=prune_ratio)
     ctx = _Context(reg, handle, tgt, host_t, constraints, dataset, ref_logits, ref_accuracy,
-                   min_ratio, opts, say)
+                   min_ratio, opts, say, finetune_steps=finetune_steps,
+                   prune_source=prune_source)
     with _quiet_root_logger():
         results = [measure_candidate(ctx, c) for c in parsed]
 

@@ -394,6 +394,55 @@ def _train(module, data, name, seed, max_epochs, batch_size, lr, seconds, cache,
     return TrainedModel(name, module, acc, epochs, steps, elapsed, stopped_by, seed, path, False)
 
 
+def fine_tune(module: Any, data: Dataset, *, seconds: float = 3.0, max_steps: int = 300,
+              batch_size: int = 32, lr: float = 5e-4, seed: int = 0,
+              threads: int | None = 1) -> dict[str, Any]:
+    """Recover a compressed model's accuracy on ``data``'s training split, in place.
+
+    Pruned weights stay zero: every weight tensor's zero pattern at the start is a mask that
+    is applied again after each step (so magnitude and 2:4 sparsity survive; channel pruning
+    has already removed its channels). Stops at ``max_steps`` or ``seconds``, whichever comes
+    first; returns what it did (steps, seconds, test accuracy before and after)."""
+    import torch
+
+    if data.x_train is None or len(data.x_train) == 0:
+        raise UserError("fine-tuning needs a training split with samples")
+    previous_threads = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(int(threads))
+    try:
+        before = evaluate(torch_run_fn(module.eval()), data)
+        masks = {p: (p != 0) for p in module.parameters() if p.dim() >= 2 and bool((p == 0).any())}
+        x = torch.from_numpy(data.x_train)
+        y = torch.from_numpy(data.y_train)
+        gen = torch.Generator().manual_seed(seed)
+        opt = torch.optim.Adam(module.parameters(), lr=lr)
+        loss_fn = torch.nn.CrossEntropyLoss()
+        module.train()
+        t0 = time.perf_counter()
+        steps = 0
+        while steps < max_steps and time.perf_counter() - t0 < seconds:
+            perm = torch.randperm(len(y), generator=gen)
+            for i in range(0, len(y), batch_size):
+                idx = perm[i:i + batch_size]
+                opt.zero_grad()
+                loss_fn(module(x[idx]), y[idx]).backward()
+                opt.step()
+                with torch.no_grad():
+                    for p, m in masks.items():
+                        p.mul_(m)
+                steps += 1
+                if steps >= max_steps or time.perf_counter() - t0 >= seconds:
+                    break
+        module.eval()
+        after = evaluate(torch_run_fn(module), data)
+        return {"steps": steps, "seconds": time.perf_counter() - t0, "accuracy_before": before,
+                "accuracy_after": after, "masked_tensors": len(masks)}
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
 __all__ = ["Acceptance", "Dataset", "TrainedModel", "accept", "agreement_with_reference",
-           "encode_digits", "evaluate", "load_digits_dataset", "load_npz_dataset", "predict",
+           "encode_digits", "evaluate", "fine_tune", "load_digits_dataset", "load_npz_dataset",
+           "predict",
            "torch_run_fn", "train_builtin"]

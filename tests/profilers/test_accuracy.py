@@ -124,3 +124,19 @@ def test_npz_token_model_needs_integer_x(tmp_path):
 def test_npz_missing_file_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
         load_npz_dataset(tmp_path / "nope.npz", handle())
+
+
+def test_fine_tune_recovers_accuracy_and_keeps_pruned_weights_zero(trained):
+    from edgeprof.profilers.accuracy import fine_tune, load_digits_dataset
+    from edgeprof.profilers.compression import prune_n_m
+
+    data = load_digits_dataset("small_cnn")
+    pruned, _record = prune_n_m(trained.module, n=2, m=4)
+    zeros = {name: (p == 0) for name, p in pruned.named_parameters() if p.dim() >= 2}
+    info = fine_tune(pruned, data, max_steps=60, seconds=30)
+    assert info["steps"] == 60 and info["masked_tensors"] >= 1
+    for name, p in pruned.named_parameters():
+        if name in zeros:
+            assert bool((p[zeros[name]] == 0).all()), f"{name}: pruned weights came back"
+    assert info["accuracy_after"] >= info["accuracy_before"] - 0.01
+    assert info["accuracy_after"] > 0.5
