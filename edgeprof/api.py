@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
-import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -215,20 +214,11 @@ class ProfileReport:
 
     def save(self, out_dir: str | os.PathLike, *, stream_rate_fps: float | None = None) -> list[Path]:
         """Write every artifact into ``out_dir``; files appear only when all are written."""
+        from edgeprof.core.io import publish_staged
         from edgeprof.profilers.report import write_artifacts
 
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(prefix=".edgeprof-", dir=out))
-        try:
-            names = write_artifacts(self, stage, stream_rate_fps=stream_rate_fps)
-            written = []
-            for name in names:
-                os.replace(stage / name, out / name)
-                written.append(out / name)
-            return written
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
+        return publish_staged(out_dir, lambda stage: write_artifacts(
+            self, stage, stream_rate_fps=stream_rate_fps))
 
 
 def _host_info(host_target: Any) -> dict[str, Any]:

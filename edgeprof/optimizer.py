@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -524,25 +522,18 @@ class OptimizeReport:
     def save(self, out_dir: str | os.PathLike) -> list[Path]:
         """Write the CSVs, the PNG and optimize.json into ``out_dir``: staged in a temporary
         folder there and moved in only when every file is written."""
-        from edgeprof.core.io import write_csv, write_json
+        from edgeprof.core.io import publish_staged, write_csv, write_json
 
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(prefix=".edgeprof-", dir=out))
-        try:
+        def write(stage: Path) -> list[str]:
             names = ["precision_tradeoffs.csv", "compression_strategies.csv",
                      "latency_vs_accuracy.png", "optimize.json"]
             write_csv(stage / names[0], self.tradeoffs_frame())
             write_csv(stage / names[1], self.strategies_frame())
             plot_latency_vs_accuracy(self, stage / names[2])
             write_json(stage / names[3], self.to_dict())
-            written = []
-            for name in names:
-                os.replace(stage / name, out / name)
-                written.append(out / name)
-            return written
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
+            return names
+
+        return publish_staged(out_dir, write)
 
 
 def plot_latency_vs_accuracy(report: OptimizeReport, path: str | os.PathLike) -> Path:

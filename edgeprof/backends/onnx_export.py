@@ -229,6 +229,20 @@ def agreement_note(record: dict[str, Any], backend: str) -> str | None:
             f"(cosine {record['cosine_similarity']:.4f})")
 
 
+def check_against_source(model: Any, inputs: Sequence[Any], outputs: Sequence[Any],
+                         precision: str, executed: str, backend: str,
+                         notes: list[str]) -> dict[str, Any]:
+    """Compare a converted model's ``outputs`` with its source model's on the same
+    ``inputs``; append a note when they disagree beyond the precision's tolerance."""
+    reference, ref_name = reference_outputs(model, inputs)
+    record = agreement_record(reference, outputs, precision, ref_name)
+    record["executed_precision"] = executed
+    note = agreement_note(record, backend)
+    if note:
+        notes.append(note)
+    return record
+
+
 def module_path(node_name: str) -> str | None:
     """The torch module path in a TorchScript-exported node name, or None.
 

@@ -240,8 +240,7 @@ class OnnxRuntimeBackend(Backend):
                                    "pip install 'edgeprof[onnx]'", backend=self.name)
         import onnxruntime as ort
 
-        from edgeprof.backends.onnx_export import (agreement_note, agreement_record,
-                                                   export_onnx, onnx_feed, reference_outputs)
+        from edgeprof.backends.onnx_export import check_against_source, export_onnx, onnx_feed
 
         if config.device.startswith("cuda") and \
                 "CUDAExecutionProvider" not in ort.get_available_providers():
@@ -294,14 +293,10 @@ class OnnxRuntimeBackend(Backend):
             agreement = {"reference": None, "precision": precision,
                          "reason": "the .onnx file runs as given; there is no conversion to check"}
         else:
-            reference, ref_name = reference_outputs(model, inputs)
             # tolerance of the requested precision: fp16 weights stay rounded to fp16 even
             # where the kernels compute in fp32
-            agreement = agreement_record(reference, outputs, precision, ref_name)
-            agreement["executed_precision"] = executed
-            note = agreement_note(agreement, self.name)
-            if note:
-                notes.append(note)
+            agreement = check_against_source(model, inputs, outputs, precision, executed,
+                                             self.name, notes)
         return PreparedModel(
             run=run, inputs=feed, runtime="onnxruntime", runtime_version=ort.__version__,
             executed_precision=executed, threads=threads, device=device, load_time_s=load_time,

@@ -238,8 +238,7 @@ class OpenVINOBackend(Backend):
                                    f"{self.install_hint}", backend=self.name, precision=precision)
         import openvino as ov
 
-        from edgeprof.backends.onnx_export import (agreement_note, agreement_record,
-                                                   reference_outputs)
+        from edgeprof.backends.onnx_export import check_against_source
 
         threads = {"intra_op": config.threads or _physical_cores(), "inter_op": 1}
         t0 = time.perf_counter()
@@ -272,12 +271,8 @@ class OpenVINOBackend(Backend):
             agreement = {"reference": None, "precision": precision,
                          "reason": "checking an .onnx file's conversion needs onnxruntime"}
         else:
-            reference, ref_name = reference_outputs(model, inputs)
-            agreement = agreement_record(reference, outputs, precision, ref_name)
-            agreement["executed_precision"] = executed
-            note = agreement_note(agreement, self.name)
-            if note:
-                notes.append(note)
+            agreement = check_against_source(model, inputs, outputs, precision, executed,
+                                             self.name, notes)
         size = sum(p.stat().st_size for p in (Path(path), Path(path).with_suffix(".bin"))
                    if p.is_file())
         return PreparedModel(

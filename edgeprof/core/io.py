@@ -46,3 +46,23 @@ def write_with(path: str | os.PathLike, writer: Callable[[Path], None]) -> Path:
 def write_csv(path: str | os.PathLike, frame) -> Path:
     """Write a pandas DataFrame as UTF-8 CSV, atomically."""
     return write_with(path, lambda p: frame.to_csv(p, index=False, encoding="utf-8"))
+
+
+def publish_staged(out_dir: str | os.PathLike, write: Callable[[Path], list[str]]) -> list[Path]:
+    """Let ``write(stage)`` write artifacts into a staging folder inside ``out_dir`` and
+    return their names; then move each into place. If ``write`` fails, ``out_dir`` keeps
+    only what it had: nothing half-written appears."""
+    import shutil
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=".edgeprof-", dir=out))
+    try:
+        names = write(stage)
+        written = []
+        for name in names:
+            os.replace(stage / name, out / name)
+            written.append(out / name)
+        return written
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
