@@ -149,6 +149,8 @@ def cmd_plugins(args) -> int:
 
 def _run_options(args) -> dict[str, Any]:
     opts: dict[str, Any] = {}
+    if getattr(args, "device", None):
+        opts["device"] = args.device
     for flag, key in (("runs", "runs"), ("min_time", "min_time_s"), ("max_time", "max_time_s"),
                       ("warmup", "warmup"), ("timeout", "timeout_s")):
         v = getattr(args, flag, None)
@@ -336,6 +338,14 @@ def _dtype(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _device(text: str) -> str:
+    import re
+
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", text):
+        raise argparse.ArgumentTypeError(f"device must be cpu, cuda or cuda:N, got '{text}'")
+    return text
+
+
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -424,6 +434,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "int8_dynamic, int8_weight, int4_weight")
     pr.add_argument("--threads", type=_positive_int, help="intra-op threads (default: "
                                                           "physical cores)")
+    pr.add_argument("--device", type=_device, default=None,
+                    help="cpu (default) or cuda[:N] for backends that declare a CUDA device")
     pr.add_argument("--stream-rate", type=_positive_float, metavar="FPS",
                     help="input stream rate; gives stream_utilization")
     pr.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",

@@ -57,16 +57,20 @@ def session_options(threads: dict[str, int], *, profile_prefix: str | None = Non
     return so
 
 
-def _providers(device: str) -> list[str]:
+def _providers(device: str, override: list | None = None) -> list:
+    """Execution providers: ``override`` (``config.options["providers"]``, e.g. TensorRT's
+    with its options) when given, else CUDA on ``cuda`` devices, else the CPU."""
+    if override:
+        return [tuple(p) if isinstance(p, list) else p for p in override]
     return ["CUDAExecutionProvider", "CPUExecutionProvider"] if device.startswith("cuda") \
         else ["CPUExecutionProvider"]
 
 
-def _session(path: str | Path, so, device: str):
+def _session(path: str | Path, so, device: str, providers: list | None = None):
     import onnxruntime as ort
 
     try:
-        return ort.InferenceSession(str(path), so, providers=_providers(device))
+        return ort.InferenceSession(str(path), so, providers=_providers(device, providers))
     except Exception as e:
         text = str(e)
         if "INVALID_PROTOBUF" in text or "Protobuf parsing failed" in text or "Load model" in text:
@@ -271,7 +275,8 @@ class OnnxRuntimeBackend(Backend):
         if precision.startswith("int8") and reduce_range:
             notes.append("int8 weights quantized to 7 bits (reduce_range): this x86 CPU has no "
                          "VNNI, and ORT's u8s8 kernels can saturate with 8-bit weights")
-        sess = _session(path, session_options(threads), config.device)
+        sess = _session(path, session_options(threads), config.device,
+                        config.options.get("providers"))
         feed = onnx_feed([i.name for i in sess.get_inputs()], inputs)
         output_names = [o.name for o in sess.get_outputs()]
         load_time = time.perf_counter() - t0
@@ -282,7 +287,8 @@ class OnnxRuntimeBackend(Backend):
             if note:
                 notes.append(note)
         providers = sess.get_providers()
-        device = "cuda" if providers and providers[0] == "CUDAExecutionProvider" else "cpu"
+        device = "cuda" if providers and providers[0] in ("CUDAExecutionProvider",
+                                                          "TensorrtExecutionProvider") else "cpu"
 
         def run(x):
             return sess.run(output_names, x)
