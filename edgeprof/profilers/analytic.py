@@ -262,7 +262,14 @@ def estimate_model(model, target, precision: str = "fp32", batch_size: int | Non
     get_precision(precision)  # unknown names fail before any walk
     if batch_size is not None:
         model = model.with_batch(batch_size)
-    result = walk(model)
+    # the walk (which runs the model) depends only on the model and its inputs: do it once
+    # per handle, however many targets and precisions it is estimated for. The memo lives
+    # on the instance (not a dataclass field), so copies made with replace() start empty.
+    memo = model.__dict__.setdefault("_walk_memo", {})
+    key = tuple((s.shape, s.dtype) for s in model.input_specs)
+    if key not in memo:
+        memo[key] = walk(model)
+    result = memo[key]
     return estimate_from_walk(
         result, model_name=model.name, input_shapes=[list(s.shape) for s in model.input_specs],
         input_dtypes=[s.dtype for s in model.input_specs], target=target, precision=precision,

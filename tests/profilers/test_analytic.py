@@ -234,3 +234,17 @@ def test_functional_rows_reach_the_estimate():
     est = estimate_model(handle, make_target())
     assert [r.layer for r in est.layers] == ["fc", "matmul"]
     assert by_layer(est)["matmul"].macs == 2 * 5 * 8 * 5
+
+
+def test_the_graph_walk_runs_once_per_model_and_input_shape(monkeypatch):
+    import edgeprof.profilers.analytic as analytic
+
+    calls = []
+    real = analytic.walk
+    monkeypatch.setattr(analytic, "walk", lambda m: calls.append(m) or real(m))
+    handle = cnn_handle()
+    a = estimate_model(handle, make_target(), "fp32")
+    b = estimate_model(handle, make_target(), "int8")
+    assert len(calls) == 1 and a.total_macs == b.total_macs
+    estimate_model(handle, make_target(), "fp32", batch_size=2)  # other shape: walks again
+    assert len(calls) == 2
