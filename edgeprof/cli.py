@@ -261,13 +261,18 @@ def _batch_list(text: str) -> list[int]:
 
 
 def cmd_compare(args) -> int:
-    from edgeprof.profilers.compare import compare_files, format_comparison
+    from pathlib import Path
 
-    rows = compare_files(args.a, args.b)
+    from edgeprof.profilers.compare import compare_results, format_comparison, load_profile
+
+    rows = compare_results(load_profile(args.a), load_profile(args.b))
     if args.json:
-        print(json.dumps(rows, indent=2, default=str))
+        from edgeprof.core.results import clean
+
+        print(json.dumps([clean(r) for r in rows], indent=2, allow_nan=False))
     else:
-        print(format_comparison(rows))
+        print(format_comparison(rows, Path(args.a).parent.name or "A",
+                                Path(args.b).parent.name or "B"))
     return 0
 
 

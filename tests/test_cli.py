@@ -200,3 +200,20 @@ def test_batch_sizes_measured_and_target_choice(tmp_path, capsys):
     assert (out / "batch_sizes.csv").exists() and (out / "batch_sizes.json").exists()
     proc = run_cli("batch", "builtin:small_cnn", "--batch-sizes", "0,2")
     assert proc.returncode == 2 and "positive" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_compare_two_profiles(demo_out, tmp_path, capsys):
+    second = tmp_path / "again"
+    assert main(["profile", "builtin:small_cnn", "--target", "raspberry_pi_4", "--backend",
+                 "torch_eager", "--out", str(second), *FAST]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(demo_out / "profile.json"), str(second / "profile.json")]) == 0
+    text = capsys.readouterr().out
+    assert "torch_eager" in text and "Mann-Whitney" in text
+    assert main(["compare", str(demo_out / "profile.json"), str(second / "profile.json"),
+                 "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["backend"] == "torch_eager" and isinstance(row["significant"], bool)
+    proc = run_cli("compare", str(demo_out / "profile.json"),
+                   str(demo_out / "layerwise_breakdown.csv"))
+    assert proc.returncode == 2 and "profile.json" in proc.stderr and "Traceback" not in proc.stderr
