@@ -351,8 +351,12 @@ def train_builtin(name: str, seconds: float = 8.0, *, seed: int = 0, max_epochs:
         torch.set_num_threads(previous_threads)
 
 
-def _train(module, data, name, seed, max_epochs, batch_size, lr, seconds, cache, recipe,
-           weights, meta_path) -> TrainedModel:
+def _fit(module, data, *, seed: int, batch_size: int, lr: float, seconds: float,
+         max_epochs: int | None = None, max_steps: int | None = None,
+         masks: dict | None = None) -> tuple[int, int, str, float]:
+    """Adam on the training split, seeded shuffles, until ``max_epochs``, ``max_steps`` or
+    ``seconds`` (a hard ceiling), whichever comes first; ``masks`` (parameter -> bool tensor)
+    are applied after every step. Returns (epochs, steps, stopped_by, seconds)."""
     import torch
 
     x = torch.from_numpy(data.x_train)
@@ -363,22 +367,39 @@ def _train(module, data, name, seed, max_epochs, batch_size, lr, seconds, cache,
     module.train()
     t0 = time.perf_counter()
     epochs = steps = 0
-    stopped_by = "epochs"
-    while epochs < max_epochs and stopped_by == "epochs":
+    stopped_by = None
+    while stopped_by is None:
         perm = torch.randperm(len(y), generator=gen)
         for i in range(0, len(y), batch_size):
             idx = perm[i:i + batch_size]
             opt.zero_grad()
             loss_fn(module(x[idx]), y[idx]).backward()
             opt.step()
+            if masks:
+                with torch.no_grad():
+                    for p, m in masks.items():
+                        p.mul_(m)
             steps += 1
-            if time.perf_counter() - t0 >= seconds:  # the time limit is a hard ceiling
+            if max_steps is not None and steps >= max_steps:
+                stopped_by = "steps"
+                break
+            if time.perf_counter() - t0 >= seconds:
                 stopped_by = "time"
                 break
         else:
             epochs += 1
-    elapsed = time.perf_counter() - t0
+            if max_epochs is not None and epochs >= max_epochs:
+                stopped_by = "epochs"
     module.eval()
+    return epochs, steps, stopped_by, time.perf_counter() - t0
+
+
+def _train(module, data, name, seed, max_epochs, batch_size, lr, seconds, cache, recipe,
+           weights, meta_path) -> TrainedModel:
+    import torch
+
+    epochs, steps, stopped_by, elapsed = _fit(module, data, seed=seed, batch_size=batch_size,
+                                              lr=lr, seconds=seconds, max_epochs=max_epochs)
     acc = evaluate(torch_run_fn(module), data)
     path = None
     if cache:
@@ -413,30 +434,10 @@ def fine_tune(module: Any, data: Dataset, *, seconds: float = 3.0, max_steps: in
     try:
         before = evaluate(torch_run_fn(module.eval()), data)
         masks = {p: (p != 0) for p in module.parameters() if p.dim() >= 2 and bool((p == 0).any())}
-        x = torch.from_numpy(data.x_train)
-        y = torch.from_numpy(data.y_train)
-        gen = torch.Generator().manual_seed(seed)
-        opt = torch.optim.Adam(module.parameters(), lr=lr)
-        loss_fn = torch.nn.CrossEntropyLoss()
-        module.train()
-        t0 = time.perf_counter()
-        steps = 0
-        while steps < max_steps and time.perf_counter() - t0 < seconds:
-            perm = torch.randperm(len(y), generator=gen)
-            for i in range(0, len(y), batch_size):
-                idx = perm[i:i + batch_size]
-                opt.zero_grad()
-                loss_fn(module(x[idx]), y[idx]).backward()
-                opt.step()
-                with torch.no_grad():
-                    for p, m in masks.items():
-                        p.mul_(m)
-                steps += 1
-                if steps >= max_steps or time.perf_counter() - t0 >= seconds:
-                    break
-        module.eval()
+        _, steps, _, elapsed = _fit(module, data, seed=seed, batch_size=batch_size, lr=lr,
+                                    seconds=seconds, max_steps=max_steps, masks=masks)
         after = evaluate(torch_run_fn(module), data)
-        return {"steps": steps, "seconds": time.perf_counter() - t0, "accuracy_before": before,
+        return {"steps": steps, "seconds": elapsed, "accuracy_before": before,
                 "accuracy_after": after, "masked_tensors": len(masks)}
     finally:
         torch.set_num_threads(previous_threads)
@@ -444,5 +445,4 @@ def fine_tune(module: Any, data: Dataset, *, seconds: float = 3.0, max_steps: in
 
 __all__ = ["Acceptance", "Dataset", "TrainedModel", "accept", "agreement_with_reference",
            "encode_digits", "evaluate", "fine_tune", "load_digits_dataset", "load_npz_dataset",
-           "predict",
-           "torch_run_fn", "train_builtin"]
+           "predict", "torch_run_fn", "train_builtin"]
