@@ -114,25 +114,14 @@ def _run_one(backend: Backend, handle: ModelHandle, config: RunConfig) -> Benchm
         return BenchmarkResult(status="unavailable",
                                reason=a.reason + (f"; {a.hint}" if a.hint else ""), **base)
     caps = cls.capabilities
-    if config.precision not in caps.precisions:
-        return BenchmarkResult(status="unsupported", reason=(
-            f"{cls.name} cannot run {config.precision}; it supports {', '.join(caps.precisions)}"),
-            **base)
     if config.device == "cpu" and "cpu" not in caps.devices:
         # the default device, for a backend that has no CPU path: its own first device
         from dataclasses import replace as _replace
 
         config = _replace(config, device=caps.devices[0])
         base["config"] = config.to_dict()
-    kind = config.device.split(":")[0]
-    if kind not in caps.devices:
-        return BenchmarkResult(status="unsupported", reason=(
-            f"{cls.name} runs on {', '.join(caps.devices)}, not {config.device}"), **base)
-    if handle.format not in caps.model_formats:
-        return BenchmarkResult(status="unsupported", reason=(
-            f"{cls.name} does not load {handle.format} models; it loads "
-            f"{', '.join(caps.model_formats)}"), **base)
     try:
+        cls.check_request(handle, config)  # what the capabilities rule out, before any work
         return backend.benchmark(handle, config)
     except UnsupportedError as e:
         return BenchmarkResult(status="unsupported", reason=str(e), **base)

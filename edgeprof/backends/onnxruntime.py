@@ -235,10 +235,7 @@ class OnnxRuntimeBackend(Backend):
     install_hint = "pip install 'edgeprof[onnx]'"
 
     def prepare(self, model, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
-        self.check_precision(config.precision)
-        if model.format not in self.capabilities.model_formats:
-            raise UnsupportedError(f"backend '{self.name}' runs torch modules and .onnx files, "
-                                   f"not {model.format} models", backend=self.name)
+        self.check_request(model, config)
         if model.format == "torch" and not self._has("torch"):
             raise UnsupportedError("exporting a torch model to ONNX needs torch: "
                                    "pip install 'edgeprof[onnx]'", backend=self.name)

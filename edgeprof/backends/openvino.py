@@ -220,13 +220,7 @@ class OpenVINOBackend(Backend):
     install_hint = "pip install 'edgeprof[openvino]'"
 
     def prepare(self, model, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
-        self.check_precision(config.precision)
-        if model.format not in self.capabilities.model_formats:
-            raise UnsupportedError(f"backend '{self.name}' runs torch modules, .onnx and IR .xml "
-                                   f"files, not {model.format} models", backend=self.name)
-        if config.device != "cpu":
-            raise UnsupportedError(f"backend '{self.name}' runs on the CPU only here, not "
-                                   f"'{config.device}'", backend=self.name)
+        self.check_request(model, config)
         precision = "int8_static" if config.precision == "int8" else config.precision
         needs = (["onnx"] if model.format != "openvino" else []) + \
             (["nncf"] if precision.startswith("int") else [])

@@ -140,14 +140,7 @@ class TFLiteBackend(Backend):
 
         from edgeprof.backends.tflite_convert import canonical_precision, convert
 
-        self.check_precision(config.precision)
-        if not config.device.startswith("cpu"):
-            raise UnsupportedError(f"backend '{self.name}' runs on the CPU (XNNPACK), not "
-                                   f"'{config.device}'", backend=self.name)
-        if model.format not in self.capabilities.model_formats:
-            raise UnsupportedError(f"backend '{self.name}' loads "
-                                   f"{', '.join(self.capabilities.model_formats)} models, not "
-                                   f"{model.format}", backend=self.name)
+        self.check_request(model, config)
         requested = canonical_precision(config.precision)
         t0 = time.perf_counter()
         notes: list[str] = []

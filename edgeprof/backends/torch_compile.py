@@ -53,10 +53,7 @@ class TorchCompileBackend(Backend):
         from edgeprof.profilers.agreement import compare_outputs
 
         self.ensure_available()
-        self.check_precision(config.precision)
-        if model.format != "torch":
-            raise UnsupportedError(f"backend '{self.name}' compiles torch modules, not "
-                                   f"{model.format} files", backend=self.name)
+        self.check_request(model, config)
         mode = str((config.options or {}).get("mode", "default"))
         if mode not in MODES:
             raise UnknownNameError("torch.compile mode", mode, MODES,

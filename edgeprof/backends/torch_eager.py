@@ -81,10 +81,7 @@ class TorchEagerBackend(Backend):
     def prepare(self, model, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
         import torch
 
-        self.check_precision(config.precision)
-        if model.format != "torch":
-            raise UnsupportedError(f"backend '{self.name}' runs torch modules, not "
-                                   f"{model.format} files", backend=self.name)
+        self.check_request(model, config)
         if config.device.startswith("cuda") and not torch.cuda.is_available():
             raise UnsupportedError("CUDA was asked for but torch sees no CUDA device",
                                    backend=self.name)

@@ -25,6 +25,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from edgeprof.targets.schema import Target
 
 
+#: how a model format is named in messages
+FORMAT_NAMES = {"torch": "torch modules", "onnx": ".onnx files", "tflite": ".tflite files",
+                "openvino": "OpenVINO IR (.xml)", "keras": "Keras models",
+                "saved_model": "TensorFlow SavedModels"}
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a backend can do, as data the router and the CLI read."""
@@ -151,6 +157,22 @@ class Backend:
                 backend=cls.name,
                 precision=precision,
             )
+
+    @classmethod
+    def check_request(cls, model: ModelHandle, config: RunConfig) -> None:
+        """Refuse (UnsupportedError) what the capabilities rule out: the precision, the
+        model's format, the device kind. Every backend's ``prepare`` starts here."""
+        cls.check_precision(config.precision)
+        caps = cls.capabilities
+        if model.format not in caps.model_formats:
+            loads = ", ".join(FORMAT_NAMES.get(f, f) for f in caps.model_formats)
+            raise UnsupportedError(f"backend '{cls.name}' loads {loads}, not "
+                                   f"{FORMAT_NAMES.get(model.format, model.format)}",
+                                   backend=cls.name)
+        if config.device.split(":")[0] not in caps.devices:
+            raise UnsupportedError(f"backend '{cls.name}' runs on "
+                                   f"{', '.join(d.upper() for d in caps.devices)}, not "
+                                   f"{config.device}", backend=cls.name)
 
     # -- the backend's own job ----------------------------------------------------------
     def prepare(self, model: ModelHandle, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
