@@ -32,7 +32,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from edgeprof.core.plugins import get_registry
-    from edgeprof.optimizer import Candidate, _sweep_precisions, optimize
+    from edgeprof.optimize.loop import Candidate, _sweep_precisions, optimize
 
     reg = get_registry()
     names = args.backends.split(",") if args.backends else list(reg.backends)

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def count(name: str) -> dict:
     import torch
 
-    from edgeprof.profilers.torch_graph import walk_torch
+    from edgeprof.profilers.estimate.torch_graph import walk_torch
     from reference_models import REFERENCES
 
     factory, ref_macs, ref_params, _ = REFERENCES[name]

@@ -1,5 +1,5 @@
 import sys
 
-from edgeprof.cli import main
+from edgeprof.cli.main import main
 
 sys.exit(main())

@@ -22,6 +22,8 @@ from edgeprof.core.models import ModelHandle, check_batch_size, resolve_model
 from edgeprof.core.plugins import Registry, get_registry
 from edgeprof.core.precision import get_precision
 from edgeprof.core.results import BenchmarkResult, Estimate, Summary, WarningRecord, clean
+from edgeprof.profilers.measure.environment import host_info as _host_info
+from edgeprof.profilers.measure.measure import run_one
 
 SCHEMA_VERSION = "1.0"
 Progress = Callable[[str], None]
@@ -71,7 +73,7 @@ def estimate(model: Any, target: Any = "host", precision: str = "fp32", *,
              input_dtypes: Sequence[str] | None = None, plugins=None,
              targets_dir=None) -> Estimate:
     """Analytic per-layer estimate of ``model`` on ``target`` at ``precision``."""
-    from edgeprof.profilers.analytic import estimate_model
+    from edgeprof.profilers.estimate.analytic import estimate_model
 
     get_precision(precision)
     reg = get_registry(plugins)
@@ -90,50 +92,16 @@ def benchmark(model: Any, backend: str = "torch_eager", precision: str = "fp32",
     config = config or RunConfig(precision=precision)
     config.precision = precision
     config.batch_size = handle.batch_size
-    return _run_one(reg.backend(backend)(), handle, config)
+    return run_one(reg.backend(backend)(), handle, config)
 
 
 def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any, *,
               host: Any = None, host_estimate: Estimate | None = None, **options) -> Summary:
     """The estimate and the measurement together against ``target``."""
-    from edgeprof.profilers.summary import summarize as _summarize
+    from edgeprof.profilers.report.summary import summarize as _summarize
 
     return _summarize(estimate, benchmark, _target(target), host=host,
                       host_estimate=host_estimate, **options)
-
-
-def _run_one(backend: Backend, handle: ModelHandle, config: RunConfig) -> BenchmarkResult:
-    """Benchmark with the status rules of DESIGN.md: never raises for a backend's failure."""
-    from edgeprof.core.errors import BackendUnavailableError, UnsupportedError
-
-    cls = type(backend)
-    base = dict(backend=cls.name, model=handle.name, requested_precision=config.precision,
-                executed_precision=None, batch_size=handle.batch_size, config=config.to_dict())
-    a = cls.availability()
-    if not a.available:
-        return BenchmarkResult(status="unavailable",
-                               reason=a.reason + (f"; {a.hint}" if a.hint else ""), **base)
-    caps = cls.capabilities
-    if config.device == "cpu" and "cpu" not in caps.devices:
-        # the default device, for a backend that has no CPU path: its own first device
-        from dataclasses import replace as _replace
-
-        config = _replace(config, device=caps.devices[0])
-        base["config"] = config.to_dict()
-    try:
-        cls.check_request(handle, config)  # what the capabilities rule out, before any work
-        return backend.benchmark(handle, config)
-    except UnsupportedError as e:
-        return BenchmarkResult(status="unsupported", reason=str(e), **base)
-    except BackendUnavailableError as e:
-        return BenchmarkResult(status="unavailable", reason=str(e), **base)
-    except UserError:
-        raise
-    except EdgeprofError as e:
-        return BenchmarkResult(status="failed", reason=str(e), **base)
-    except Exception as e:  # a runtime's own failure is that run's failure, not ours
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        return BenchmarkResult(status="failed", reason=f"{type(e).__name__}: {msg}", **base)
 
 
 # --------------------------------------------------------------------------- profile
@@ -214,18 +182,10 @@ class ProfileReport:
     def save(self, out_dir: str | os.PathLike, *, stream_rate_fps: float | None = None) -> list[Path]:
         """Write every artifact into ``out_dir``; files appear only when all are written."""
         from edgeprof.core.io import publish_staged
-        from edgeprof.profilers.report import write_artifacts
+        from edgeprof.profilers.report.artifacts import write_artifacts
 
         return publish_staged(out_dir, lambda stage: write_artifacts(
             self, stage, stream_rate_fps=stream_rate_fps))
-
-
-def _host_info(host_target: Any) -> dict[str, Any]:
-    info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(),
-                            "machine": platform.machine()}
-    if host_target is not None:
-        info["target"] = host_target.to_dict()
-    return info
 
 
 def resolve_backends(names: Sequence[str] | str, reg: Registry) -> list[tuple[str, bool]]:
@@ -278,7 +238,8 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
     handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
                            batch_size=batch_size, registry=reg, calibration=calibration_data)
 
-    from edgeprof.profilers.analytic import estimate_model
+    from edgeprof.profilers.estimate.analytic import estimate_model
+    from edgeprof.profilers.report.summary import summarize as _summarize
 
     say(f"estimating {handle.name} on {tgt.id}")
     estimates: dict[tuple[str, str], Estimate] = {}
@@ -308,22 +269,20 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
             say(f"benchmarking {name} {precision}")
             config = RunConfig(precision=precision, batch_size=handle.batch_size,
                                threads=threads, **(run_options or {}))
-            result = _run_one(cls(), handle, config)
+            result = run_one(cls(), handle, config)
             record = RunRecord(name, precision, result, explicit=explicit)
             if result.ok:
                 p = result.executed_precision if result.executed_precision in _known_precisions() \
                     else precision
-                backend = cls()
                 host_est = est(host_t, p) if host_t is not None else None
-                record.summary = backend.summarize(est(tgt, p), result, tgt, host_t, host_est,
-                                                   **options)
+                record.summary = _summarize(est(tgt, p), result, tgt, host_t, host_est, **options)
                 if host_t is not None and host_t is not tgt:
-                    record.host_summary = backend.summarize(host_est, result, host_t, **options)
+                    record.host_summary = _summarize(host_est, result, host_t, **options)
                 if trace:
                     say(f"profiling operators of {name} {precision}")
                     _trace_run(record, cls(), handle, config, est(tgt, p), trace_dir, warnings)
             else:
-                record.summary = cls().summarize(est(tgt, precision), result, tgt, **options)
+                record.summary = _summarize(est(tgt, precision), result, tgt, **options)
             runs.append(record)
     report = ProfileReport(model=handle, target=tgt, host=_host_info(host_t), estimate=primary,
                            runs=runs, warnings=warnings, host_target=host_t, request={
@@ -386,7 +345,7 @@ class BatchReport:
     target: Any
     backend: str
     precision: str
-    frame: Any  # DataFrame, edgeprof.profilers.batching.BATCH_COLUMNS
+    frame: Any  # DataFrame, edgeprof.profilers.measure.batching.BATCH_COLUMNS
     choice: Any  # BatchChoice (memory of the target; None with the reason in notes)
     notes: list[str] = field(default_factory=list)
 
@@ -415,7 +374,7 @@ def batch_sizes(model: Any, batch_sizes: Sequence[int], *, target: Any = "host",
     host (stopping cleanly at out-of-memory), and pick the largest batch whose estimated
     weights + peak activations fit ``target``'s memory (and the latency budget)."""
     from edgeprof.core.errors import ConstraintError
-    from edgeprof.profilers.batching import (benchmark_batch_sizes, check_batch_sizes,
+    from edgeprof.profilers.measure.batching import (benchmark_batch_sizes, check_batch_sizes,
                                              check_budget, find_optimal_batch_size)
 
     get_precision(precision)

@@ -14,17 +14,17 @@ import json, sys, io, contextlib
 import edgeprof
 from edgeprof.core import plugins
 reg = plugins.get_registry()
-import edgeprof.api, edgeprof.targets, edgeprof.cli
+import edgeprof.api, edgeprof.targets, edgeprof.cli.main
 for name in edgeprof.__all__:
     if name not in ("profile", "estimate", "benchmark", "summarize") and not name.startswith("estimate_"):
         pass
 try:
     with contextlib.redirect_stdout(io.StringIO()):
-        edgeprof.cli.main(["--help"])
+        edgeprof.cli.main.main(["--help"])
 except SystemExit:
     pass
 with contextlib.redirect_stdout(io.StringIO()):
-    edgeprof.cli.main(["backends"])
+    edgeprof.cli.main.main(["backends"])
 print(json.dumps(sorted(m for m in %r if m in sys.modules)))
 """ % (HEAVY,)
 

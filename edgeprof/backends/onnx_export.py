@@ -215,7 +215,7 @@ def reference_outputs(handle: Any, inputs: Sequence[Any], *, onnx_path: Path | N
 def agreement_record(reference: Sequence[Any], candidate: Sequence[Any], precision: str,
                      reference_name: str) -> dict[str, Any]:
     """:func:`compare_outputs` as a JSON-ready dict, with what the reference was."""
-    from edgeprof.profilers.agreement import compare_outputs
+    from edgeprof.backends.common import compare_outputs
 
     a = compare_outputs(list(reference), list(candidate), precision)
     return {**a.to_dict(), "precision": precision, "reference": reference_name}

@@ -247,7 +247,7 @@ class TFLiteBackend(Backend):
         # agreement with the source model, on the inputs we were given
         if conversion is not None:
             from edgeprof.backends.tflite_convert import reference_outputs
-            from edgeprof.profilers.agreement import compare_outputs
+            from edgeprof.backends.common import compare_outputs
 
             ref, ref_name = reference_outputs(model, [np.asarray(x) for x in inputs])
             got = to_numpy(run(prepared_inputs))

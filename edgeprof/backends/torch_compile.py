@@ -50,7 +50,7 @@ class TorchCompileBackend(Backend):
         import torch
 
         from edgeprof.backends.torch_eager import _to_numpy, set_torch_threads, torch_inputs
-        from edgeprof.profilers.agreement import compare_outputs
+        from edgeprof.backends.common import compare_outputs
 
         self.ensure_available()
         self.check_request(model, config)

@@ -2,7 +2,7 @@
 
 A backend turns ``(model, precision, options)`` into a :class:`PreparedModel`: a ``run``
 callable over runtime-native inputs plus metadata (versions, threads, executed precision).
-The harness (``edgeprof.profilers.harness``) times that callable; backends never time
+The harness (``edgeprof.profilers.measure.harness``) times that callable; backends never time
 themselves and the harness knows nothing of any runtime.
 
 Backends are classes registered through the ``edgeprof_register_backends`` hook. Their
@@ -21,8 +21,6 @@ from edgeprof.core.errors import BackendUnavailableError, UnsupportedError
 
 if TYPE_CHECKING:  # pragma: no cover
     from edgeprof.core.models import ModelHandle
-    from edgeprof.core.results import BenchmarkResult, Estimate, Summary
-    from edgeprof.targets.schema import Target
 
 
 #: how a model format is named in messages
@@ -189,24 +187,3 @@ class Backend:
         when given.
         """
         return None
-
-    # -- the Profiler interface ---------------------------------------------------------
-    def estimate(self, model: ModelHandle, target: Target, precision: str = "fp32",
-                 batch_size: int | None = None) -> Estimate:
-        from edgeprof.profilers.analytic import estimate_model
-
-        return estimate_model(model, target, precision, batch_size=batch_size)
-
-    def benchmark(self, model: ModelHandle, config: RunConfig) -> BenchmarkResult:
-        from edgeprof.profilers.harness import benchmark_backend
-
-        return benchmark_backend(self, model, config)
-
-    def summarize(self, estimate: Estimate, benchmark: BenchmarkResult | None, target: Target,
-                  host: Target | None = None, host_estimate: Estimate | None = None,
-                  **options: Any) -> Summary:
-        """``options``: ``stream_rate_fps``, ``latency_budget_ms``."""
-        from edgeprof.profilers.summary import summarize
-
-        return summarize(estimate, benchmark, target, host=host, host_estimate=host_estimate,
-                         **options)

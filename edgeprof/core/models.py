@@ -28,10 +28,10 @@ FILE_FORMATS = {".onnx": "onnx", ".tflite": "tflite", ".xml": "openvino", ".kera
 
 #: format -> "module:function" reading a model file's input specs; imported only when used
 FILE_INPUT_READERS: dict[str, str] = {
-    "onnx": "edgeprof.profilers.onnx_graph:input_specs",
-    "tflite": "edgeprof.profilers.tflite_graph:input_specs",
-    "openvino": "edgeprof.profilers.openvino_graph:input_specs",
-    "keras": "edgeprof.profilers.tflite_graph:keras_input_specs",
+    "onnx": "edgeprof.profilers.estimate.onnx_graph:input_specs",
+    "tflite": "edgeprof.profilers.estimate.tflite_graph:input_specs",
+    "openvino": "edgeprof.profilers.estimate.openvino_graph:input_specs",
+    "keras": "edgeprof.profilers.estimate.tflite_graph:keras_input_specs",
 }
 
 

@@ -88,7 +88,7 @@ class GraphWalk:
 
 @dataclass
 class LayerEstimate:
-    """One row of the analytic estimate (DESIGN.md, "Estimate rows").
+    """One row of the analytic estimate (docs/design.md, "Estimate rows").
 
     ``activation_bytes`` is the output tensor's bytes (the seeds' meaning); ``input_bytes``
     is the inputs'. ``macs`` counts multiply-accumulates of conv, linear, matmul, attention

@@ -41,7 +41,7 @@ def test_registered_with_capabilities_as_data(registry):
     ("int8", "int8_static")])
 def test_precisions_run_and_agree_with_torch(backend, registry, precision, executed):
     from edgeprof.backends.onnx_export import torch_reference
-    from edgeprof.profilers.agreement import compare_outputs
+    from edgeprof.backends.common import compare_outputs
 
     handle, pm = _prepare(backend, registry, "builtin:small_cnn", precision)
     assert pm.executed_precision == executed
@@ -138,7 +138,7 @@ def test_static_int8_calibrates_on_real_samples_when_given(backend, registry, tm
     agreement on samples like the ones it was calibrated on."""
     import numpy as np
 
-    from edgeprof.profilers.accuracy import load_digits_dataset
+    from edgeprof.optimize.accuracy import load_digits_dataset
 
     synthetic = resolve_model("builtin:small_cnn", registry=registry)
     data = load_digits_dataset(synthetic)

@@ -29,7 +29,7 @@ def _prepare(backend, registry, model, precision):
 
 def test_fp32_executes_f32_and_agrees(backend, registry):
     from edgeprof.backends.onnx_export import torch_reference
-    from edgeprof.profilers.agreement import compare_outputs
+    from edgeprof.backends.common import compare_outputs
 
     handle, pm = _prepare(backend, registry, "builtin:small_cnn", "fp32")
     assert pm.executed_precision == "fp32"
@@ -120,7 +120,7 @@ def test_operator_profile_and_trace(backend, registry, tmp_path):
 
 def test_ir_graph_walk_matches_closed_form(registry):
     from edgeprof.backends.openvino import fp32_ir
-    from edgeprof.profilers import openvino_graph
+    from edgeprof.profilers.estimate import openvino_graph
 
     model = resolve_model("builtin:small_cnn", registry=registry)
     handle = resolve_model(str(fp32_ir(model)[0]))
@@ -137,7 +137,7 @@ def test_ir_graph_walk_matches_closed_form(registry):
 def test_ir_input_specs_dynamic_dims(tmp_path):
     import openvino as ov
 
-    from edgeprof.profilers import openvino_graph
+    from edgeprof.profilers.estimate import openvino_graph
 
     param = ov.opset13.parameter(ov.PartialShape([-1, 8]), ov.Type.f32, name="x")
     model = ov.Model([ov.opset13.relu(param)], [param], "dyn")

@@ -273,7 +273,7 @@ def test_keras_model_converts_at_fp32_and_int8(fresh_cache, backend, tmp_path):
     assert any("asked for int8_dynamic" in n for n in dyn.notes)
     # the estimate reads the converted graph: same columns as for torch, Dense MACs exact
     from edgeprof.core.models import resolve_model as resolve
-    from edgeprof.profilers.analytic import estimate_model
+    from edgeprof.profilers.estimate.analytic import estimate_model
     from edgeprof.targets import get_target
 
     auto = resolve(str(path))  # input specs read from the Keras file (batch 1)

@@ -10,7 +10,7 @@ from edgeprof.backends.torch_eager import TorchEagerBackend, _to_numpy
 from edgeprof.core.backend import RunConfig
 from edgeprof.core.errors import UnsupportedError
 from edgeprof.core.models import resolve_model
-from edgeprof.profilers.agreement import compare_outputs
+from edgeprof.backends.common import compare_outputs
 
 
 def prepare(model: str, precision: str, threads: int = 1):

@@ -1,0 +1,545 @@
+"""The command line: parse, call the API, print, map errors to exit codes. No logic here.
+
+Exit codes (docs/design.md): 0 complete; 2 user input or configuration error; 3 partial (a
+backend named explicitly is unavailable, or a requested run produced no measurement);
+4 constraints cannot be met; 1 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from edgeprof._version import __version__
+from edgeprof.core.errors import EdgeprofError, UserError
+from edgeprof.cli.render import _fmt, _si
+
+
+# ----------------------------------------------------------------------------- output
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    console = Console(stderr=stderr, highlight=False, soft_wrap=False)
+    if not console.is_terminal:  # logs and pipes: wide enough that tables stay readable
+        console.width = 160
+    return console
+
+
+class Progress:
+    """Progress on stderr for steps that take more than a moment."""
+
+    def __init__(self, enabled: bool = True):
+        self.console = _console(stderr=True)
+        self.enabled = enabled and self.console.is_terminal
+        self.status = None
+
+    def __call__(self, msg: str) -> None:
+        if not self.enabled:
+            return
+        if self.status is None:
+            self.status = self.console.status(msg)
+            self.status.start()
+        else:
+            self.status.update(msg)
+
+    def stop(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+
+# --------------------------------------------------------------------------- commands
+def cmd_targets(args) -> int:
+    from edgeprof.api import _target_registry
+
+    reg = _target_registry(args.targets_dir, args.plugins)
+    if args.action == "show":
+        if not args.id:
+            raise UserError("give a target id: edgeprof targets show raspberry_pi_4")
+        t = reg.get(args.id, recalibrate=args.recalibrate)
+        if args.json:
+            print(json.dumps(t.to_dict(), indent=2))
+            return 0
+        from rich.table import Table
+
+        c = _console()
+        c.print(f"[bold]{t.id}[/bold]: {t.name} ({t.kind}; strategy family {t.strategy_class})")
+        c.print(f"processor: {t.processor}")
+        if t.description:
+            c.print(t.description)
+        table = Table("figure", "value", "unit", "source", show_lines=False)
+        for name, q in t.figures().items():
+            table.add_row(name, _fmt(q.value), q.unit, q.source)
+        c.print(table)
+        c.print(f"supported precisions: {', '.join(t.supported_precisions)}")
+        c.print(f"preferred backends: {', '.join(t.preferred_backends)}")
+        s = t.strategy
+        c.print(f"recommended compression: {s.precision}, {s.quantization_bits}-bit quantization, "
+                f"{s.pruning_type} pruning, {s.layout} layout — {s.reason}")
+        if t.path:
+            c.print(f"descriptor: {t.path} (sha256 {t.sha256[:12]}…)" if t.sha256 else t.path)
+        return 0
+    targets = reg.all()
+    if args.json:
+        print(json.dumps([t.to_dict() for t in targets], indent=2))
+        return 0
+    from rich.table import Table
+
+    table = Table("id", "kind", "processor", "cores", "memory", "bandwidth", "peak fp32",
+                  "power", "recommended")
+    for t in targets:
+        table.add_row(t.id, t.kind, t.processor, _fmt(t.cores.value), _si(t.ram.value, "B"),
+                      _si(t.bandwidth.value, "B/s"), _si(t.peak_macs("fp32"), "MAC/s"),
+                      _fmt(t.typical_power.value) + " W", t.strategy.precision)
+    table.add_row("host", "cpu", "this machine (detected and calibrated on first use)", "", "",
+                  "", "", "", "")
+    _console().print(table)
+    return 0
+
+
+def cmd_backends(args) -> int:
+    from edgeprof.api import list_backends
+
+    rows = list_backends(args.plugins)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    from rich.table import Table
+
+    table = Table("backend", "available", "precisions", "devices", "formats", "why not / how")
+    for r in rows:
+        why = "" if r["available"] else f"{r['reason']}" + (f"; {r['hint']}" if r["hint"] else "")
+        table.add_row(r["name"], "yes" if r["available"] else "no", ",".join(r["precisions"]),
+                      ",".join(r["devices"]), ",".join(r["model_formats"]), why)
+    _console().print(table)
+    return 0
+
+
+def cmd_plugins(args) -> int:
+    from edgeprof.core.plugins import get_registry
+
+    reg = get_registry(args.plugins)
+    for name, source in reg.plugins:
+        print(f"{name}\t{source}")
+    return 0
+
+
+def _run_options(args) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    if getattr(args, "device", None):
+        opts["device"] = args.device
+    for flag, key in (("runs", "runs"), ("min_time", "min_time_s"), ("max_time", "max_time_s"),
+                      ("warmup", "warmup"), ("timeout", "timeout_s")):
+        v = getattr(args, flag, None)
+        if v is not None:
+            opts[key] = v
+    if getattr(args, "isolate", False):
+        opts["isolate"] = True
+    return opts
+
+
+def cmd_profile(args) -> int:
+    from edgeprof.api import profile
+
+    progress = Progress(enabled=not args.json)
+    try:
+        report = profile(
+            args.model, target=args.target, backends=args.backend, precisions=args.precision,
+            batch_size=args.batch_size, input_shapes=args.input_shape or None,
+            input_dtypes=args.input_dtype or None, threads=args.threads,
+            stream_rate_fps=args.stream_rate, latency_budget_ms=args.latency_budget_ms,
+            run_options=_run_options(args), out=args.out, trace=args.trace,
+            calibration_data=args.calibration_data, plugins=args.plugins,
+            targets_dir=args.targets_dir, recalibrate=args.recalibrate, progress=progress)
+    finally:
+        progress.stop()
+    if args.json:
+        from edgeprof.profilers.report.artifacts import dumps
+
+        print(dumps(report))
+        _print_problems(report, _console(stderr=True))
+    else:
+        from edgeprof.cli.render import render_profile
+
+        render_profile(report, _console(), max_layers=args.max_layers)
+        _print_problems(report, _console(stderr=True))
+        if args.out:
+            _console(stderr=True).print(f"artifacts written to {args.out}")
+    return report.exit_code
+
+
+def _print_problems(report, console) -> None:
+    for r in report.runs:
+        if r.status != "ok" and r.explicit:
+            console.print(f"edgeprof: {r.backend} {r.requested_precision}: {r.status}: "
+                          f"{r.benchmark.reason}; the analytic estimate for {report.target.id} "
+                          "is still shown", markup=False)
+
+
+def cmd_estimate(args) -> int:
+    from edgeprof.api import estimate
+
+    est = estimate(args.model, args.target, args.precision, batch_size=args.batch_size,
+                   input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
+                   plugins=args.plugins, targets_dir=args.targets_dir)
+    if args.json:
+        print(json.dumps(est.to_dict(), indent=2, allow_nan=False))
+        return 0
+    from edgeprof.cli.render import render_estimate
+
+    render_estimate(est, _console(), max_layers=args.max_layers)
+    return 0
+
+
+def cmd_batch(args) -> int:
+    from edgeprof.api import batch_sizes
+
+    rep = batch_sizes(args.model, args.batch_sizes, target=args.target, backend=args.backend,
+                      precision=args.precision, latency_budget_ms=args.latency_budget_ms,
+                      run_options=_run_options(args), input_shapes=args.input_shape or None,
+                      input_dtypes=args.input_dtype or None, plugins=args.plugins,
+                      targets_dir=args.targets_dir, out=args.out)
+    if args.json:
+        print(json.dumps(rep.to_dict(), indent=2, allow_nan=False))
+        return 0
+    from rich.table import Table
+
+    table = Table(title=f"{rep.model.name} on {rep.backend} {rep.precision}, measured on this "
+                        "host", title_justify="left")
+    for col in ("batch", "status", "latency ms", "per sample ms", "throughput /s",
+                "peak memory", "meets budget"):
+        table.add_column(col)
+    for row in rep.frame.to_dict(orient="records"):
+        table.add_row(str(row["batch_size"]), row["status"], _fmt(row["latency_ms"]),
+                      _fmt(row["latency_per_sample_ms"]), _fmt(row["throughput_per_s"]),
+                      _si(row["peak_memory_bytes"], "B") if row["peak_memory_bytes"] == row[
+                          "peak_memory_bytes"] else "-", _fmt(row["meets_budget"]))
+    c = _console()
+    c.print(table)
+    if rep.frame.attrs.get("stop_reason"):
+        c.print(f"stopped: {rep.frame.attrs['stop_reason']}", markup=False)
+    if rep.choice is not None:
+        ch = rep.choice
+        c.print(f"largest batch that fits {rep.target.id} (estimated weights + peak "
+                f"activations, analytic): {ch.batch_size} ({_si(ch.memory_bytes, 'B')} of "
+                f"{_si(ch.memory_limit_bytes, 'B')}; limited by {ch.limited_by})", markup=False)
+    for n in rep.notes:
+        c.print(n, markup=False)
+    return 0
+
+
+def _batch_list(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        out.append(_positive_int(part.strip()))
+    if not out:
+        raise argparse.ArgumentTypeError("give batch sizes like 1,2,4,8")
+    return out
+
+
+def cmd_compare(args) -> int:
+    from pathlib import Path
+
+    from edgeprof.profilers.report.compare import compare_results, format_comparison, load_profile
+
+    rows = compare_results(load_profile(args.a), load_profile(args.b))
+    if args.json:
+        from edgeprof.core.results import clean
+
+        print(json.dumps([clean(r) for r in rows], indent=2, allow_nan=False))
+    else:
+        print(format_comparison(rows, Path(args.a).parent.name or "A",
+                                Path(args.b).parent.name or "B"))
+    return 0
+
+
+def cmd_recommend(args) -> int:
+    from edgeprof.optimize.router import check_feasible
+    from edgeprof.optimize.loop import recommend_plan
+
+    plan = recommend_plan(
+        args.model, args.target, latency_budget_ms=args.latency_budget_ms,
+        memory_budget_mb=args.memory_budget_mb, max_accuracy_drop=args.max_accuracy_drop,
+        stream_rate_fps=args.stream_rate, precision=args.precision, batch_size=args.batch_size,
+        input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
+        plugins=args.plugins, targets_dir=args.targets_dir)
+    if args.json:
+        print(json.dumps(plan.to_dict(), indent=2, allow_nan=False))
+    else:
+        print(plan.to_text())
+    check_feasible(plan)  # ConstraintError (exit 4) after the closest plan was shown
+    return 0
+
+
+def cmd_optimize(args) -> int:
+    from edgeprof.optimize.loop import optimize
+
+    run_options = _run_options(args)
+    progress = Progress(enabled=not args.json)
+    try:
+        report = optimize(
+            args.model, args.target, latency_budget_ms=args.latency_budget_ms,
+            memory_budget_mb=args.memory_budget_mb, max_accuracy_drop=args.max_accuracy_drop,
+            stream_rate_fps=args.stream_rate, data=args.data, out=args.out,
+            run_options=run_options or None, backends=args.backend,
+            compressions=args.compression,
+            train_seconds=args.train_seconds, finetune_steps=args.finetune_steps,
+            batch_size=args.batch_size,
+            input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
+            plugins=args.plugins, targets_dir=args.targets_dir, progress=progress)
+    finally:
+        progress.stop()
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, allow_nan=False))
+    else:
+        print(report.to_text())
+        if args.out:
+            _console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
+    err = report.constraint_error()
+    if err is not None:
+        print(f"edgeprof: error: {err}", file=sys.stderr)
+    return report.exit_code
+
+
+# ----------------------------------------------------------------------------- parser
+def _shape(text: str):
+    from edgeprof.core.models import parse_shape
+
+    try:
+        return parse_shape(text)
+    except EdgeprofError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _dtype(text: str) -> str:
+    from edgeprof.core.models import parse_dtype
+
+    try:
+        return parse_dtype(text)
+    except EdgeprofError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _device(text: str) -> str:
+    import re
+
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", text):
+        raise argparse.ArgumentTypeError(f"device must be cpu, cuda or cuda:N, got '{text}'")
+    return text
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {v}")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not v > 0 or v != v or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return v
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be zero or a positive integer, got {v}")
+    return v
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse's own code for usage errors)
+        self.exit(2, f"edgeprof: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument("--plugins", metavar="FILE",
+                        help="a plugins.toml of your own (also $EDGEPROF_PLUGINS)")
+    common.add_argument("--targets-dir", metavar="DIR",
+                        help="a folder of your own target descriptors, searched first "
+                             "(also $EDGEPROF_TARGETS_DIR)")
+    common.add_argument("--json", action="store_true", help="print JSON to stdout")
+    common.add_argument("--debug", action="store_true", help="show tracebacks")
+
+    p = _Parser(prog="edgeprof", description=(
+        "How will this model run on that device, with which runtime and compression, and why. "
+        "Estimates are analytic; benchmarks are measured on this machine; figures for another "
+        "target are estimated from both and labelled so."))
+    p.add_argument("--version", action="version", version=f"edgeprof {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    t = sub.add_parser("targets", parents=[common], help="list targets, or show one's figures")
+    t.add_argument("action", nargs="?", choices=["list", "show"], default="list")
+    t.add_argument("id", nargs="?", help="target id (for 'show')")
+    t.add_argument("--recalibrate", action="store_true", help="redo the host calibration")
+    t.set_defaults(func=cmd_targets)
+
+    b = sub.add_parser("backends", parents=[common], help="list backends: available or not, and why")
+    b.set_defaults(func=cmd_backends)
+
+    pl = sub.add_parser("plugins", parents=[common], help="list loaded plugins and where from")
+    pl.set_defaults(func=cmd_plugins)
+
+    def model_args(sp):
+        sp.add_argument("model", help="builtin:NAME, package.module:factory, file.py:factory, "
+                                      "or a model file (.onnx, .tflite, .xml, .keras)")
+        sp.add_argument("--target", "-t", default="host", help="target id (default: host)")
+        sp.add_argument("--batch-size", type=_positive_int, help="sets the first dimension of "
+                                                                 "every input")
+        sp.add_argument("--input-shape", type=_shape, action="append", metavar="SHAPE",
+                        help="input shape with the batch dimension, e.g. 1x3x224x224 "
+                             "(repeat for several inputs)")
+        sp.add_argument("--input-dtype", type=_dtype, action="append", metavar="DTYPE",
+                        help="input dtype, e.g. float32 or int64 (repeat per input)")
+        sp.add_argument("--max-layers", type=_positive_int, default=40,
+                        help="layers shown in the terminal table (all are in the CSV)")
+
+    pr = sub.add_parser("profile", parents=[common],
+                        help="estimate + benchmark + summarize a model for a target")
+    model_args(pr)
+    pr.add_argument("--backend", "-b", default="torch_eager",
+                    help="backend name, comma-separated list, or 'all' (default torch_eager)")
+    pr.add_argument("--precision", "-p", default="fp32",
+                    help="precision(s), comma-separated: fp32, fp16, bf16, int8, int8_static, "
+                         "int8_dynamic, int8_weight, int4_weight")
+    pr.add_argument("--threads", type=_positive_int, help="intra-op threads (default: "
+                                                          "physical cores)")
+    pr.add_argument("--device", type=_device, default=None,
+                    help="cpu (default) or cuda[:N] for backends that declare a CUDA device")
+    pr.add_argument("--stream-rate", type=_positive_float, metavar="FPS",
+                    help="input stream rate; gives stream_utilization")
+    pr.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
+                    help="say whether each configuration meets this latency")
+    pr.add_argument("--runs", type=_positive_int, help="minimum timed runs")
+    pr.add_argument("--min-time", type=_positive_float, metavar="S", help="minimum timed seconds")
+    pr.add_argument("--max-time", type=_positive_float, metavar="S", help="cap on timed seconds")
+    pr.add_argument("--warmup", type=_positive_int, help="fixed warm-up runs (default adaptive)")
+    pr.add_argument("--isolate", action="store_true",
+                    help="run each benchmark in its own worker process")
+    pr.add_argument("--timeout", type=_positive_float, metavar="S",
+                    help="per-benchmark timeout (with --isolate)")
+    pr.add_argument("--out", "-o", metavar="DIR", help="write CSV/PNG/JSON artifacts here")
+    pr.add_argument("--calibration-data", metavar="FILE.npz",
+                    help="real samples (array x, one per row) to calibrate static int8 "
+                         "(default: synthetic inputs, which say nothing about accuracy)")
+    pr.add_argument("--trace", action="store_true",
+                    help="per-operator runtime profiles joined to the estimate's layers, and a "
+                         "Chrome trace per run (written to --out)")
+    pr.add_argument("--recalibrate", action="store_true", help="redo the host calibration")
+    pr.set_defaults(func=cmd_profile)
+
+    es = sub.add_parser("estimate", parents=[common], help="the analytic estimate only")
+    model_args(es)
+    es.add_argument("--precision", "-p", default="fp32")
+    es.set_defaults(func=cmd_estimate)
+
+    def constraint_args(sp):
+        sp.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
+                        help="latency per inference on the target")
+        sp.add_argument("--memory-budget-mb", type=_positive_float, metavar="MB",
+                        help="weights + peak activations, decimal MB")
+        sp.add_argument("--max-accuracy-drop", type=float, default=1.0, metavar="PP",
+                        help="allowed top-1 drop in percentage points (default 1)")
+        sp.add_argument("--stream-rate", type=_positive_float, metavar="FPS",
+                        help="inferences per second the target must keep up with")
+
+    rc = sub.add_parser("recommend", parents=[common],
+                        help="the router's ordered optimization plan for a target (analytic)")
+    model_args(rc)
+    constraint_args(rc)
+    rc.add_argument("--precision", "-p", default="fp32", help="the baseline precision")
+    rc.set_defaults(func=cmd_recommend)
+
+    op = sub.add_parser("optimize", parents=[common],
+                        help="measure the plan, a backend x precision sweep and compressions "
+                             "here; choose the fastest configuration that meets the constraints")
+    model_args(op)
+    constraint_args(op)
+    op.add_argument("--data", metavar="FILE.npz",
+                    help="labelled data: arrays x (samples) and y (integer labels); built-in "
+                         "models use scikit-learn's digits")
+    op.add_argument("--backend", "-b", help="restrict the sweep to these backends (comma-separated)")
+    op.add_argument("--compression", default=",".join(("magnitude", "channels", "2:4",
+                                                        "channels_last")),
+                    help="compressions to try (comma-separated: magnitude, channels, 2:4, "
+                         "channels_last) or 'none'")
+    op.add_argument("--train-seconds", type=_positive_float, default=8.0, metavar="S",
+                    help="training time of a built-in model on digits (cached; default 8)")
+    op.add_argument("--finetune-steps", type=_non_negative_int, default=200, metavar="N",
+                    help="fine-tuning steps after pruning, on the training split, pruned weights "
+                         "kept at zero; the reference gets as many plain steps (default 200; "
+                         "0 = none)")
+    op.add_argument("--runs", type=_positive_int, help="minimum timed runs per candidate "
+                                                       "(default 30)")
+    op.add_argument("--min-time", type=_positive_float, metavar="S",
+                    help="minimum timed seconds per candidate (default 0.3)")
+    op.add_argument("--max-time", type=_positive_float, metavar="S",
+                    help="cap on timed seconds per candidate (default 1.5)")
+    op.add_argument("--out", "-o", metavar="DIR", help="write CSV/PNG/JSON artifacts here")
+    op.set_defaults(func=cmd_optimize)
+
+    bs = sub.add_parser("batch", parents=[common],
+                        help="latency and throughput per batch size (measured), and the largest "
+                             "batch that fits the target (estimated)")
+    model_args(bs)
+    bs.add_argument("--batch-sizes", type=_batch_list, default=[1, 2, 4, 8, 16, 32],
+                    help="comma-separated, e.g. 1,2,4,8 (default 1,2,4,8,16,32)")
+    bs.add_argument("--backend", "-b", default="torch_eager")
+    bs.add_argument("--precision", "-p", default="fp32")
+    bs.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS")
+    bs.add_argument("--runs", type=_positive_int)
+    bs.add_argument("--min-time", type=_positive_float, metavar="S")
+    bs.add_argument("--max-time", type=_positive_float, metavar="S")
+    bs.add_argument("--warmup", type=_positive_int)
+    bs.add_argument("--out", "-o", metavar="DIR", help="write batch_sizes.csv/.json here")
+    bs.set_defaults(func=cmd_batch)
+
+    c = sub.add_parser("compare", parents=[common],
+                       help="compare two profile.json files (significance per run)")
+    c.add_argument("a")
+    c.add_argument("b")
+    c.set_defaults(func=cmd_compare)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except EdgeprofError as e:
+        if args.debug:
+            raise
+        print(f"edgeprof: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("edgeprof: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # internal error: one line, exit 1; --debug shows the traceback
+        if args.debug:
+            raise
+        print(f"edgeprof: internal error: {type(e).__name__}: {e} (rerun with --debug for the "
+              "traceback, and please report it)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Terminal rendering of results (rich tables). Presentation only: no computation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+
+def _fmt(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):
+            return f"{v:.3e}"
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def _si(v: float | None, unit: str) -> str:
+    if v is None:
+        return "-"
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= factor:
+            return f"{v / factor:.3g} {prefix}{unit}"
+    return f"{v:.3g} {unit}"
+
+
+
+def render_estimate(est, console, max_layers: int = 40, title: str | None = None) -> None:
+    from rich.table import Table
+
+    table = Table(title=title or f"Estimate: {est.model} on {est.target} at {est.precision} "
+                  f"(analytic roofline)", title_justify="left")
+    for col in ("layer", "op", "output", "params", "MACs", "other ops", "activation",
+                "roofline ms", "bound"):
+        table.add_column(col, justify="left" if col in ("layer", "op", "output", "bound") else "right")
+    layers = est.layers
+    shown = layers if len(layers) <= max_layers else sorted(
+        layers, key=lambda r: r.roofline_latency_ms, reverse=True)[:max_layers]
+    order = {id(r): i for i, r in enumerate(layers)}
+    for r in sorted(shown, key=lambda r: order[id(r)]):
+        table.add_row(r.layer, r.op_type, r.output_shape, _si(r.parameter_count, ""),
+                      _si(r.macs, ""), _si(r.other_ops, ""), _si(r.activation_bytes, "B"),
+                      _fmt(r.roofline_latency_ms), r.bound)
+    console.print(table)
+    if len(layers) > max_layers:
+        console.print(f"({len(layers) - max_layers} more layers in layerwise_breakdown.csv; the "
+                      f"{max_layers} slowest by roofline are shown)")
+    t = est.totals()
+    console.print(
+        f"totals: {_si(t['macs'], 'MAC')} ({_si(t['flops'], 'FLOP')}), "
+        f"{_si(t['parameter_count'], '')} parameters = {_si(t['parameter_bytes'], 'B')}, "
+        f"peak live activations {_si(t['peak_activation_bytes'], 'B')}, roofline "
+        f"{_fmt(t['roofline_latency_ms'])} ms ({t['bound']}-bound)")
+    cap = est.memory_capacity or {}
+    if cap:
+        console.print("memory: " + _capacity_line(cap))
+    ec = est.edge_constraints or {}
+    for key in ("bottleneck", "cache_sensitivity"):
+        if key in ec:
+            reason = ec.get(f"{key}_reason")
+            console.print(f"{key.replace('_', ' ')}: {ec[key]}" + (f" — {reason}" if reason else ""),
+                          markup=False)
+    for n in est.notes:
+        console.print(f"note: {n}", markup=False)
+
+
+def _capacity_line(cap: dict[str, Any]) -> str:
+    parts = []
+    for k, v in cap.items():
+        if isinstance(v, bool):
+            parts.append(f"{k}={'yes' if v else 'NO'}")
+        elif isinstance(v, (int, float)):
+            parts.append(f"{k}={_si(float(v), 'B') if 'bytes' in k or k.endswith('_b') else _fmt(v)}")
+    return ", ".join(parts)
+
+
+def render_profile(report, console, max_layers: int = 40, verbose: bool = False) -> None:
+    from rich.table import Table
+
+    tgt = report.target
+    console.print(f"[bold]edgeprof[/bold] {report.model.name} → {tgt.id} ({tgt.name})")
+    if not tgt.is_host:
+        console.print(f"[yellow]{tgt.id} is not this machine:[/yellow] benchmarks ran here "
+                      f"(measured); figures for {tgt.id} are estimated from them (roofline on "
+                      f"{tgt.id} × measured/roofline on host) or analytic.")
+    render_estimate(report.estimate, console, max_layers=max_layers)
+
+    table = Table(title=f"Runs (host: measured · {tgt.id}: "
+                        f"{'measured' if tgt.is_host else 'estimated'})", title_justify="left")
+    for col in ("backend", "precision", "ran as", "status", "host median ms [95% CI]",
+                "p90 ms", f"{tgt.id} ms", "GB/s", "BW util", "GMAC/s", "reading"):
+        table.add_column(col)
+    for r in report.runs:
+        b, s = r.benchmark, r.summary
+        st = b.stats
+        med = "-"
+        if st:
+            med = _fmt(st.median_ms)
+            if st.ci_low_ms is not None:
+                med += f" [{_fmt(st.ci_low_ms, 3)}–{_fmt(st.ci_high_ms, 3)}]"
+        lat = s.figures["latency_ms"] if s else None
+        table.add_row(
+            r.backend, r.requested_precision, b.executed_precision or "-",
+            b.status if b.status == "ok" else f"[red]{b.status}[/red]", med,
+            _fmt(st.p90_ms) if st else "-",
+            (f"{_fmt(lat.value)} ({lat.provenance})" if lat and lat.value is not None else "-"),
+            _fmt(s.value("achieved_bandwidth_gbps")) if s else "-",
+            _pct(s.value("bandwidth_utilization")) if s else "-",
+            _fmt(s.value("achieved_gmacs")) if s else "-", s.reading if s and st else "-")
+    console.print(table)
+    for r in report.runs:
+        tag = f"{r.backend} {r.requested_precision}"
+        if r.status != "ok":
+            console.print(f"{tag}: {r.status}: {r.benchmark.reason}", markup=False)
+            continue
+        agreement = r.benchmark.extra.get("agreement") or {}
+        if agreement.get("relative_error") is not None:
+            console.print(f"{tag}: outputs vs {agreement.get('reference') or 'the reference'}: "
+                          f"relative error {_fmt(agreement.get('relative_error'))}, cosine "
+                          f"{_fmt(agreement.get('cosine_similarity'))} — "
+                          f"{'within' if agreement.get('passed') else 'OUTSIDE'} tolerance",
+                          markup=False)
+        elif agreement:
+            console.print(f"{tag}: outputs not compared: "
+                          f"{agreement.get('reason') or 'no reference model'}", markup=False)
+        for n in r.benchmark.notes:
+            console.print(f"{tag}: {n}", markup=False)
+        if r.summary and verbose:
+            for n in r.summary.notes:
+                console.print(f"{tag}: {n}", markup=False)
+    budget = report.request.get("latency_budget_ms")
+    if budget is not None:
+        met = [f"{r.backend} {r.requested_precision}" for r in report.runs
+               if r.summary and r.summary.value("meets_latency_budget") == 1.0]
+        missed = [f"{r.backend} {r.requested_precision}" for r in report.runs
+                  if r.summary and r.summary.value("meets_latency_budget") == 0.0]
+        console.print(f"latency budget {_fmt(budget)} ms on {tgt.id}: met by "
+                      f"{', '.join(met) or 'none'}; missed by {', '.join(missed) or 'none'}",
+                      markup=False)
+    for r in report.runs:
+        for w in r.benchmark.warnings + (r.summary.warnings if r.summary else []):
+            console.print(f"[yellow]warning[/yellow] {r.backend} {r.requested_precision} "
+                          f"{w.code}: {w.message}")
+    for w in report.warnings:
+        console.print(f"[yellow]warning[/yellow] {w.code}: {w.message}")
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"

@@ -1,0 +1,549 @@
+"""The router: from an estimate, a target and the user's constraints to an ordered plan.
+
+The decision paths are data (``edgeprof/targets/strategies.toml``: seed 003's defaults per
+strategy class and its failure-mode table, seed 004's GPU / CPU / edge paths as rule
+parameters) plus small rule objects registered through the ``edgeprof_router_rules`` hook
+(the built-ins live in :mod:`edgeprof.optimize.rules`). A rule is any object with a
+``name`` and ``apply(context) -> list[Step]``; optional ``order`` (lower runs first,
+default 50) and ``stage`` (``"deploy"`` runs always, ``"compress"`` only while a constraint
+still fails, ``"check"`` always, last). A rule with the name of a built-in replaces it.
+
+Nothing here branches on a target's id or a backend's name: rules read the target's kind,
+strategy and figures, the estimate (memory- or compute-bound, roofline latency, bytes) and
+the constraints. The router projects each candidate step with the roofline split into its
+compute and memory parts (:meth:`RouterContext.project`); every projected figure is an
+*estimate* and the plan says so.
+
+No heavy import: the estimate is duck-typed (``roofline_latency_ms``, ``bound``,
+``parameter_bytes``, ``peak_activation_bytes``, ``total_macs``, ``precision`` and, when
+present, ``compute_ms``, ``memory_ms``, ``activation_bytes``, ``batch_size``, ``layers``,
+``memory_capacity``).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgeprof.core.errors import ConstraintError, PluginError, UserError
+from edgeprof.core.precision import PRECISIONS
+from edgeprof.core.results import WarningRecord, clean
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+STRATEGIES_FILE = Path(__file__).resolve().parents[1] / "targets" / "strategies.toml"
+STEP_KINDS = ("backend", "precision", "pruning", "layout", "threads", "batch_size",
+              "architecture")
+STAGES = ("deploy", "compress", "check")
+#: constraint names as they appear in ``Plan.failing`` (device_memory: the target's own RAM)
+CONSTRAINT_NAMES = ("latency_budget_ms", "stream_rate_fps", "memory_budget_bytes",
+                    "device_memory", "max_accuracy_drop")
+
+
+# ---------------------------------------------------------------------------- values
+def _number(name: str, value: Any, *, allow_zero: bool = True) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserError(f"constraint {name} must be a number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        raise UserError(f"constraint {name} must be a {'non-negative' if allow_zero else 'positive'}"
+                        f" finite number, got {value!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """What the user needs. ``None`` means no constraint; ``max_accuracy_drop`` is in
+    percentage points of top-1 accuracy (1.0 = one point)."""
+
+    latency_budget_ms: float | None = None
+    memory_budget_bytes: float | None = None
+    max_accuracy_drop: float = 1.0
+    stream_rate_fps: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "latency_budget_ms",
+                           _number("latency_budget_ms", self.latency_budget_ms, allow_zero=False))
+        object.__setattr__(self, "memory_budget_bytes",
+                           _number("memory_budget_bytes", self.memory_budget_bytes,
+                                   allow_zero=False))
+        drop = _number("max_accuracy_drop", self.max_accuracy_drop)
+        object.__setattr__(self, "max_accuracy_drop", 1.0 if drop is None else drop)
+        object.__setattr__(self, "stream_rate_fps",
+                           _number("stream_rate_fps", self.stream_rate_fps, allow_zero=False))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"latency_budget_ms": self.latency_budget_ms,
+                "memory_budget_bytes": self.memory_budget_bytes,
+                "max_accuracy_drop": self.max_accuracy_drop,
+                "stream_rate_fps": self.stream_rate_fps}
+
+
+@dataclass
+class Step:
+    """One thing to do. ``kind`` is one of :data:`STEP_KINDS`; ``value`` what to set it to
+    (a backend name, a precision, ``{"type": ..., "ratio": ...}`` for pruning, a layout, a
+    thread count table, a batch size, an architecture target); ``method`` how (e.g. the
+    quantization method); ``reason`` why, in words."""
+
+    kind: str
+    value: Any
+    reason: str
+    method: str | None = None
+    rule: str = ""
+    stage: str = "compress"
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return clean({"kind": self.kind, "value": self.value, "method": self.method,
+                      "reason": self.reason, "rule": self.rule, "stage": self.stage,
+                      "details": self.details})
+
+    def describe(self) -> str:
+        v = self.value
+        if isinstance(v, dict):
+            v = ", ".join(f"{k}={x}" for k, x in v.items())
+        return f"{self.kind}: {v}" + (f" ({self.method})" if self.method else "")
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The plan's figures on the target as the router projects them (provenance: estimated)."""
+
+    latency_ms: float  # one request: batch compute plus the wait to collect the batch
+    batch_latency_ms: float
+    throughput_fps: float | None
+    weight_bytes: float
+    activation_bytes: float
+    accuracy_drop_pp: float
+    precision: str
+    batch_size: int
+    fits_device: bool
+    device_memory_note: str
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.weight_bytes + self.activation_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return clean({"latency_ms": self.latency_ms, "batch_latency_ms": self.batch_latency_ms,
+                      "throughput_fps": self.throughput_fps, "weight_bytes": self.weight_bytes,
+                      "activation_bytes": self.activation_bytes,
+                      "memory_bytes": self.memory_bytes,
+                      "expected_accuracy_drop_pp": self.accuracy_drop_pp,
+                      "precision": self.precision, "batch_size": self.batch_size,
+                      "fits_device": self.fits_device,
+                      "device_memory_note": self.device_memory_note,
+                      "provenance": "estimated"})
+
+
+@dataclass
+class Plan:
+    """An ordered optimization path for one model on one target under constraints."""
+
+    target: str
+    model: str
+    bound: str
+    constraints: Constraints
+    steps: list[Step]
+    warnings: list[WarningRecord]
+    already_met: bool
+    failing: list[str]
+    failing_reasons: dict[str, str]
+    baseline: Projection
+    projected: Projection
+    notes: list[str] = field(default_factory=list)
+    rules: list[str] = field(default_factory=list)
+
+    @property
+    def feasible(self) -> bool:
+        return not self.failing
+
+    def step(self, kind: str) -> Step | None:
+        for s in reversed(self.steps):
+            if s.kind == kind:
+                return s
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return clean({
+            "target": self.target, "model": self.model, "bound": self.bound,
+            "constraints": self.constraints.to_dict(), "already_met": self.already_met,
+            "feasible": self.feasible, "failing": list(self.failing),
+            "failing_reasons": dict(self.failing_reasons),
+            "steps": [s.to_dict() for s in self.steps],
+            "warnings": [w.to_dict() for w in self.warnings],
+            "baseline": self.baseline.to_dict(), "projected": self.projected.to_dict(),
+            "notes": list(self.notes), "rules": list(self.rules),
+        })
+
+    def to_text(self) -> str:
+        b, p = self.baseline, self.projected
+        lines = [f"Plan for {self.model} on {self.target} ({self.bound}-bound; figures are "
+                 "estimated, not measured)"]
+        lines.append(f"  baseline: {b.latency_ms:.3g} ms (roofline: a lower bound on latency), "
+                     f"{b.memory_bytes / 1e6:.3g} MB at {b.precision}")
+        if self.already_met:
+            lines.append("  The baseline already meets the constraints on its roofline: no "
+                         "compression needed. Real runtimes reach a fraction of the roofline; "
+                         "confirm with 'edgeprof profile' or 'edgeprof optimize', which measure.")
+        for i, s in enumerate(self.steps, 1):
+            lines.append(f"  {i}. {s.describe()} - {s.reason}")
+        if not self.already_met:
+            lines.append(f"  projected: {p.latency_ms:.3g} ms, {p.memory_bytes / 1e6:.3g} MB, "
+                         f"expected accuracy drop {p.accuracy_drop_pp:.2g} pp")
+        for name in self.failing:
+            lines.append(f"  FAILS {name}: {self.failing_reasons.get(name, '')}")
+        for w in self.warnings:
+            lines.append(f"  warning [{w.code}]: {w.message}")
+        for n in self.notes:
+            lines.append(f"  note: {n}")
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ data
+_DATA_CACHE: dict[str, dict[str, Any]] = {}
+
+
+def load_strategies(path: str | Path | None = None) -> dict[str, Any]:
+    """The router's data file (defaults, failure modes, rule parameters, priors)."""
+    from edgeprof.core.errors import ConfigError
+
+    p = Path(path) if path else STRATEGIES_FILE
+    key = str(p)
+    if key not in _DATA_CACHE:
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except OSError as e:
+            raise ConfigError(f"cannot read: {e.strerror}", path=p) from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"malformed TOML: {e}", path=p) from None
+        for section in ("defaults", "failure_modes", "kind_devices", "rules", "priors"):
+            if section not in data:
+                raise ConfigError("missing section", path=p, field=section)
+        _DATA_CACHE[key] = data
+    return _DATA_CACHE[key]
+
+
+def precision_bits(name: str) -> int:
+    """Bit width of a canonical precision's weights (fp32 -> 32, int8_dynamic -> 8)."""
+    return int(round(PRECISIONS[name].weight_bytes * 8)) if name in PRECISIONS else 32
+
+
+# --------------------------------------------------------------------------- context
+class RouterContext:
+    """What a rule sees: the inputs, the data, the steps chosen so far, and a projector."""
+
+    def __init__(self, estimate: Any, target: Any, constraints: Constraints,
+                 backends: dict[str, type], data: dict[str, Any]):
+        self.estimate = estimate
+        self.target = target
+        self.constraints = constraints
+        self.backends = dict(backends)
+        self.data = data
+        self.steps: list[Step] = []
+        self.warnings: list[WarningRecord] = []
+        self.notes: list[str] = []
+        self._base = self._baseline_parts()
+
+    # -- data ---------------------------------------------------------------------
+    def param(self, rule: str, key: str, default: Any = None) -> Any:
+        return self.data.get("rules", {}).get(rule, {}).get(key, default)
+
+    def by_kind(self, table: Any, default: Any = None) -> Any:
+        """Look up the target's kind in a ``{kind: value}`` table from the data."""
+        if isinstance(table, dict):
+            return table.get(self.target.kind, default)
+        return default
+
+    def prior(self, *path: str, default: Any = None) -> Any:
+        d: Any = self.data.get("priors", {})
+        for k in path:
+            if not isinstance(d, dict) or k not in d:
+                return default
+            d = d[k]
+        return d
+
+    @property
+    def class_default(self) -> dict[str, Any]:
+        """Seed 003's default strategy for the target's strategy class."""
+        return dict(self.data.get("defaults", {}).get(self.target.strategy_class, {}))
+
+    @property
+    def bound(self) -> str:
+        return str(getattr(self.estimate, "bound", "") or "unknown")
+
+    @property
+    def device_names(self) -> list[str]:
+        return list(self.data.get("kind_devices", {}).get(self.target.kind, []))
+
+    # -- steps --------------------------------------------------------------------
+    def step(self, kind: str) -> Step | None:
+        for s in reversed(self.steps):
+            if s.kind == kind:
+                return s
+        return None
+
+    def replace_step(self, new: Step) -> None:
+        for i, s in enumerate(self.steps):
+            if s.kind == new.kind:
+                self.steps[i] = new
+                return
+        self.steps.append(new)
+
+    def warn(self, code: str, message: str) -> None:
+        if all(w.code != code for w in self.warnings):
+            self.warnings.append(WarningRecord(code, message))
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    # -- backends -----------------------------------------------------------------
+    def suitable_backends(self) -> list[tuple[str, type]]:
+        """Registered backends whose devices run on this target's kind, preferred first."""
+        devices = self.device_names
+        ok = {n: c for n, c in self.backends.items()
+              if set(getattr(getattr(c, "capabilities", None), "devices", ()) or ()) & set(devices)}
+        preferred = [n for n in self.target.preferred_backends if n in ok]
+        others = sorted(n for n in ok if n not in preferred)
+        return [(n, ok[n]) for n in preferred + others]
+
+    @staticmethod
+    def backend_precisions(cls: type) -> tuple[str, ...]:
+        return tuple(getattr(getattr(cls, "capabilities", None), "precisions", ()) or ())
+
+    # -- projection ---------------------------------------------------------------
+    def _baseline_parts(self) -> dict[str, float]:
+        e, t = self.estimate, self.target
+        p0 = getattr(e, "precision", "fp32")
+        p0 = p0 if p0 in PRECISIONS else "fp32"
+        L0 = float(getattr(e, "roofline_latency_ms", 0.0) or 0.0)
+        macs = float(getattr(e, "total_macs", 0) or 0)
+        param_bytes = float(getattr(e, "parameter_bytes", 0.0) or 0.0)
+        peak_act = float(getattr(e, "peak_activation_bytes", 0.0) or 0.0)
+        act_traffic = getattr(e, "activation_bytes", None)
+        act_traffic = float(act_traffic) if act_traffic is not None else peak_act
+        c0 = getattr(e, "compute_ms", None)
+        m0 = getattr(e, "memory_ms", None)
+        if c0 is None:
+            peak = t.peak_macs(PRECISIONS[p0].compute)
+            c0 = macs / peak * 1e3 if peak else 0.0
+        if m0 is None:
+            m0 = (param_bytes + act_traffic) / t.bandwidth_bytes_per_s * 1e3
+        c0, m0 = float(c0), float(m0)
+        if getattr(e, "bound", None) == "memory" and m0 <= c0:
+            m0 = max(L0, c0 * 1.0000001)
+        elif getattr(e, "bound", None) == "compute" and c0 < m0:
+            c0 = max(L0, m0 * 1.0000001)
+        traffic = param_bytes + act_traffic
+        return {"precision": p0, "L0": L0, "c0": c0, "m0": m0, "macs": macs,
+                "param_bytes": param_bytes, "peak_act": peak_act,
+                "w_share": param_bytes / traffic if traffic > 0 else 0.0,
+                "batch": float(getattr(e, "batch_size", 1) or 1)}
+
+    def pruning_factors(self, ptype: str, ratio: float) -> tuple[float, float, float, float]:
+        """(compute, weights, activations, accuracy drop pp) of pruning ``ptype`` at ``ratio``
+        on this target; N:M and unstructured sparsity speed up only where kernels use it."""
+        pr = self.prior("pruning", ptype, default={}) or {}
+        cc = float(pr.get("compute_coverage", 0.0))
+        accel = {"n:m": "nm_accelerated_kinds", "unstructured": "unstructured_accelerated_kinds"}
+        if ptype in accel and self.target.kind not in (self.param("pruning", accel[ptype]) or []):
+            cc = 0.0
+        return (1 - ratio * cc, 1 - ratio * float(pr.get("weight_coverage", 0.0)),
+                1 - ratio * float(pr.get("activation_coverage", 0.0)),
+                ratio * float(pr.get("accuracy_drop_pp_at_ratio_1", 0.0)))
+
+    def project(self, extra: list[Step] | tuple[Step, ...] = ()) -> Projection:
+        """Project the figures after the steps so far plus ``extra`` (later steps of the
+        same kind replace earlier ones)."""
+        chosen: dict[str, Step] = {}
+        for s in [*self.steps, *extra]:
+            chosen[s.kind] = s
+        b, t = self._base, self.target
+        p0 = PRECISIONS[b["precision"]]
+        prec = b["precision"]
+        if "precision" in chosen and chosen["precision"].value in PRECISIONS:
+            prec = chosen["precision"].value
+        p = PRECISIONS[prec]
+        rw, ra = p.weight_bytes / p0.weight_bytes, p.activation_bytes / p0.activation_bytes
+        pk0, pk = t.peak_macs(p0.compute), t.peak_macs(p.compute)
+        fc = pk0 / pk if pk0 and pk else 1.0
+        kc = kw = ka = 1.0
+        drop = float(self.prior("accuracy_drop_pp", prec, default=0.0) or 0.0) - float(
+            self.prior("accuracy_drop_pp", b["precision"], default=0.0) or 0.0)
+        if "pruning" in chosen and isinstance(chosen["pruning"].value, dict):
+            v = chosen["pruning"].value
+            kc, kw, ka, d = self.pruning_factors(v.get("type", ""), float(v.get("ratio", 0.0)))
+            drop += d
+        batch = int(chosen["batch_size"].value) if "batch_size" in chosen else int(b["batch"])
+        rel = batch / b["batch"]
+        c = b["c0"] * fc * kc * rel
+        mem = b["m0"] * (b["w_share"] * rw * kw + (1 - b["w_share"]) * ra * ka * rel)
+        denom = max(b["c0"], b["m0"])
+        batch_ms = b["L0"] * max(c, mem) / denom if denom > 0 else b["L0"] * rel
+        fps = self.constraints.stream_rate_fps
+        wait_ms = (batch - 1) / fps * 1e3 if fps and batch > 1 else 0.0
+        throughput = batch / batch_ms * 1e3 if batch_ms > 0 else None
+        weights = b["param_bytes"] * rw * kw
+        acts = b["peak_act"] * ra * ka * rel
+        fits, why = self.device_fit(weights, acts)
+        return Projection(batch_ms + wait_ms, batch_ms, throughput, weights, acts,
+                          max(drop, 0.0), prec, batch, fits, why)
+
+    def device_fit(self, weight_bytes: float, activation_bytes: float) -> tuple[bool, str]:
+        """Whether weights and activations fit the target's memories: weights in flash and
+        activations in SRAM where the descriptor has them, otherwise both in RAM."""
+        t = self.target
+        flash = float(t.flash.value) if getattr(t, "flash", None) else None
+        sram = float(t.sram.value) if getattr(t, "sram", None) else None
+        ram = float(t.ram.value)
+        if flash is None and sram is None:
+            need = weight_bytes + activation_bytes
+            return need <= ram, f"{need / 1e6:.3g} MB needed of {ram / 1e6:.3g} MB RAM"
+        w_cap = flash if flash is not None else ram
+        a_cap = sram if sram is not None else ram
+        ok = weight_bytes <= w_cap and activation_bytes <= a_cap
+        return ok, (f"weights {weight_bytes / 1e3:.4g} kB of {w_cap / 1e3:.4g} kB "
+                    f"{'flash' if flash is not None else 'RAM'}, activations "
+                    f"{activation_bytes / 1e3:.4g} kB of {a_cap / 1e3:.4g} kB "
+                    f"{'SRAM' if sram is not None else 'RAM'}")
+
+    def failing(self, proj: Projection) -> dict[str, str]:
+        """Which constraints ``proj`` fails, with the figures that say so."""
+        c = self.constraints
+        out: dict[str, str] = {}
+        if c.latency_budget_ms is not None and proj.latency_ms > c.latency_budget_ms:
+            out["latency_budget_ms"] = (f"projected {proj.latency_ms:.3g} ms > budget "
+                                        f"{c.latency_budget_ms:.3g} ms")
+        if c.stream_rate_fps is not None and (proj.throughput_fps or 0.0) < c.stream_rate_fps:
+            out["stream_rate_fps"] = (f"projected {proj.throughput_fps or 0:.3g} inferences/s "
+                                      f"< stream rate {c.stream_rate_fps:.3g} fps")
+        if c.memory_budget_bytes is not None and proj.memory_bytes > c.memory_budget_bytes:
+            out["memory_budget_bytes"] = (f"projected {proj.memory_bytes / 1e6:.3g} MB > budget "
+                                          f"{c.memory_budget_bytes / 1e6:.3g} MB")
+        if not proj.fits_device:
+            out["device_memory"] = f"does not fit the target: {proj.device_memory_note}"
+        if proj.accuracy_drop_pp > c.max_accuracy_drop + 1e-12:
+            out["max_accuracy_drop"] = (f"expected drop {proj.accuracy_drop_pp:.2g} pp > "
+                                        f"{c.max_accuracy_drop:.2g} pp")
+        return out
+
+
+# ----------------------------------------------------------------------------- rules
+def _check_rule(rule: Any, plugin: str) -> None:
+    if not isinstance(getattr(rule, "name", None), str) or not callable(getattr(rule, "apply", None)):
+        raise PluginError(f"plugin '{plugin}' registered router rule {rule!r} without a 'name' "
+                          "and an 'apply(context)' method")
+    if getattr(rule, "stage", "compress") not in STAGES:
+        raise PluginError(f"router rule '{rule.name}' ({plugin}) has stage "
+                          f"'{rule.stage}'; use one of {', '.join(STAGES)}")
+
+
+def collect_rules(registry: Any = None, extra: list[Any] | None = None) -> list[Any]:
+    """The built-in rules, then those of ``registry`` (its ``router_rules``), then ``extra``;
+    a rule with an existing name replaces that one. Sorted by ``order`` (stable)."""
+    from edgeprof.optimize import rules as router_rules
+
+    merged: dict[str, Any] = {}
+    sources: list[tuple[Any, str]] = [(r, "edgeprof.optimize.rules")
+                                      for r in router_rules.default_rules()]
+    if registry is not None:
+        sources.extend(getattr(registry, "router_rules", []))
+    sources.extend((r, "rules=") for r in (extra or []))
+    for rule, plugin in sources:
+        _check_rule(rule, plugin)
+        merged[rule.name] = rule
+    return sorted(merged.values(), key=lambda r: float(getattr(r, "order", 50)))
+
+
+def _registry_backends() -> dict[str, type]:
+    from edgeprof.core.plugins import get_registry
+
+    return {n: e.cls for n, e in get_registry().backends.items()}
+
+
+def recommend(estimate: Any, target: Any, constraints: Constraints | None = None,
+              backends: dict[str, type] | None = None, rules: Any = None,
+              data: dict[str, Any] | None = None) -> Plan:
+    """Plan how to run ``estimate``'s model on ``target`` within ``constraints``.
+
+    ``backends`` maps names to backend classes (default: the registry's). ``rules`` is a
+    list of rule objects merged over the built-ins (see :func:`collect_rules`), or a
+    plugin Registry; default: the registry's. ``data`` replaces strategies.toml.
+    """
+    constraints = constraints or Constraints()
+    if not isinstance(constraints, Constraints):
+        raise UserError(f"constraints must be an edgeprof Constraints, got {type(constraints).__name__}")
+    if backends is None:
+        backends = _registry_backends()
+    if rules is None:
+        from edgeprof.core.plugins import get_registry
+
+        rule_list = collect_rules(get_registry())
+    elif hasattr(rules, "router_rules"):
+        rule_list = collect_rules(rules)
+    else:
+        rule_list = collect_rules(extra=list(rules))
+    ctx = RouterContext(estimate, target, constraints, backends, data or load_strategies())
+    baseline = ctx.project()
+    already = not ctx.failing(baseline)
+    for rule in rule_list:
+        stage = getattr(rule, "stage", "compress")
+        if stage == "compress" and (already or not ctx.failing(ctx.project())):
+            continue
+        produced = rule.apply(ctx) or []
+        for s in produced:
+            if not isinstance(s, Step) or s.kind not in STEP_KINDS:
+                raise PluginError(f"router rule '{rule.name}' returned {s!r}; rules return "
+                                  f"Step objects of kind {', '.join(STEP_KINDS)}")
+            s.rule = s.rule or rule.name
+            s.stage = stage
+            if stage == "compress":
+                after = ctx.project([s])
+                s.details.setdefault("projected_latency_ms", after.latency_ms)
+                s.details.setdefault("projected_memory_bytes", after.memory_bytes)
+            if s.kind == "backend":  # one backend: a later rule's choice replaces it
+                ctx.replace_step(s)
+            else:
+                ctx.steps.append(s)
+    final = ctx.project()
+    failing = ctx.failing(final)
+    if already:
+        ctx.note("the baseline roofline already meets every constraint; nothing to compress")
+    cap = getattr(estimate, "memory_capacity", None) or {}
+    if isinstance(cap, dict) and cap.get("fits") is False and baseline.fits_device:
+        ctx.note("the estimate's memory check says the model does not fit this target, "
+                 "while the router's weights+activations check says it does; trust the "
+                 "estimate's (it may count runtime overheads)")
+    order = [n for n in CONSTRAINT_NAMES if n in failing]
+    return Plan(target=getattr(target, "id", str(target)),
+                model=str(getattr(estimate, "model", "model")), bound=ctx.bound,
+                constraints=constraints, steps=ctx.steps, warnings=ctx.warnings,
+                already_met=already, failing=order,
+                failing_reasons={n: failing[n] for n in order}, baseline=baseline,
+                projected=final, notes=ctx.notes, rules=[r.name for r in rule_list])
+
+
+def check_feasible(plan: Plan) -> Plan:
+    """Return ``plan`` if it meets every constraint, else raise ConstraintError (exit 4)
+    naming the first failing constraint and why."""
+    if plan.failing:
+        name = plan.failing[0]
+        more = f" (also: {', '.join(plan.failing[1:])})" if len(plan.failing) > 1 else ""
+        raise ConstraintError(f"constraint {name} cannot be met on {plan.target} even with the "
+                              f"most aggressive plan: {plan.failing_reasons.get(name, '')}{more}")
+    return plan
+
+
+__all__ = ["CONSTRAINT_NAMES", "Constraints", "Plan", "Projection", "RouterContext", "STEP_KINDS",
+           "Step", "check_feasible", "collect_rules", "load_strategies", "precision_bits",
+           "recommend"]

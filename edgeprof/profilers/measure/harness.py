@@ -1,0 +1,512 @@
+"""The timing harness: how edgeprof measures a prepared model.
+
+A backend's ``prepare()`` gives a :class:`~edgeprof.core.backend.PreparedModel` whose
+``run(inputs)`` is one inference; the harness times that callable and knows nothing of any
+runtime. Phases are timed apart:
+
+1. **load** — ``backend.prepare(...)`` (load / convert / compile), wall time. The runtime's
+   Python modules (``Backend.requires``) are imported *before* it, so neither the import time
+   nor the libraries' memory count.
+2. **first inference** — one call, timed alone.
+3. **warm-up** — until timings settle: windows of calls (about 20 ms each, 3 to 50 samples)
+   are timed, and warm-up ends when the medians of the last three windows agree within
+   ``warmup_tolerance`` (5%), after a floor (3 windows and ``warmup_min_time_s``, 0.05 s)
+   and at most ``warmup_max_time_s`` (``min(3 s, 0.3 x max_time_s)``; reaching it gives the
+   ``warmup_not_settled`` warning). ``RunConfig.warmup = N`` runs exactly N calls instead.
+4. **steady state** — timed samples until *both* ``runs`` samples (default 100) and
+   ``min_time_s`` (default 1 s) are reached, and, when ``options["ci_width"]`` is given,
+   until the 95% CI of the median is narrower than that fraction of the median; always
+   stopping at ``max_time_s`` (default 10 s; ``time_cap_reached`` /
+   ``ci_width_not_reached`` warnings say when the cap cut it short).
+
+Timing uses ``time.perf_counter_ns``; ``prepared.sync`` (accelerators) is called inside the
+timed region. A call so short that reading the clock would cost more than
+``max_timer_overhead`` (0.1%) of it is timed in *blocks* of ``k`` calls; a sample is then the
+block's mean per call, and p90/p99 are not reported (they would be percentiles of means).
+``runs`` counts samples (single calls, or blocks when blocked).
+
+Extra knobs travel in ``RunConfig.options``: ``ci_width``, ``ci_level``, ``block_size``
+(force; 1 disables blocking), ``max_timer_overhead``, ``warmup_tolerance``,
+``warmup_min_time_s``, ``warmup_max_time_s``, ``memory`` (False skips peak-memory
+measurement), ``memory_interval_s`` (RSS sampling period, see ``edgeprof.profilers.measure.memory``), ``keep_samples`` (False drops ``samples_ms``), ``concurrent_workers``
+(for the oversubscription check), ``plugins_file`` (for isolated workers).
+
+Outcomes: ``UnsupportedError`` -> status ``unsupported``; ``BackendUnavailableError`` ->
+``unavailable``; any other exception in prepare or run -> ``failed`` with a one-line reason
+(``UserError`` subclasses propagate: they are the user's to fix). With ``config.isolate`` the
+whole thing runs in a spawned worker (``edgeprof.profilers.measure.worker``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from edgeprof.core.backend import Backend, RunConfig
+from edgeprof.core.errors import BackendUnavailableError, UnsupportedError, UserError
+from edgeprof.core.results import BenchmarkResult, WarningRecord
+
+DEFAULT_MIN_RUNS = 100
+DEFAULT_MIN_TIME_S = 1.0
+DEFAULT_MAX_TIME_S = 10.0
+DEFAULT_CI_LEVEL = 0.95
+MAX_TIMER_OVERHEAD = 0.001  # clock cost below 0.1% of a timed sample
+MAX_BLOCK_SIZE = 1_000_000
+WARMUP_TOLERANCE = 0.05
+WARMUP_MIN_TIME_S = 0.05
+WARMUP_MAX_TIME_S = 3.0
+WARMUP_WINDOW_S = 0.02
+CALIBRATION_TIME_S = 0.005
+
+#: warning thresholds
+HIGH_CV = 0.10  # std / mean
+HIGH_IQR = 0.10  # IQR / median
+SLOW_FIRST_FACTOR = 5.0  # first inference vs steady median
+
+
+# ----------------------------------------------------------------------------- plan
+@dataclass(frozen=True)
+class TimingPlan:
+    """How long and how to time; built from a RunConfig by :func:`plan_from_config`."""
+
+    min_runs: int = DEFAULT_MIN_RUNS
+    min_time_s: float = DEFAULT_MIN_TIME_S
+    max_time_s: float = DEFAULT_MAX_TIME_S
+    warmup: int | None = None  # None: adaptive
+    warmup_tolerance: float = WARMUP_TOLERANCE
+    warmup_min_time_s: float = WARMUP_MIN_TIME_S
+    warmup_max_time_s: float = WARMUP_MAX_TIME_S
+    ci_width: float | None = None
+    ci_level: float = DEFAULT_CI_LEVEL
+    block_size: int | None = None  # None: chosen from the call time
+    max_timer_overhead: float = MAX_TIMER_OVERHEAD
+
+
+def _number(name: str, value: Any, *, integer: bool = False, minimum: float | None = None,
+            strict: bool = False, maximum: float | None = None) -> Any:
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            integer and not isinstance(value, int)) or not math.isfinite(value):
+        raise UserError(f"{name} must be {kind}, got {value!r}")
+    if minimum is not None and (value < minimum or (strict and value == minimum)):
+        op = ">" if strict else ">="
+        raise UserError(f"{name} must be {op} {minimum:g}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise UserError(f"{name} must be <= {maximum:g}, got {value!r}")
+    return value
+
+
+def plan_from_config(config: RunConfig) -> TimingPlan:
+    """Validate the timing knobs of ``config`` (UserError naming the bad one) into a plan."""
+    o = config.options or {}
+    min_runs = DEFAULT_MIN_RUNS if config.runs is None else _number(
+        "runs", config.runs, integer=True, minimum=1)
+    min_time = DEFAULT_MIN_TIME_S if config.min_time_s is None else float(_number(
+        "min_time_s", config.min_time_s, minimum=0))
+    max_time = (max(DEFAULT_MAX_TIME_S, min_time) if config.max_time_s is None
+                else float(_number("max_time_s", config.max_time_s, minimum=0, strict=True)))
+    if max_time < min_time:
+        raise UserError(f"max_time_s ({max_time:g} s) is below min_time_s ({min_time:g} s); "
+                        "raise max_time_s or lower min_time_s")
+    warmup = None if config.warmup is None else _number("warmup", config.warmup, integer=True,
+                                                          minimum=0)
+    ci_width = o.get("ci_width")
+    if ci_width is not None:
+        ci_width = float(_number("options.ci_width", ci_width, minimum=0, strict=True))
+    block = o.get("block_size")
+    if block is not None:
+        block = _number("options.block_size", block, integer=True, minimum=1)
+    wmax_default = min(WARMUP_MAX_TIME_S, 0.3 * max_time)
+    return TimingPlan(
+        min_runs=min_runs, min_time_s=min_time, max_time_s=max_time, warmup=warmup,
+        warmup_tolerance=float(_number("options.warmup_tolerance",
+                                       o.get("warmup_tolerance", WARMUP_TOLERANCE), minimum=0)),
+        warmup_min_time_s=float(_number("options.warmup_min_time_s",
+                                        o.get("warmup_min_time_s", min(WARMUP_MIN_TIME_S,
+                                                                       wmax_default)),
+                                        minimum=0)),
+        warmup_max_time_s=float(_number("options.warmup_max_time_s",
+                                        o.get("warmup_max_time_s", wmax_default), minimum=0)),
+        ci_width=ci_width,
+        ci_level=float(_number("options.ci_level", o.get("ci_level", DEFAULT_CI_LEVEL),
+                               minimum=0, strict=True, maximum=0.999)),
+        block_size=block,
+        max_timer_overhead=float(_number("options.max_timer_overhead",
+                                         o.get("max_timer_overhead", MAX_TIMER_OVERHEAD),
+                                         minimum=0, strict=True)),
+    )
+
+
+# --------------------------------------------------------------------------- timing
+@functools.lru_cache(maxsize=1)
+def timer_overhead_ns() -> float:
+    """Cost of one ``perf_counter_ns()`` read in this process (best of 5 x 1000 reads)."""
+    clock = time.perf_counter_ns
+    best = math.inf
+    for _ in range(5):
+        t0 = clock()
+        for _ in range(1000):
+            clock()
+        best = min(best, (clock() - t0) / 1000)
+    return max(best, 1.0)
+
+
+def block_size_for(call_ns: float, overhead_ns: float,
+                   max_overhead: float = MAX_TIMER_OVERHEAD) -> int:
+    """Calls per timed sample so that one clock read is under ``max_overhead`` of the sample."""
+    if call_ns <= 0:
+        return MAX_BLOCK_SIZE
+    k = math.ceil(overhead_ns / (max_overhead * call_ns))
+    return int(min(MAX_BLOCK_SIZE, max(1, k)))
+
+
+@dataclass
+class Timing:
+    """What :func:`time_callable` measured (nanoseconds per call unless said otherwise)."""
+
+    first_ns: int
+    warmup_runs: int  # calls after the first, before the steady state
+    warmup_time_s: float
+    warmup_settled: bool | None  # None: fixed warm-up count
+    block_size: int
+    samples_ns: list[float]  # per call (block means when block_size > 1)
+    steady_calls: int
+    steady_time_s: float
+    stop_reason: str  # "min_runs_and_time" | "ci_width" | "max_time"
+    timer_overhead_ns: float
+    ci_rel_width: float | None = None
+    warmup_medians_ns: list[float] = field(default_factory=list)
+
+
+def _median(values: list[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def _timed_sampler(run: Callable[[Any], Any], inputs: Any, sync: Callable[[], None] | None
+                   ) -> Callable[[int], int]:
+    """A function ``sample(k) -> ns`` timing ``k`` calls (and one sync) as one block."""
+    clock = time.perf_counter_ns
+
+    if sync is None:
+        def sample(k: int) -> int:
+            if k == 1:
+                t0 = clock()
+                run(inputs)
+                return clock() - t0
+            r = range(k)
+            t0 = clock()
+            for _ in r:
+                run(inputs)
+            return clock() - t0
+    else:
+        def sample(k: int) -> int:
+            if k == 1:
+                t0 = clock()
+                run(inputs)
+                sync()
+                return clock() - t0
+            r = range(k)
+            t0 = clock()
+            for _ in r:
+                run(inputs)
+            sync()
+            return clock() - t0
+    return sample
+
+
+def time_callable(run: Callable[[Any], Any], inputs: Any = None, *,
+                  sync: Callable[[], None] | None = None,
+                  plan: TimingPlan | None = None) -> Timing:
+    """Time ``run(inputs)``: first call, warm-up, steady state (see the module docstring)."""
+    from edgeprof.profilers.measure.stats import relative_ci_width
+
+    plan = plan or TimingPlan()
+    overhead = timer_overhead_ns()
+    sample = _timed_sampler(run, inputs, sync)
+    clock = time.perf_counter_ns
+
+    # 1. first inference
+    first = sample(1)
+
+    # 2. warm-up (and calibration of the call time)
+    w_start = clock()
+    warm_calls = 0
+    settled: bool | None = None
+    medians: list[float] = []
+    if plan.warmup is not None:
+        single = [sample(1) for _ in range(plan.warmup)]
+        warm_calls = plan.warmup
+        call_ns = _median(single) if single else float(first)
+    else:
+        calib: list[int] = []
+        while len(calib) < 3 or (clock() - w_start < CALIBRATION_TIME_S * 1e9
+                                 and len(calib) < 1000):
+            calib.append(sample(1))
+        warm_calls += len(calib)
+        call_ns = max(_median(calib) - overhead, 1.0)
+        settled = False
+        k = plan.block_size or block_size_for(call_ns, overhead, plan.max_timer_overhead)
+        while True:
+            w = int(min(50, max(3, math.ceil(WARMUP_WINDOW_S * 1e9 / (k * call_ns)))))
+            window = [sample(k) / k for _ in range(w)]
+            warm_calls += w * k
+            medians.append(_median(window))
+            call_ns = medians[-1]
+            elapsed = (clock() - w_start) / 1e9
+            if len(medians) >= 3 and elapsed >= plan.warmup_min_time_s:
+                last = medians[-3:]
+                if (max(last) - min(last)) <= plan.warmup_tolerance * min(last):
+                    settled = True
+                    break
+            if elapsed >= plan.warmup_max_time_s:
+                break
+            if plan.block_size is None:
+                k = block_size_for(call_ns, overhead, plan.max_timer_overhead)
+    warm_s = (clock() - w_start) / 1e9
+
+    # 3. steady state
+    k = plan.block_size or block_size_for(call_ns, overhead, plan.max_timer_overhead)
+    samples: list[float] = []
+    append = samples.append
+    min_ns, max_ns = plan.min_time_s * 1e9, plan.max_time_s * 1e9
+    next_check = max(plan.min_runs, 8)
+    rel_width: float | None = None
+    calls = 0
+    start = clock()
+    while True:
+        append(sample(k) / k)
+        calls += k
+        elapsed = clock() - start
+        if len(samples) >= plan.min_runs and elapsed >= min_ns:
+            if plan.ci_width is None:
+                reason = "min_runs_and_time"
+                break
+            if len(samples) >= next_check:
+                rel_width = relative_ci_width(samples, plan.ci_level)
+                if rel_width is not None and rel_width <= plan.ci_width:
+                    reason = "ci_width"
+                    break
+                next_check = int(len(samples) * 1.1) + 8
+        if elapsed >= max_ns:
+            reason = "max_time"
+            break
+    steady_s = (clock() - start) / 1e9
+    if plan.ci_width is not None and reason != "ci_width":
+        rel_width = relative_ci_width(samples, plan.ci_level)
+    return Timing(first_ns=first, warmup_runs=warm_calls, warmup_time_s=warm_s,
+                  warmup_settled=settled, block_size=k, samples_ns=samples, steady_calls=calls,
+                  steady_time_s=steady_s, stop_reason=reason, timer_overhead_ns=overhead,
+                  ci_rel_width=rel_width, warmup_medians_ns=medians)
+
+
+# ------------------------------------------------------------------------- warnings
+def timing_warnings(stats, timing: Timing, plan: TimingPlan) -> list[WarningRecord]:
+    """Warnings about the measurement itself: spread, slow first run, caps reached."""
+    out: list[WarningRecord] = []
+    if stats.cv > HIGH_CV:
+        out.append(WarningRecord("high_cv", f"latency varies a lot: CV {stats.cv:.1%} "
+                                 f"(> {HIGH_CV:.0%}); close other programs or pin threads"))
+    if stats.median_ms > 0 and stats.iqr_ms / stats.median_ms > HIGH_IQR:
+        out.append(WarningRecord("high_iqr", f"latency spread is wide: IQR/median "
+                                 f"{stats.iqr_ms / stats.median_ms:.1%} (> {HIGH_IQR:.0%})"))
+    first_ms = timing.first_ns / 1e6
+    if stats.median_ms > 0 and first_ms > SLOW_FIRST_FACTOR * stats.median_ms:
+        out.append(WarningRecord("slow_first_run", f"the first inference took {first_ms:.3g} ms,"
+                                 f" {first_ms / stats.median_ms:.0f}x the steady median "
+                                 f"{stats.median_ms:.3g} ms (lazy initialization); a cold start "
+                                 "costs that much"))
+    if timing.warmup_settled is False:
+        out.append(WarningRecord("warmup_not_settled", f"timings had not settled within "
+                                 f"{plan.warmup_tolerance:.0%} after {timing.warmup_time_s:.2g} s"
+                                 " of warm-up; the steady state may still drift"))
+    if timing.stop_reason == "max_time" and len(timing.samples_ns) < plan.min_runs:
+        out.append(WarningRecord("time_cap_reached", f"stopped at the {plan.max_time_s:g} s cap "
+                                 f"after {len(timing.samples_ns)} samples (asked for "
+                                 f"{plan.min_runs}); raise max_time_s for more"))
+    if plan.ci_width is not None and timing.stop_reason != "ci_width":
+        got = "no CI" if timing.ci_rel_width is None else f"{timing.ci_rel_width:.2%}"
+        out.append(WarningRecord("ci_width_not_reached", f"the {plan.ci_level:.0%} CI of the "
+                                 f"median is {got} of it, wider than the requested "
+                                 f"{plan.ci_width:.2%}, at the {plan.max_time_s:g} s cap"))
+    return out
+
+
+# ------------------------------------------------------------------------ benchmark
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: first line of the message``, at most ``limit`` characters."""
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _failure_reason(phase: str, exc: BaseException) -> str:
+    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
+        return f"out of memory during {phase}: {one_line(exc)}"
+    return f"{phase} failed: {one_line(exc)}"
+
+
+def _json_safe(extra: dict[str, Any]) -> dict[str, Any]:
+    """The JSON-ready part of a backend's ``extra`` (agreement, model path and size ...);
+    live objects (modules, sessions) stay behind."""
+    import json
+
+    out: dict[str, Any] = {}
+    for k, v in (extra or {}).items():
+        try:
+            json.dumps(v, allow_nan=False)
+        except (TypeError, ValueError):
+            continue
+        out[k] = v
+    return out
+
+
+def _as_handle(model: Any):
+    from edgeprof.core.models import ModelHandle, resolve_model
+
+    return model if isinstance(model, ModelHandle) else resolve_model(model)
+
+
+def _base_result(backend: Backend, model, config: RunConfig) -> BenchmarkResult:
+    return BenchmarkResult(backend=backend.name, model=model.spec,
+                           requested_precision=config.precision, executed_precision=None,
+                           status="failed", batch_size=model.batch_size, device=config.device,
+                           config=config.to_dict())
+
+
+def benchmark_backend(backend: Backend, model: Any, config: RunConfig | None = None
+                      ) -> BenchmarkResult:
+    """Prepare ``model`` with ``backend`` and time it; see the module docstring.
+
+    ``model`` is a :class:`~edgeprof.core.models.ModelHandle` (or anything
+    ``resolve_model`` takes). The batch size is the model's (its input shapes). Bad timing
+    knobs raise ``UserError`` before anything runs.
+    """
+    config = config or RunConfig()
+    plan = plan_from_config(config)
+    model = _as_handle(model)
+    note = None
+    if config.isolate:
+        from edgeprof.profilers.measure.worker import default_timeout_s, request_for, run_isolated
+
+        request, note = request_for(backend, model, config)
+        if request is not None:
+            result = run_isolated(request, timeout_s=config.timeout_s or default_timeout_s(plan))
+            result.model = model.spec
+            return result
+    result = run_in_process(backend, model, config, plan=plan)
+    if note:
+        result.notes.append(note)
+    return result
+
+
+def run_in_process(backend: Backend, model, config: RunConfig, *,
+                   plan: TimingPlan | None = None) -> BenchmarkResult:
+    """The benchmark in this process (what an isolated worker runs too)."""
+    from edgeprof.profilers.measure.environment import CpuUsage, collect_environment, environment_warnings
+    from edgeprof.profilers.measure.memory import DEFAULT_INTERVAL_S, PeakMemory
+    from edgeprof.profilers.measure.stats import latency_stats
+
+    plan = plan or plan_from_config(config)
+    options = config.options or {}
+    result = _base_result(backend, model, config)
+    try:
+        backend.ensure_available()
+        for mod in getattr(backend, "requires", ()) or ():  # post-import memory baseline
+            importlib.import_module(mod)
+    except BackendUnavailableError as e:
+        result.status, result.reason = "unavailable", str(e)
+        return result
+    except ImportError as e:
+        result.status, result.reason = "unavailable", f"importing the runtime failed: {one_line(e)}"
+        return result
+    env = collect_environment()
+    inputs = model.make_inputs(config.seed)
+    mem = None
+    if options.get("memory", True):
+        mem = PeakMemory(float(options.get("memory_interval_s", DEFAULT_INTERVAL_S)),
+                         device=config.device).start()
+    prepared = None
+    try:
+        # 1. load / convert / compile
+        t0 = time.perf_counter()
+        try:
+            prepared = backend.prepare(model, config, inputs)
+        except UnsupportedError as e:
+            result.status, result.reason = "unsupported", str(e)
+            return result
+        except BackendUnavailableError as e:
+            result.status, result.reason = "unavailable", str(e)
+            return result
+        except UserError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the runtime's failure becomes the result
+            result.reason = _failure_reason("prepare", e)
+            return result
+        result.load_time_s = time.perf_counter() - t0
+        result.executed_precision = prepared.executed_precision
+        result.runtime, result.runtime_version = prepared.runtime, prepared.runtime_version
+        result.threads = dict(prepared.threads)
+        result.device = prepared.device
+        result.notes.extend(prepared.notes)
+        result.extra = _json_safe(prepared.extra)
+
+        # 2-4. first inference, warm-up, steady state
+        cpu = CpuUsage().start()
+        try:
+            timing = time_callable(prepared.run, prepared.inputs, sync=prepared.sync, plan=plan)
+        except UserError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            result.reason = _failure_reason("inference", e)
+            return result
+        cpu.stop()
+    finally:
+        if mem is not None:
+            mem.stop()
+            result.peak_memory_bytes = mem.peak_bytes
+            result.memory_detail = mem.detail()
+        if prepared is not None and prepared.close is not None:
+            try:
+                prepared.close()
+            except Exception as e:  # noqa: BLE001
+                result.notes.append(f"closing the prepared model failed: {one_line(e)}")
+
+    stats = latency_stats([s / 1e6 for s in timing.samples_ns], block_size=timing.block_size,
+                          ci_level=plan.ci_level, keep_samples=options.get("keep_samples", True))
+    env.update(runtime=prepared.runtime, runtime_version=prepared.runtime_version,
+               threads=dict(prepared.threads))
+    result.status = "ok"
+    result.stats = stats
+    result.throughput_per_s = model.batch_size * 1e3 / stats.median_ms if stats.median_ms > 0 else None
+    result.first_inference_ms = timing.first_ns / 1e6
+    result.warmup_runs = timing.warmup_runs
+    result.warmup_time_s = timing.warmup_time_s
+    result.steady_time_s = timing.steady_time_s
+    result.environment = env
+    result.warnings = timing_warnings(stats, timing, plan) + environment_warnings(
+        env, other_cores=cpu.other_cores, workers=int(options.get("concurrent_workers", 1)),
+        steal_cores=cpu.steal_cores)
+    result.config["harness"] = {
+        "block_size": timing.block_size,
+        "steady_calls": timing.steady_calls,
+        "timer_overhead_ns": timing.timer_overhead_ns,
+        "stop_reason": timing.stop_reason,
+        "warmup_settled": timing.warmup_settled,
+        "ci_rel_width": timing.ci_rel_width,
+        "other_processes_cores": cpu.other_cores,
+        "steal_cores": cpu.steal_cores,
+        "backend_reported_load_time_s": prepared.load_time_s,
+    }
+    return result
+
+
+__all__ = ["DEFAULT_MAX_TIME_S", "DEFAULT_MIN_RUNS", "DEFAULT_MIN_TIME_S", "Timing", "TimingPlan",
+           "benchmark_backend", "block_size_for", "one_line", "plan_from_config", "run_in_process",
+           "time_callable", "timer_overhead_ns", "timing_warnings"]

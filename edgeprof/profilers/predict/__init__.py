@@ -1,0 +1,1 @@
+"""Predicted latency on targets that cannot be measured here: per-kernel calibrations."""
