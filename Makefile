@@ -12,6 +12,11 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,dev]'
+	@# headless Chromium for the HTML report's browser tests (Debian's package). Where apt is
+	@# not available this only warns: those tests then fail, loudly, naming what is missing.
+	command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) || \
+	  echo "warning: could not install chromium; tests/profilers/report/test_html.py will fail"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -68,7 +68,7 @@ def main() -> None:
     from edgeprof.backends.openvino import PRECISION_HINT, OpenVINOBackend
     from edgeprof.core.backend import RunConfig
     from edgeprof.core.models import resolve_model
-    from edgeprof.profilers.measure.harness import benchmark_backend
+    from edgeprof.profilers.measure.measure import benchmark_backend
 
     handle = resolve_model(args.model)
     arrays = handle.make_inputs(0)

@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     from edgeprof.core.models import resolve_model
 
     try:
-        from edgeprof.profilers.measure.harness import benchmark_backend
+        from edgeprof.profilers.measure.measure import benchmark_backend
     except ImportError as e:
         print(f"edgeprof.profilers.measure.harness is not importable ({e}); nothing to compare",
               file=sys.stderr)

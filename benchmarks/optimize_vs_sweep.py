@@ -32,7 +32,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from edgeprof.core.plugins import get_registry
-    from edgeprof.optimize.loop import Candidate, _sweep_precisions, optimize
+    from edgeprof.optimize.candidates import sweep_precisions as _sweep_precisions
+    from edgeprof.optimize.loop import Candidate, optimize
 
     reg = get_registry()
     names = args.backends.split(",") if args.backends else list(reg.backends)

@@ -23,6 +23,8 @@ RUNS = [
                                   "builtin:small_resnet"]),
     ("backend_matrix", ["backend_matrix.py", "--max-autotune"]),
     ("optimize_vs_sweep", ["optimize_vs_sweep.py"]),
+    ("html_report", ["html_report.py"]),
+    ("sweep_vs_profile", ["sweep_vs_profile.py"]),
 ]
 
 

@@ -17,13 +17,14 @@ from typing import Any
 
 from edgeprof._version import __version__
 from edgeprof.core.backend import Backend, RunConfig
-from edgeprof.core.errors import EdgeprofError, InputSpecError, UserError
+from edgeprof.core.errors import EdgeprofError, InputSpecError, OutputError, UserError
 from edgeprof.core.models import ModelHandle, check_batch_size, resolve_model
 from edgeprof.core.plugins import Registry, get_registry
 from edgeprof.core.precision import get_precision
+from edgeprof.core.requests import MeasureRequest
 from edgeprof.core.results import BenchmarkResult, Estimate, Summary, WarningRecord, clean
 from edgeprof.profilers.measure.environment import host_info as _host_info
-from edgeprof.profilers.measure.measure import run_one
+from edgeprof.profilers.measure.measure import measure
 
 SCHEMA_VERSION = "1.0"
 Progress = Callable[[str], None]
@@ -79,20 +80,23 @@ def estimate(model: Any, target: Any = "host", precision: str = "fp32", *,
     reg = get_registry(plugins)
     handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
                            batch_size=batch_size, registry=reg)
-    return estimate_model(handle, _target(target, targets_dir, plugins), precision)
+    return estimate_model(handle, _target(target, targets_dir, plugins), precision, registry=reg)
 
 
 def benchmark(model: Any, backend: str = "torch_eager", precision: str = "fp32", *,
               config: RunConfig | None = None, batch_size: int | None = None,
               input_shapes=None, input_dtypes=None, plugins=None) -> BenchmarkResult:
-    """Measure ``model`` on ``backend`` on this host (latency percentiles, memory ...)."""
+    """Measure ``model`` on ``backend`` on this host (latency percentiles, memory ...).
+
+    Isolated in a worker process when ``config.isolate`` or ``config.timeout_s`` is set."""
     reg = get_registry(plugins)
     handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
                            batch_size=batch_size, registry=reg)
     config = config or RunConfig(precision=precision)
     config.precision = precision
     config.batch_size = handle.batch_size
-    return run_one(reg.backend(backend)(), handle, config)
+    return measure(MeasureRequest.for_handle(backend, handle, config, plugins_file=plugins),
+                   registry=reg)
 
 
 def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any, *,
@@ -106,8 +110,10 @@ def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any
 
 # --------------------------------------------------------------------------- profile
 @dataclass
-class RunRecord:
-    """One backend x precision of a profile: the measurement and its summary for the target."""
+class ProfileRun:
+    """One backend x precision of a profile: the measurement (``benchmark``, the
+    :data:`~edgeprof.core.results.RunRecord` that ``measure()`` returned) and its summary for
+    the target."""
 
     backend: str
     requested_precision: str
@@ -128,7 +134,8 @@ class RunRecord:
             "backend": self.backend, "requested_precision": self.requested_precision,
             "executed_precision": b.executed_precision, "status": b.status, "reason": b.reason,
             "provenance": {"benchmark": "measured", "target_figures": (
-                "measured" if self.summary and self.summary.on_host else "estimated")},
+                self.summary.figures["latency_ms"].provenance if self.summary else None),
+                "measured_on": _measured_on(b), "board": (b.extra or {}).get("fleet")},
             "benchmark": b.to_dict(),
             "summary": self.summary.to_dict() if self.summary else None,
             "host_summary": self.host_summary.to_dict() if self.host_summary else None,
@@ -145,12 +152,15 @@ class ProfileReport:
     target: Any
     host: dict[str, Any]
     estimate: Estimate
-    runs: list[RunRecord]
+    runs: list[ProfileRun]
     request: dict[str, Any]
     warnings: list[WarningRecord] = field(default_factory=list)
     host_target: Any = None
     created_utc: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc)
                              .isoformat(timespec="seconds"))
+    #: the temporary folder holding the runs' Chrome traces (``trace=True``) until ``save``
+    #: copies them; removed when the report is dropped (or at exit)
+    trace_folder: Any = field(default=None, repr=False, compare=False)
 
     @property
     def exit_code(self) -> int:
@@ -188,10 +198,38 @@ class ProfileReport:
             self, stage, stream_rate_fps=stream_rate_fps))
 
 
+def split_names(value: Sequence[str] | str, flag: str) -> list[str]:
+    """``"a,b"`` -> ``["a", "b"]``; an empty name (``"a,,b"``, ``"a,"``) is a user error."""
+    names = value.split(",") if isinstance(value, str) else list(value)
+    names = [n.strip() if isinstance(n, str) else n for n in names]
+    if isinstance(value, str) and not value.strip():
+        return []
+    if any(not n for n in names):
+        shown = value if isinstance(value, str) else ",".join(map(str, value))
+        raise UserError(f"{flag} '{shown}' has an empty name; separate names with single commas")
+    return names
+
+
+def _check_out(out: str | os.PathLike | None) -> None:
+    """Refuse an unusable --out before anything is measured (OutputError, exit 2)."""
+    if out is not None:
+        from edgeprof.core.io import prepare_out_dir
+
+        prepare_out_dir(out)
+
+
+def _save(report: Any, save: Callable[[], Any]) -> None:
+    """Write the artifacts; when that fails, the error carries the report (``.result``)."""
+    try:
+        save()
+    except OutputError as e:
+        e.result = report
+        raise
+
+
 def resolve_backends(names: Sequence[str] | str, reg: Registry) -> list[tuple[str, bool]]:
     """``["all"]`` -> every registered backend (not explicit); otherwise validate names."""
-    if isinstance(names, str):
-        names = [n.strip() for n in names.split(",") if n.strip()]
+    names = split_names(names, "--backend")
     if not names:
         raise UserError("no backend given; use --backend NAME, a comma-separated list or 'all'")
     if list(names) == ["all"]:
@@ -212,13 +250,15 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
             plugins: str | os.PathLike | None = None, targets_dir: str | os.PathLike | None = None,
             recalibrate: bool = False, trace: bool = False,
             calibration_data: str | os.PathLike | None = None,
-            progress: Progress | None = None) -> ProfileReport:
+            progress: Progress | None = None, fleet: Any = None) -> ProfileReport:
     """Estimate ``model`` on ``target``, benchmark it on each backend x precision on this
-    host, and summarize each against the target. Writes artifacts to ``out`` when given."""
+    host, and summarize each against the target. Writes artifacts to ``out`` when given.
+
+    ``fleet``: a Dask scheduler address (or ``FleetSpec``): measure on a board of ``target``
+    instead (``edgeprof.profilers.measure.fleet``); the board's figures are then measured."""
     say = progress or (lambda msg: None)
     reg = get_registry(plugins)
-    if isinstance(precisions, str):
-        precisions = [p.strip() for p in precisions.split(",") if p.strip()]
+    precisions = split_names(precisions, "--precision")
     if not precisions:
         raise UserError("no precision given; use --precision fp32 (or a comma-separated list)")
     for p in precisions:
@@ -237,6 +277,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
     tgt = target if not isinstance(target, str) else treg.get(target, recalibrate=recalibrate)
     handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
                            batch_size=batch_size, registry=reg, calibration=calibration_data)
+    _check_out(out)
 
     from edgeprof.profilers.estimate.analytic import estimate_model
     from edgeprof.profilers.report.summary import summarize as _summarize
@@ -247,7 +288,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
     def est(t, precision: str) -> Estimate:
         key = (t.id, precision)
         if key not in estimates:
-            estimates[key] = estimate_model(handle, t, precision)
+            estimates[key] = estimate_model(handle, t, precision, registry=reg)
         return estimates[key]
 
     primary = est(tgt, precisions[0])
@@ -261,44 +302,56 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
             warnings.append(WarningRecord("host_uncalibrated", f"host calibration failed: {e}; "
                                           f"target latency cannot be estimated"))
     options = dict(stream_rate_fps=stream_rate_fps, latency_budget_ms=latency_budget_ms)
-    trace_dir = Path(tempfile.mkdtemp(prefix="edgeprof-trace-")) if trace else None
-    runs: list[RunRecord] = []
+    trace_folder = tempfile.TemporaryDirectory(prefix="edgeprof-trace-") if trace else None
+    trace_dir = Path(trace_folder.name) if trace_folder is not None else None
+    runs: list[ProfileRun] = []
+    from edgeprof.profilers.measure.fleet import board_target, fleet_runner
+
+    runner = fleet_runner(fleet, tgt)  # None: measured here
     for name, explicit in chosen:
         cls = reg.backend(name)
         for precision in precisions:
             say(f"benchmarking {name} {precision}")
             config = RunConfig(precision=precision, batch_size=handle.batch_size,
                                threads=threads, **(run_options or {}))
-            result = run_one(cls(), handle, config)
-            record = RunRecord(name, precision, result, explicit=explicit)
+            result = measure(MeasureRequest.for_handle(name, handle, config,
+                                                       plugins_file=plugins), runner,
+                             registry=reg)
+            record = ProfileRun(name, precision, result, explicit=explicit)
+            board_t = board_target(result, tgt)  # measured on a board of the target itself
             if result.ok:
                 p = result.executed_precision if result.executed_precision in _known_precisions() \
                     else precision
                 host_est = est(host_t, p) if host_t is not None else None
-                record.summary = _summarize(est(tgt, p), result, tgt, host_t, host_est, **options)
-                if host_t is not None and host_t is not tgt:
+                record.summary = _summarize(est(tgt, p), result, board_t or tgt, host_t, host_est,
+                                            **options)
+                if host_t is not None and host_t is not tgt and board_t is None:
                     record.host_summary = _summarize(host_est, result, host_t, **options)
-                if trace:
+                if trace and runner is None:
                     say(f"profiling operators of {name} {precision}")
                     _trace_run(record, cls(), handle, config, est(tgt, p), trace_dir, warnings)
             else:
                 record.summary = _summarize(est(tgt, precision), result, tgt, **options)
             runs.append(record)
     report = ProfileReport(model=handle, target=tgt, host=_host_info(host_t), estimate=primary,
-                           runs=runs, warnings=warnings, host_target=host_t, request={
+                           runs=runs, warnings=warnings, host_target=host_t,
+                           trace_folder=trace_folder, request={
                                "model": str(model) if isinstance(model, str) else handle.spec,
                                "target": tgt.id, "backends": [n for n, _ in chosen],
                                "precisions": list(precisions), "batch_size": handle.batch_size,
                                "threads": threads, "stream_rate_fps": stream_rate_fps,
                                "latency_budget_ms": latency_budget_ms,
-                               "run_options": dict(run_options or {})})
+                               "run_options": dict(run_options or {}),
+                               "fleet": runner.spec.url if runner is not None else None})
+    if runner is not None:
+        runner.close()
     if out is not None:
         say(f"writing artifacts to {out}")
-        report.save(out, stream_rate_fps=stream_rate_fps)
+        _save(report, lambda: report.save(out, stream_rate_fps=stream_rate_fps))
     return report
 
 
-def _trace_run(record: RunRecord, backend: Backend, handle: ModelHandle, config: RunConfig,
+def _trace_run(record: ProfileRun, backend: Backend, handle: ModelHandle, config: RunConfig,
                estimate_: Estimate, trace_dir: Path | None, warnings: list) -> None:
     """Per-operator profile from the runtime's own profiler, joined to the estimate's rows."""
 
@@ -330,6 +383,12 @@ def _trace_run(record: RunRecord, backend: Backend, handle: ModelHandle, config:
         record.trace_file = path
 
 
+def _measured_on(record: BenchmarkResult) -> str:
+    from edgeprof.profilers.measure.fleet import measured_on
+
+    return measured_on(record) or "this host"
+
+
 def _known_precisions():
     from edgeprof.core.precision import PRECISIONS
 
@@ -358,11 +417,15 @@ class BatchReport:
             "notes": list(self.notes)})
 
     def save(self, out_dir: str | os.PathLike) -> list[Path]:
-        from edgeprof.core.io import write_csv, write_json
+        """Write batch_sizes.csv and .json into ``out_dir`` as a whole (core.io)."""
+        from edgeprof.core.io import publish_staged, write_csv, write_json
 
-        out = Path(out_dir)
-        return [write_csv(out / "batch_sizes.csv", self.frame),
-                write_json(out / "batch_sizes.json", self.to_dict())]
+        def write(stage: Path) -> list[str]:
+            write_csv(stage / "batch_sizes.csv", self.frame)
+            write_json(stage / "batch_sizes.json", self.to_dict())
+            return ["batch_sizes.csv", "batch_sizes.json"]
+
+        return publish_staged(out_dir, write)
 
 
 def batch_sizes(model: Any, batch_sizes: Sequence[int], *, target: Any = "host",
@@ -386,9 +449,10 @@ def batch_sizes(model: Any, batch_sizes: Sequence[int], *, target: Any = "host",
                            registry=reg)
     cls = reg.backend(backend)
     cls.ensure_available()
+    _check_out(out)
     config = RunConfig(precision=precision, **(run_options or {}))
-    frame = benchmark_batch_sizes(cls(), handle, sizes, config,
-                                  latency_budget_ms=latency_budget_ms)
+    frame = benchmark_batch_sizes(cls, handle, sizes, config, latency_budget_ms=latency_budget_ms,
+                                  plugins_file=plugins, registry=reg)
     notes: list[str] = []
     try:
         choice = find_optimal_batch_size(None, handle, tgt, precision=precision,
@@ -398,5 +462,5 @@ def batch_sizes(model: Any, batch_sizes: Sequence[int], *, target: Any = "host",
         notes.append(str(e))
     report = BatchReport(handle, tgt, backend, precision, frame, choice, notes)
     if out is not None:
-        report.save(out)
+        _save(report, lambda: report.save(out))
     return report

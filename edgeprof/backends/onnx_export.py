@@ -1,4 +1,4 @@
-"""torch -> ONNX conversion (cached), ONNX file loading, and the output-agreement check.
+"""torch -> ONNX conversion (cached), ONNX file loading, reference outputs and feeds.
 
 Shared by the ONNX Runtime and OpenVINO backends (and usable by any backend that starts
 from ONNX, e.g. TensorRT).
@@ -166,6 +166,36 @@ def export_onnx(handle: Any, *, opset: int = DEFAULT_OPSET, exporter: str | None
                            f"'{backend}' — try torch_eager", backend=backend)
 
 
+def torch_to_onnx(source: Any, out: Path, precision: str) -> dict[str, Any]:
+    """The torch -> onnx converter of the conversion graph: the TorchScript exporter, the
+    dynamo exporter when it fails; the export is checked before it is kept."""
+    import torch
+
+    module = source.torch_module()
+    arrays = source.make_inputs(0)
+    sample = tuple(torch.from_numpy(a) for a in arrays)
+    names = [s.name or (f"input_{i}" if len(arrays) > 1 else "input")
+             for i, s in enumerate(source.input_specs)]
+    errors: list[str] = []
+    for which in EXPORTERS:
+        path = out / "model.onnx"
+        try:
+            _export(module, sample, path, opset=DEFAULT_OPSET, exporter=which, input_names=names)
+            load_onnx(path)
+        except Exception as e:  # noqa: BLE001 - the exporters raise many types
+            errors.append(f"{which}: {_first_line(e)}")
+            path.unlink(missing_ok=True)
+            continue
+        notes = [f"exported to ONNX opset {DEFAULT_OPSET} with the {which} exporter"]
+        if errors:
+            notes.append(f"the {EXPORTERS[0]} exporter failed ({errors[0]}); used {which}")
+        return {"entry": "model.onnx", "notes": notes}
+    op = _unsupported_op(" ".join(errors))
+    what = f"operator '{op}'" if op else "an operator"
+    raise UnsupportedError(f"exporting model '{source.spec}' to ONNX failed at {what} "
+                           f"({errors[-1][:200]})")
+
+
 # ------------------------------------------------------------------ reference outputs
 def torch_reference(handle: Any, inputs: Sequence[Any]) -> list:
     """The torch eager fp32 outputs for ``inputs`` (numpy arrays), as numpy arrays."""
@@ -189,58 +219,6 @@ def onnx_feed(input_names: Sequence[str], inputs: Sequence[Any]) -> dict[str, An
                              f"({', '.join(input_names)}) but {len(inputs)} were given; "
                              "repeat --input-shape once per input")
     return dict(zip(input_names, inputs))
-
-
-def ort_fp32_reference(path: str | Path, inputs: Sequence[Any]) -> list:
-    """Outputs of an ONNX file run by ONNX Runtime (CPU, fp32, no graph rewrites)."""
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    return sess.run(None, onnx_feed([i.name for i in sess.get_inputs()], inputs))
-
-
-def reference_outputs(handle: Any, inputs: Sequence[Any], *, onnx_path: Path | None = None
-                      ) -> tuple[list, str]:
-    """fp32 reference outputs for an agreement check, and what produced them."""
-    if handle.format == "torch":
-        return torch_reference(handle, inputs), "torch_eager fp32"
-    if handle.format == "onnx" or onnx_path is not None:
-        return ort_fp32_reference(onnx_path or handle.path, inputs), "onnxruntime fp32 (source file)"
-    raise UnsupportedError(f"no fp32 reference for a {handle.format} model")
-
-
-def agreement_record(reference: Sequence[Any], candidate: Sequence[Any], precision: str,
-                     reference_name: str) -> dict[str, Any]:
-    """:func:`compare_outputs` as a JSON-ready dict, with what the reference was."""
-    from edgeprof.backends.common import compare_outputs
-
-    a = compare_outputs(list(reference), list(candidate), precision)
-    return {**a.to_dict(), "precision": precision, "reference": reference_name}
-
-
-def agreement_note(record: dict[str, Any], backend: str) -> str | None:
-    if record.get("passed", True):
-        return None
-    return (f"{backend} {record['precision']} outputs differ from {record['reference']}: "
-            f"relative error {record['relative_error']:.3g} > tolerance {record['tolerance']:.3g} "
-            f"(cosine {record['cosine_similarity']:.4f})")
-
-
-def check_against_source(model: Any, inputs: Sequence[Any], outputs: Sequence[Any],
-                         precision: str, executed: str, backend: str,
-                         notes: list[str]) -> dict[str, Any]:
-    """Compare a converted model's ``outputs`` with its source model's on the same
-    ``inputs``; append a note when they disagree beyond the precision's tolerance."""
-    reference, ref_name = reference_outputs(model, inputs)
-    record = agreement_record(reference, outputs, precision, ref_name)
-    record["executed_precision"] = executed
-    note = agreement_note(record, backend)
-    if note:
-        notes.append(note)
-    return record
 
 
 def module_path(node_name: str) -> str | None:

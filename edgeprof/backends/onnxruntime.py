@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from edgeprof.backends.common import arrays_to_numpy as _to_numpy
 from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig
 from edgeprof.core.errors import ModelError, UnsupportedError
 from edgeprof.core.hookspecs import hookimpl
@@ -34,12 +35,6 @@ MAC_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul", "FusedConv", "FusedGemm", 
            "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "Attention", "MultiHeadAttention")
 #: sample-input seeds used to calibrate static int8 (distinct from the evaluation seed)
 CALIBRATION_SEEDS = tuple(range(1001, 1017))
-
-
-def _physical_cores() -> int:
-    import psutil
-
-    return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
 
 
 def session_options(threads: dict[str, int], *, profile_prefix: str | None = None):
@@ -81,11 +76,6 @@ def _session(path: str | Path, so, device: str, providers: list | None = None):
                                f"{text.splitlines()[0][:300]}", backend="onnxruntime") from None
 
 
-def _to_numpy(outputs: Any) -> list:
-    import numpy as np
-
-    return [np.asarray(o) for o in outputs]
-
 
 def graph_input_names(path: str | Path) -> list[str]:
     """Names of an ONNX graph's real inputs (initializers listed as inputs excluded)."""
@@ -97,20 +87,49 @@ def graph_input_names(path: str | Path) -> list[str]:
 
 
 # ------------------------------------------------------------------- quantized variants
-def _variant(source, precision: str, build, **options: Any) -> tuple[Path, bool]:
+QUANTIZERS = {"fp16": "onnxruntime.transformers.float16", "int8_dynamic": "quantize_dynamic",
+              "int8_static": "quantize_static (QDQ)"}
+
+
+def quantized_artifact(base, precision: str, handle: Any, *, backend: str = "onnxruntime",
+                       requested: str | None = None):
+    """The ``precision`` variant of an fp32 ONNX artifact (cached by content)."""
     import onnxruntime as ort
 
-    from edgeprof.core.cache import cached_artifact
+    from edgeprof.core.cache import cached_entry, key_digest
 
-    key = {"source": source.key, "precision": precision, "onnxruntime": ort.__version__,
+    reduce_range = x86_without_vnni()
+    src = base.entry_path
+    if precision == "fp16":
+        build = _build_fp16(src)
+    elif precision == "int8_dynamic":
+        build = _build_int8_dynamic(src, reduce_range)
+    else:
+        build = _build_int8_static(src, handle, graph_input_names(src), reduce_range)
+    key = {"previous": key_digest(base.manifest.key or {"source": base.manifest.source_digest}),
+           "precision": precision, "onnxruntime": ort.__version__,
            "calibration_seeds": list(CALIBRATION_SEEDS) if precision == "int8_static" else None,
-           **options}
+           "calibration": str(handle.calibration) if handle.calibration else None,
+           "reduce_range": reduce_range if precision.startswith("int8") else None}
+    notes = []
+    if precision.startswith("int8") and reduce_range:
+        notes.append("int8 weights quantized to 7 bits (reduce_range): this x86 CPU has no "
+                     "VNNI, and ORT's u8s8 kernels can saturate with 8-bit weights")
+    step = {"src": "onnx", "dst": "onnx", "converter": f"onnxruntime {QUANTIZERS[precision]}",
+            "package": "onnxruntime", "version": ort.__version__}
+
+    def build_entry(folder: Path) -> dict[str, Any]:
+        build(folder / "model.onnx")
+        return {"notes": list(base.manifest.notes) + notes, "stored_precision": precision}
+
     try:
-        return cached_artifact("onnxruntime", key, "model.onnx", build)
+        return cached_entry("onnx", key, build_entry, entry="model.onnx", manifest={
+            "format": "onnx", "backend": backend, "requested_precision": requested or precision,
+            "route": [*base.manifest.route, step], "source_digest": base.manifest.source_digest})
     except Exception as e:
         line = (str(e).strip().splitlines() or [""])[0][:300]
         raise UnsupportedError(f"onnxruntime cannot produce a {precision} model: "
-                               f"{type(e).__name__}: {line}", backend="onnxruntime",
+                               f"{type(e).__name__}: {line}", backend=backend,
                                precision=precision) from e
 
 
@@ -229,55 +248,57 @@ class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
     description = "ONNX Runtime on the model's ONNX export (CPU provider; CUDA provider on GPUs)"
     capabilities = Capabilities(precisions=("fp32", "fp16", "int8", "int8_static", "int8_dynamic"),
-                                devices=("cpu", "cuda"), model_formats=("torch", "onnx"),
-                                per_operator_profile=True)
+                                devices=("cpu", "cuda"), model_formats=("onnx",))
+    quantizes = ("fp16", "int8", "int8_static", "int8_dynamic")
     requires = ("onnxruntime", "onnx")
     install_hint = "pip install 'edgeprof[onnx]'"
 
-    def prepare(self, model, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
-        self.check_request(model, config)
-        if model.format == "torch" and not self._has("torch"):
-            raise UnsupportedError("exporting a torch model to ONNX needs torch: "
-                                   "pip install 'edgeprof[onnx]'", backend=self.name)
+    def build(self, model, precision: str, calibration: Any = None):
+        """torch/tflite/... -> ONNX by the conversion graph, then ORT's own quantization."""
+        from dataclasses import replace
+
+        from edgeprof.backends.common import ensure_agreement
+        from edgeprof.core.formats import get_graph
+
+        self.check_precision(precision)
+        if calibration is not None:
+            model = replace(model, calibration=Path(calibration))
+        canonical = "int8_static" if precision == "int8" else precision
+        route = self.route(model.format, precision)
+        base = get_graph().convert(model, route, backend=self.name,
+                                   requested_precision=precision)
+        artifact = base
+        if canonical in QUANTIZERS:
+            artifact = quantized_artifact(base, canonical, model, backend=self.name,
+                                          requested=precision)
+        artifact.manifest.backend, artifact.manifest.requested_precision = self.name, precision
+        ensure_agreement(self, artifact, model, canonical)
+        return artifact
+
+    def load(self, artifact, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
+        """An InferenceSession on the artifact's .onnx (imports only onnxruntime)."""
         import onnxruntime as ort
 
-        from edgeprof.backends.onnx_export import check_against_source, export_onnx, onnx_feed
+        from edgeprof.backends.common import describe_artifact, physical_cores
+        from edgeprof.backends.onnx_export import onnx_feed
 
         if config.device.startswith("cuda") and \
                 "CUDAExecutionProvider" not in ort.get_available_providers():
             raise UnsupportedError("CUDA was asked for but this onnxruntime build has no CUDA "
                                    "provider (pip install onnxruntime-gpu on a machine with an "
                                    "NVIDIA GPU)", backend=self.name)
-        threads = {"intra_op": config.threads or _physical_cores(),
+        threads = {"intra_op": config.threads or physical_cores(),
                    "inter_op": config.interop_threads}
         t0 = time.perf_counter()
-        notes: list[str] = []
-        source = export_onnx(model, exporter=config.options.get("onnx_exporter"),
-                             backend=self.name)
-        notes += source.notes
-        precision = "int8_static" if config.precision == "int8" else config.precision
-        path, hit = source.path, source.cache_hit
-        reduce_range = x86_without_vnni()
-        if precision == "fp16":
-            path, hit = _variant(source, precision, _build_fp16(source.path))
-        elif precision == "int8_dynamic":
-            path, hit = _variant(source, precision,
-                                 _build_int8_dynamic(source.path, reduce_range),
-                                 reduce_range=reduce_range)
-        elif precision == "int8_static":
-            names = graph_input_names(source.path)
-            path, hit = _variant(source, precision,
-                                 _build_int8_static(source.path, model, names, reduce_range),
-                                 reduce_range=reduce_range)
-        if precision.startswith("int8") and reduce_range:
-            notes.append("int8 weights quantized to 7 bits (reduce_range): this x86 CPU has no "
-                         "VNNI, and ORT's u8s8 kernels can saturate with 8-bit weights")
+        path = artifact.entry_path
+        precision = artifact.manifest.stored_precision or "fp32"
         sess = _session(path, session_options(threads), config.device,
                         config.options.get("providers"))
-        feed = onnx_feed([i.name for i in sess.get_inputs()], inputs)
+        names = [i.name for i in sess.get_inputs()]
+        feed = onnx_feed(names, inputs)
         output_names = [o.name for o in sess.get_outputs()]
         load_time = time.perf_counter() - t0
-
+        notes: list[str] = []
         executed = precision
         if precision == "fp16":
             executed, note = _probe_fp16(path, threads, config.device, feed)
@@ -290,24 +311,14 @@ class OnnxRuntimeBackend(Backend):
         def run(x):
             return sess.run(output_names, x)
 
-        # agreement with the fp32 reference on the same inputs
-        outputs = run(feed)
-        if model.format == "onnx" and precision == "fp32":
-            agreement = {"reference": None, "precision": precision,
-                         "reason": "the .onnx file runs as given; there is no conversion to check"}
-        else:
-            # tolerance of the requested precision: fp16 weights stay rounded to fp16 even
-            # where the kernels compute in fp32
-            agreement = check_against_source(model, inputs, outputs, precision, executed,
-                                             self.name, notes)
-        return PreparedModel(
+        prepared = PreparedModel(
             run=run, inputs=feed, runtime="onnxruntime", runtime_version=ort.__version__,
             executed_precision=executed, threads=threads, device=device, load_time_s=load_time,
-            notes=notes, to_numpy=_to_numpy,
-            extra={"agreement": agreement, "model_path": str(path), "cache_hit": hit,
-                   "model_bytes": Path(path).stat().st_size, "providers": providers,
-                   "requested_precision": config.precision, "onnx_exporter": source.exporter,
+            notes=notes, to_numpy=_to_numpy, feed=lambda xs: onnx_feed(names, xs),
+            extra={"providers": providers, "requested_precision": config.precision,
                    "graph_optimization_level": "ORT_ENABLE_ALL"})
+        describe_artifact(prepared, artifact, self.name)
+        return prepared
 
     @staticmethod
     def _has(module: str) -> bool:
@@ -323,9 +334,7 @@ class OnnxRuntimeBackend(Backend):
         import shutil
         import tempfile
 
-        import pandas as pd
-
-        from edgeprof.backends.onnx_export import module_path
+        from edgeprof.backends.common import operator_frame
 
         if runs < 1:
             raise UnsupportedError("operator_profile needs runs >= 1", backend=self.name)
@@ -340,21 +349,11 @@ class OnnxRuntimeBackend(Backend):
                 tmp = f"{trace_path}.tmp"
                 shutil.copyfile(trace, tmp)
                 os.replace(tmp, trace_path)
-        rows: dict[str, dict[str, Any]] = {}
-        for e in events:
-            name = e["name"][: -len("_kernel_time")]
-            r = rows.setdefault(name, {"operator": name, "op_type": e["args"].get("op_name", ""),
-                                       "latency_ms": 0.0, "calls": 0,
-                                       "provider": e["args"].get("provider", ""),
-                                       "layer": module_path(name)})
-            r["latency_ms"] += e["dur"] / 1000.0
-            r["calls"] += 1
-        for r in rows.values():
-            r["latency_ms"] /= runs
-            r["calls"] = r["calls"] / runs
-        return pd.DataFrame(list(rows.values()),
-                            columns=["operator", "op_type", "latency_ms", "calls", "provider",
-                                     "layer"])
+        return operator_frame(
+            [{"operator": e["name"][: -len("_kernel_time")],
+              "op_type": e["args"].get("op_name", ""),
+              "provider": e["args"].get("provider", ""), "us": e["dur"]} for e in events],
+            runs, ["operator", "op_type", "latency_ms", "calls", "provider", "layer"])
 
 
 @hookimpl

@@ -128,46 +128,50 @@ class TFLiteBackend(Backend):
     capabilities = Capabilities(
         precisions=("fp32", "fp16", "int8", "int8_static", "int8_dynamic"),
         devices=("cpu",),
-        model_formats=("tflite", "torch", "keras", "saved_model"),
-        per_operator_profile=False,
+        model_formats=("tflite",),
     )
     requires = ("ai_edge_litert",)
     install_hint = "pip install 'edgeprof[tflite]'"
 
-    def prepare(self, model, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
+    def build(self, model, precision: str, calibration: Any = None):
+        """Any format -> .tflite by the conversion graph (the last converter produces the
+        precision: LiteRT does not quantize a .tflite itself)."""
+        from dataclasses import replace
+
+        from edgeprof.backends.common import ensure_agreement
+        from edgeprof.backends.tflite_convert import canonical_precision
+        from edgeprof.core.formats import get_graph
+
+        requested = canonical_precision(precision)
+        if calibration is not None:
+            model = replace(model, calibration=Path(calibration))
+        route = self.route(model.format, precision)
+        artifact = get_graph().convert(model, route, backend=self.name,
+                                       requested_precision=precision)
+        stored = self._file_precision(artifact.entry_path)
+        if not artifact.manifest.route and stored != requested:
+            raise UnsupportedError(
+                f"'{Path(model.path).name}' is a {stored} .tflite model; edgeprof does not "
+                f"re-quantize .tflite files, ask for precision {stored} (or give the source "
+                "model)", backend=self.name, precision=precision)
+        artifact.manifest.backend, artifact.manifest.requested_precision = self.name, precision
+        ensure_agreement(self, artifact, model, stored)
+        return artifact
+
+    def load(self, artifact, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
+        """The LiteRT interpreter on the artifact's .tflite (imports only ai_edge_litert)."""
         import numpy as np
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-        from edgeprof.backends.tflite_convert import canonical_precision, convert
+        from edgeprof.backends.common import describe_artifact, physical_cores
+        from edgeprof.backends.tflite_convert import canonical_precision
 
-        self.check_request(model, config)
         requested = canonical_precision(config.precision)
         t0 = time.perf_counter()
         notes: list[str] = []
-        extra: dict[str, Any] = {}
-        conversion = None
-        if model.format == "tflite":
-            path = Path(model.path)
-            stored = self._file_precision(path)
-            if stored != requested:
-                raise UnsupportedError(
-                    f"'{path.name}' is a {stored} .tflite model; edgeprof does not re-quantize "
-                    f".tflite files, ask for precision {stored} (or give the source model)",
-                    backend=self.name, precision=config.precision)
-        else:
-            options = config.options or {}
-            conversion = convert(model, requested, seed=config.seed,
-                                 calibration_samples=int(options.get("calibration_samples",
-                                                                     16)))
-            path = conversion.path
-            notes.extend(conversion.notes)
-            extra.update({"converter": conversion.converter, "cache_hit": conversion.cache_hit,
-                          "convert_time_s": conversion.convert_time_s})
-        extra["tflite_path"] = str(path)
-        extra["model_bytes"] = path.stat().st_size
-
-        from edgeprof.backends.torch_eager import physical_cores
-
+        path = artifact.entry_path
+        converted = bool(artifact.manifest.route)
+        stored = self._file_precision(path)
         threads = int(config.threads or physical_cores())
         use_xnnpack = bool((config.options or {}).get("xnnpack", True))
         resolver = OpResolverType.AUTO if use_xnnpack else \
@@ -185,11 +189,11 @@ class TFLiteBackend(Backend):
                 "invalid model"
             if len(msg) > 240:
                 msg = msg[:237] + "..."
-            if conversion is not None:  # our own conversion produced a model LiteRT rejects
+            if converted:  # our own conversion produced a model LiteRT rejects
                 op = re.search(r"\((\w+)\) failed to prepare", msg)
                 raise UnsupportedError(
                     f"backend '{self.name}': the {requested} model converted by "
-                    f"{conversion.converter} does not run on LiteRT"
+                    f"{artifact.manifest.route_text()} does not run on LiteRT"
                     + (f" (operator {op.group(1)})" if op else "") + f": {msg}; try another "
                     "precision or backend", backend=self.name,
                     precision=config.precision) from None
@@ -199,22 +203,25 @@ class TFLiteBackend(Backend):
         out_details = interpreter.get_output_details()
 
         delegation = _delegation(interpreter)
-        extra["delegation"] = delegation
         if use_xnnpack and not delegation["xnnpack_applied"]:
             notes.append("XNNPACK was not applied: every operator ran on LiteRT's own kernels")
         elif delegation["ops_outside_delegate"] and use_xnnpack:
             notes.append("operators outside XNNPACK (LiteRT kernels): "
                          + ", ".join(delegation["ops_outside_delegate"]))
 
-        # inputs in the model's own types, quantized here, not in the timed run
-        prepared_inputs = []
-        for x, d in zip(inputs, in_details):
-            dt = np.dtype(d["dtype"])
-            x = np.asarray(x)
-            if dt.name in _QUANTIZED and d["quantization"][0] and x.dtype.kind == "f":
-                prepared_inputs.append(np.ascontiguousarray(_quantize(x, d)))
-            else:
-                prepared_inputs.append(np.ascontiguousarray(x.astype(dt, copy=False)))
+        def feed(xs: Sequence[Any]) -> list:
+            """Inputs in the model's own types, quantized here, not in the timed run."""
+            out = []
+            for x, d in zip(xs, in_details):
+                dt = np.dtype(d["dtype"])
+                x = np.asarray(x)
+                if dt.name in _QUANTIZED and d["quantization"][0] and x.dtype.kind == "f":
+                    out.append(np.ascontiguousarray(_quantize(x, d)))
+                else:
+                    out.append(np.ascontiguousarray(x.astype(dt, copy=False)))
+            return out
+
+        prepared_inputs = feed(inputs)
         in_idx = [int(d["index"]) for d in in_details]
         out_idx = [int(d["index"]) for d in out_details]
         set_tensor, invoke, get_tensor = (interpreter.set_tensor, interpreter.invoke,
@@ -229,9 +236,7 @@ class TFLiteBackend(Backend):
         def to_numpy(outputs) -> list:
             return [_dequantize(y, d) for y, d in zip(outputs, out_details)]
 
-        # what the file really holds (a converter may leave small tensors unquantized)
-        stored = self._file_precision(path) if model.format != "tflite" else stored
-        if stored != requested:
+        if converted and stored != requested:
             notes.append(f"asked for {requested} but the converted model holds {stored} "
                          "(the converter left its tensors as they were; TFLite skips weights "
                          "under 1024 elements for dynamic-range quantization)")
@@ -241,35 +246,21 @@ class TFLiteBackend(Backend):
             notes.append("fp16 weights are unpacked to fp32 at load (DEQUANTIZE); "
                          + ("XNNPACK" if use_xnnpack else "LiteRT")
                          + " computes in fp32, so the executed precision is fp32")
-        extra["stored_precision"] = stored
-        extra["xnnpack_requested"] = use_xnnpack
-
-        # agreement with the source model, on the inputs we were given
-        if conversion is not None:
-            from edgeprof.backends.tflite_convert import reference_outputs
-            from edgeprof.backends.common import compare_outputs
-
-            ref, ref_name = reference_outputs(model, [np.asarray(x) for x in inputs])
-            got = to_numpy(run(prepared_inputs))
-            agreement = compare_outputs(ref, got, stored).to_dict()
-            agreement["reference"] = ref_name
-            extra["agreement"] = agreement
-            if not agreement["passed"]:
-                notes.append(f"converted model disagrees with {ref_name}: relative error "
-                             f"{agreement['relative_error']:.3g} > {agreement['tolerance']}")
-        else:
-            notes.append("a .tflite file has no source model here; output agreement not checked")
         load_time = time.perf_counter() - t0
 
         def close():
             nonlocal interpreter
             interpreter = None
 
-        return PreparedModel(run=run, inputs=prepared_inputs, runtime="litert",
-                             runtime_version=litert_version(), executed_precision=executed,
-                             threads={"intra_op": threads}, device="cpu",
-                             load_time_s=load_time, notes=notes, extra=extra, close=close,
-                             to_numpy=to_numpy)
+        prepared = PreparedModel(
+            run=run, inputs=prepared_inputs, runtime="litert", runtime_version=litert_version(),
+            executed_precision=executed, threads={"intra_op": threads}, device="cpu",
+            load_time_s=load_time, notes=notes, close=close, to_numpy=to_numpy, feed=feed,
+            extra={"delegation": delegation, "stored_precision": stored,
+                   "xnnpack_requested": use_xnnpack, "tflite_path": str(path),
+                   "requested_precision": config.precision})
+        describe_artifact(prepared, artifact, self.name)
+        return prepared
 
     # ----------------------------------------------------------------------------------
     @staticmethod

@@ -19,8 +19,9 @@ The representative dataset is ``handle.calibration_inputs(n, seed + 1)`` (real s
 the handle carries calibration data, else ``handle.make_inputs(seed + 1 + i)``) for ``i <
 calibration_samples`` (random data of the model's input shapes: enough to exercise the
 conversion and to measure speed and size, not to judge accuracy; calibrate on real data for
-that). Every artifact is cached by content with :func:`edgeprof.core.cache.cached_artifact`,
-keyed by the model's fingerprint, the precision, the recipe and the tool versions.
+that). The functions here are the conversion graph's edges (``edgeprof/backends/converters.py``):
+every result is cached by content there, keyed by the model's digest, the precision, the
+calibration data and the tool versions.
 
 torch and TensorFlow are imported only inside the functions that need them.
 """
@@ -33,18 +34,13 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from edgeprof.core.cache import cached_artifact, model_fingerprint
 from edgeprof.core.errors import BackendUnavailableError, ModelError, UnsupportedError
 
 BACKEND = "tflite"
-#: bump when the conversion recipe changes, so cached artifacts are rebuilt
-RECIPE_VERSION = 1
 CONVERTIBLE_PRECISIONS = ("fp32", "fp16", "int8_dynamic", "int8_static")
-SOURCE_FORMATS = ("torch", "keras", "saved_model")
 DEFAULT_CALIBRATION_SAMPLES = 16
 
 
@@ -75,13 +71,6 @@ def canonical_precision(precision: str) -> str:
             f"{', '.join(CONVERTIBLE_PRECISIONS)} (and int8 = int8_static)",
             backend=BACKEND, precision=precision)
     return p
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def _need(module: str, hint: str) -> None:
@@ -191,54 +180,6 @@ def _fp16_weights(src: Path, dst: Path) -> None:
     dst.write_bytes(bytes(result.quantized_model))
 
 
-def convert_torch(handle, precision: str, *, seed: int = 0,
-                  calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES) -> Conversion:
-    """Convert a torch model handle to ``.tflite`` at ``precision`` (cached)."""
-    _need("litert_torch", "pip install 'edgeprof[tflite]'")
-    precision = canonical_precision(precision)
-    fingerprint = model_fingerprint(handle)
-    key = {"source": fingerprint, "format": "torch", "precision": precision,
-           "recipe": RECIPE_VERSION, "litert_torch": _version("litert-torch"),
-           "torch": _version("torch"), "ai_edge_litert": _version("ai-edge-litert")}
-    if precision == "fp16":
-        key["ai_edge_quantizer"] = _version("ai-edge-quantizer")
-    if precision == "int8_static":
-        key["calibration"] = {"samples": calibration_samples, "seed": seed,
-                              "data": str(handle.calibration) if handle.calibration
-                              else "make_inputs(seed + 1 + i)"}
-    notes: list[str] = []
-
-    def build(out: Path) -> None:
-        import litert_torch
-        import torch
-
-        module = handle.torch_module()
-        args = _torch_args(handle, seed)
-        try:
-            with _quiet(), torch.no_grad():
-                if precision == "fp32":
-                    litert_torch.convert(module, args).export(str(out))
-                elif precision == "fp16":
-                    src = convert_torch(handle, "fp32", seed=seed).path
-                    _fp16_weights(src, out)
-                else:
-                    _pt2e(module, args, handle, precision == "int8_dynamic", seed,
-                          calibration_samples).export(str(out))
-        except (UnsupportedError, BackendUnavailableError):
-            raise
-        except Exception as e:  # the converters raise many types; name the op if we can
-            raise _conversion_failed(e, "torch", precision) from e
-
-    t0 = time.perf_counter()
-    path, hit = cached_artifact("tflite", key, f"{handle.name}.{precision}.tflite", build)
-    if precision == "int8_static":
-        notes.append(_calibration_note(handle, calibration_samples))
-    return Conversion(path=path, precision=precision, source_format="torch",
-                      converter=f"litert-torch {_version('litert-torch')}", cache_hit=hit,
-                      convert_time_s=0.0 if hit else time.perf_counter() - t0, key=key,
-                      notes=notes)
-
-
 # ---------------------------------------------------------------------------- TensorFlow
 def _tf():
     _need("tensorflow", "pip install 'edgeprof[tensorflow]'")
@@ -273,51 +214,6 @@ def _tf_converter(handle):
                          spec=str(handle.path)) from None
 
 
-def convert_tf(handle, precision: str, *, seed: int = 0,
-               calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES) -> Conversion:
-    """Convert a Keras (``.keras``/``.h5``) or SavedModel handle with ``TFLiteConverter``."""
-    precision = canonical_precision(precision)
-    tf = _tf()
-    key = {"source": model_fingerprint(handle), "format": handle.format,
-           "precision": precision, "recipe": RECIPE_VERSION,
-           "tensorflow": _version("tensorflow")}
-    if precision == "int8_static":
-        key["calibration"] = {"samples": calibration_samples, "seed": seed}
-    notes: list[str] = []
-
-    def build(out: Path) -> None:
-        converter = _tf_converter(handle)
-        if precision != "fp32":
-            converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        if precision == "fp16":
-            converter.target_spec.supported_types = [tf.float16]
-        elif precision == "int8_static":
-            sets = _calibration_sets(handle, seed, calibration_samples)
-
-            def representative():
-                yield from ([a.astype("float32") if a.dtype.kind == "f" else a for a in s]
-                            for s in sets)
-
-            converter.representative_dataset = representative
-            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-            converter.inference_input_type = tf.int8
-            converter.inference_output_type = tf.int8
-        try:
-            with _quiet(), _silence_warnings():
-                out.write_bytes(converter.convert())
-        except Exception as e:
-            raise _conversion_failed(e, handle.format, precision) from e
-
-    t0 = time.perf_counter()
-    path, hit = cached_artifact("tflite", key, f"{handle.name}.{precision}.tflite", build)
-    if precision == "int8_static":
-        notes.append(_calibration_note(handle, calibration_samples))
-    return Conversion(path=path, precision=precision, source_format=handle.format,
-                      converter=f"tensorflow {_version('tensorflow')} TFLiteConverter",
-                      cache_hit=hit, convert_time_s=0.0 if hit else time.perf_counter() - t0,
-                      key=key, notes=notes)
-
-
 @contextlib.contextmanager
 def _silence_warnings():
     import warnings
@@ -327,17 +223,83 @@ def _silence_warnings():
         yield
 
 
+# ----------------------------------------------------------- conversion-graph converters
+def torch_to_tflite(source, out: Path, precision: str) -> dict[str, Any]:
+    """The torch -> tflite converter of the conversion graph (litert-torch)."""
+    _need("litert_torch", "pip install 'edgeprof[tflite]'")
+    import litert_torch
+    import torch
+
+    precision = canonical_precision(precision)
+    module = source.torch_module()
+    args = _torch_args(source, 0)
+    path = out / "model.tflite"
+    try:
+        with _quiet(), torch.no_grad():
+            if precision == "fp32":
+                litert_torch.convert(module, args).export(str(path))
+            elif precision == "fp16":
+                litert_torch.convert(module, args).export(str(out / "fp32.tflite"))
+                _fp16_weights(out / "fp32.tflite", path)
+                (out / "fp32.tflite").unlink()
+            else:
+                _pt2e(module, args, source, precision == "int8_dynamic", 0,
+                      DEFAULT_CALIBRATION_SAMPLES).export(str(path))
+    except (UnsupportedError, BackendUnavailableError):
+        raise
+    except Exception as e:  # the converters raise many types; name the op if we can
+        raise _conversion_failed(e, "torch", precision) from e
+    notes = [_calibration_note(source, DEFAULT_CALIBRATION_SAMPLES)] \
+        if precision == "int8_static" else []
+    return {"entry": "model.tflite", "notes": notes, "stored_precision": precision}
+
+
+def tf_to_tflite(source, out: Path, precision: str) -> dict[str, Any]:
+    """The keras / saved_model -> tflite converter of the conversion graph."""
+    precision = canonical_precision(precision)
+    tf = _tf()
+    converter = _tf_converter(source)
+    if precision != "fp32":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if precision == "fp16":
+        converter.target_spec.supported_types = [tf.float16]
+    elif precision == "int8_static":
+        sets = _calibration_sets(source, 0, DEFAULT_CALIBRATION_SAMPLES)
+
+        def representative():
+            yield from ([a.astype("float32") if a.dtype.kind == "f" else a for a in s]
+                        for s in sets)
+
+        converter.representative_dataset = representative
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.inference_input_type = tf.int8
+        converter.inference_output_type = tf.int8
+    try:
+        with _quiet(), _silence_warnings():
+            (out / "model.tflite").write_bytes(converter.convert())
+    except Exception as e:
+        raise _conversion_failed(e, source.format, precision) from e
+    notes = [_calibration_note(source, DEFAULT_CALIBRATION_SAMPLES)] \
+        if precision == "int8_static" else []
+    return {"entry": "model.tflite", "notes": notes, "stored_precision": precision}
+
+
 # ------------------------------------------------------------------------------ dispatch
-def convert(handle, precision: str, *, seed: int = 0,
-            calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES) -> Conversion:
-    """Convert ``handle`` (torch, keras or saved_model) to ``.tflite`` at ``precision``."""
-    if handle.format == "torch":
-        return convert_torch(handle, precision, seed=seed,
-                             calibration_samples=calibration_samples)
-    if handle.format in ("keras", "saved_model"):
-        return convert_tf(handle, precision, seed=seed, calibration_samples=calibration_samples)
-    raise UnsupportedError(f"backend '{BACKEND}' converts {', '.join(SOURCE_FORMATS)} models, "
-                           f"not {handle.format}", backend=BACKEND, precision=precision)
+def convert(handle, precision: str) -> Conversion:
+    """Convert ``handle`` (torch, keras, saved_model, or any format a route reaches) to
+    ``.tflite`` at ``precision``, by the conversion graph (cached by content)."""
+    from edgeprof.backends.tflite import TFLiteBackend
+    from edgeprof.core.formats import get_graph
+
+    precision = canonical_precision(precision)
+    route = TFLiteBackend.route(handle.format, precision)
+    t0 = time.perf_counter()
+    art = get_graph().convert(handle, route, backend=BACKEND, requested_precision=precision)
+    m = art.manifest
+    return Conversion(path=art.entry_path, precision=precision, source_format=handle.format,
+                      converter=m.route_text(), cache_hit=art.cache_hit,
+                      convert_time_s=0.0 if art.cache_hit else time.perf_counter() - t0,
+                      key=dict(m.key), notes=list(m.notes))
 
 
 def reference_outputs(handle, inputs: Sequence[Any]) -> tuple[list, str]:
@@ -372,6 +334,6 @@ def reference_outputs(handle, inputs: Sequence[Any]) -> tuple[list, str]:
 
 
 __all__ = [
-    "CONVERTIBLE_PRECISIONS", "Conversion", "canonical_precision", "convert", "convert_tf",
-    "convert_torch", "load_keras", "op_from_error", "reference_outputs",
+    "CONVERTIBLE_PRECISIONS", "Conversion", "canonical_precision", "convert", "load_keras",
+    "op_from_error", "reference_outputs", "tf_to_tflite", "torch_to_tflite",
 ]

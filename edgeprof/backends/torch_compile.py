@@ -31,7 +31,7 @@ class TorchCompileBackend(Backend):
     name = "torch_compile"
     description = "PyTorch torch.compile (TorchInductor), compile time reported apart"
     capabilities = Capabilities(precisions=("fp32", "bf16"), devices=("cpu", "cuda"),
-                                model_formats=("torch",), per_operator_profile=False)
+                                model_formats=("torch",))
     requires = ("torch",)
     install_hint = "pip install 'edgeprof[torch]'"
 
@@ -49,11 +49,13 @@ class TorchCompileBackend(Backend):
     def prepare(self, model, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
         import torch
 
-        from edgeprof.backends.torch_eager import _to_numpy, set_torch_threads, torch_inputs
-        from edgeprof.backends.common import compare_outputs
+        from edgeprof.backends.common import (compare_outputs, describe_artifact, torch_source,
+                                              torch_to_numpy as _to_numpy)
+        from edgeprof.backends.torch_eager import set_torch_threads, torch_inputs
 
         self.ensure_available()
         self.check_request(model, config)
+        model, artifact = torch_source(self, model, config.precision)
         mode = str((config.options or {}).get("mode", "default"))
         if mode not in MODES:
             raise UnknownNameError("torch.compile mode", mode, MODES,
@@ -103,19 +105,23 @@ class TorchCompileBackend(Backend):
         with torch.inference_mode():
             ref = _to_numpy(reference_module(*torch_inputs(inputs)))
         agreement = compare_outputs(ref, _to_numpy(out), config.precision).to_dict()
-        agreement["reference"] = "torch_eager fp32"
+        agreement["reference"] = "torch_eager fp32" + (" (of the converted module)" if artifact else "")
         notes = [f"compiled with inductor, mode {mode}: the first call ({compile_time:.2f} s) "
                  "is compile time, reported apart from the steady-state latency"]
         if not agreement["passed"]:
             notes.append(f"compiled outputs disagree with torch eager fp32: relative error "
                          f"{agreement['relative_error']:.3g} > {agreement['tolerance']}")
-        return PreparedModel(
+        prepared = PreparedModel(
             run=run, inputs=sample, runtime="torch.compile/inductor",
             runtime_version=torch.__version__, executed_precision=config.precision,
             threads=threads, device=device, sync=sync, load_time_s=load_time, notes=notes,
             to_numpy=_to_numpy,
             extra={"compile_time_s": compile_time, "second_call_s": second_call, "mode": mode,
                    "compiler_backend": "inductor", "agreement": agreement, "module": compiled})
+        if artifact is not None:
+            describe_artifact(prepared, artifact, self.name)
+            prepared.extra["agreement"] = agreement  # compiled vs the converted module
+        return prepared
 
 
 @hookimpl

@@ -12,15 +12,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from edgeprof.backends.common import describe_artifact, physical_cores, torch_source, torch_to_numpy
 from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig
 from edgeprof.core.errors import UnsupportedError
 from edgeprof.core.hookspecs import hookimpl
-
-
-def physical_cores() -> int:
-    import psutil
-
-    return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
 
 
 def set_torch_threads(config: RunConfig) -> dict[str, int]:
@@ -48,14 +43,7 @@ def torch_inputs(arrays: Sequence[Any], device: str = "cpu", dtype=None) -> list
     return out
 
 
-def _to_numpy(outputs: Any) -> list:
-    import torch
-
-    if isinstance(outputs, torch.Tensor):
-        outputs = [outputs]
-    elif isinstance(outputs, dict):
-        outputs = list(outputs.values())
-    return [o.detach().float().cpu().numpy() for o in outputs if isinstance(o, torch.Tensor)]
+_to_numpy = torch_to_numpy  # the name the torch backends and their tests use
 
 
 def _state_bytes(module) -> int:
@@ -73,8 +61,7 @@ class TorchEagerBackend(Backend):
     name = "torch_eager"
     description = "PyTorch eager mode (the reference every conversion is checked against)"
     capabilities = Capabilities(precisions=("fp32", "bf16", "int8", "int8_dynamic"),
-                                devices=("cpu", "cuda"), model_formats=("torch",),
-                                per_operator_profile=True)
+                                devices=("cpu", "cuda"), model_formats=("torch",))
     requires = ("torch",)
     install_hint = "pip install 'edgeprof[torch]'"
 
@@ -82,6 +69,7 @@ class TorchEagerBackend(Backend):
         import torch
 
         self.check_request(model, config)
+        model, artifact = torch_source(self, model, config.precision)
         if config.device.startswith("cuda") and not torch.cuda.is_available():
             raise UnsupportedError("CUDA was asked for but torch sees no CUDA device",
                                    backend=self.name)
@@ -135,11 +123,16 @@ class TorchEagerBackend(Backend):
                     mha.set_fastpath_enabled(previous)
 
         sync = torch.cuda.synchronize if config.device.startswith("cuda") else None
-        return PreparedModel(run=run, inputs=sample, runtime="torch",
-                             runtime_version=torch.__version__, executed_precision=executed,
-                             threads=threads, device=config.device, sync=sync,
-                             load_time_s=load_time, notes=notes, to_numpy=_to_numpy,
-                             extra={"module": module, "model_bytes": _state_bytes(module)})
+        prepared = PreparedModel(run=run, inputs=sample, runtime="torch",
+                                 runtime_version=torch.__version__, executed_precision=executed,
+                                 threads=threads, device=config.device, sync=sync,
+                                 load_time_s=load_time, notes=notes, to_numpy=_to_numpy,
+                                 feed=lambda xs: torch_inputs(xs, config.device, dtype),
+                                 extra={"module": module})
+        if artifact is not None:
+            describe_artifact(prepared, artifact, self.name)
+        prepared.extra["model_bytes"] = _state_bytes(module)
+        return prepared
 
     def operator_profile(self, prepared: PreparedModel, runs: int = 10,
                          trace_path: str | None = None):

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from edgeprof._version import __version__
-from edgeprof.core.errors import EdgeprofError, UserError
+from edgeprof.core.errors import EdgeprofError, OutputError, UserError
+from edgeprof.cli.signals import Interrupted, handling_signals
 from edgeprof.cli.render import _fmt, _si
 
 
@@ -143,8 +144,10 @@ def _run_options(args) -> dict[str, Any]:
 
 def cmd_profile(args) -> int:
     from edgeprof.api import profile
+    from edgeprof.cli.fleet import print_boards, profile_fleet
 
     progress = Progress(enabled=not args.json)
+    unwritten = None
     try:
         report = profile(
             args.model, target=args.target, backends=args.backend, precisions=args.precision,
@@ -153,7 +156,12 @@ def cmd_profile(args) -> int:
             stream_rate_fps=args.stream_rate, latency_budget_ms=args.latency_budget_ms,
             run_options=_run_options(args), out=args.out, trace=args.trace,
             calibration_data=args.calibration_data, plugins=args.plugins,
-            targets_dir=args.targets_dir, recalibrate=args.recalibrate, progress=progress)
+            targets_dir=args.targets_dir, recalibrate=args.recalibrate, progress=progress,
+            fleet=profile_fleet(args))
+    except OutputError as e:  # measured, but --out could not be written: show it, then fail
+        if e.result is None:
+            raise
+        report, unwritten = e.result, e
     finally:
         progress.stop()
     if args.json:
@@ -165,9 +173,16 @@ def cmd_profile(args) -> int:
         from edgeprof.cli.render import render_profile
 
         render_profile(report, _console(), max_layers=args.max_layers)
+        print_boards(report, _console())
         _print_problems(report, _console(stderr=True))
-        if args.out:
-            _console(stderr=True).print(f"artifacts written to {args.out}")
+        if args.out and unwritten is None:
+            _console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
+    if args.html:  # html helper: the self-contained report
+        from edgeprof.profilers.report.html import render_profile_html, write_html
+
+        write_html(args.html, render_profile_html(report.to_dict()))
+    if unwritten is not None:
+        raise unwritten
     return report.exit_code
 
 
@@ -197,13 +212,21 @@ def cmd_estimate(args) -> int:
 def cmd_batch(args) -> int:
     from edgeprof.api import batch_sizes
 
-    rep = batch_sizes(args.model, args.batch_sizes, target=args.target, backend=args.backend,
-                      precision=args.precision, latency_budget_ms=args.latency_budget_ms,
-                      run_options=_run_options(args), input_shapes=args.input_shape or None,
-                      input_dtypes=args.input_dtype or None, plugins=args.plugins,
-                      targets_dir=args.targets_dir, out=args.out)
+    unwritten = None
+    try:
+        rep = batch_sizes(args.model, args.batch_sizes, target=args.target, backend=args.backend,
+                          precision=args.precision, latency_budget_ms=args.latency_budget_ms,
+                          run_options=_run_options(args), input_shapes=args.input_shape or None,
+                          input_dtypes=args.input_dtype or None, plugins=args.plugins,
+                          targets_dir=args.targets_dir, out=args.out)
+    except OutputError as e:  # measured, but --out could not be written: show it, then fail
+        if e.result is None:
+            raise
+        rep, unwritten = e.result, e
     if args.json:
         print(json.dumps(rep.to_dict(), indent=2, allow_nan=False))
+        if unwritten is not None:
+            raise unwritten
         return 0
     from rich.table import Table
 
@@ -228,6 +251,8 @@ def cmd_batch(args) -> int:
                 f"{_si(ch.memory_limit_bytes, 'B')}; limited by {ch.limited_by})", markup=False)
     for n in rep.notes:
         c.print(n, markup=False)
+    if unwritten is not None:
+        raise unwritten
     return 0
 
 
@@ -243,9 +268,14 @@ def _batch_list(text: str) -> list[int]:
 def cmd_compare(args) -> int:
     from pathlib import Path
 
-    from edgeprof.profilers.report.compare import compare_results, format_comparison, load_profile
+    from edgeprof.profilers.report.compare import (compare_results, format_comparison,
+                                                   load_profile, profile_differences)
 
-    rows = compare_results(load_profile(args.a), load_profile(args.b))
+    a, b = load_profile(args.a), load_profile(args.b)
+    rows = compare_results(a, b, force=args.force)
+    for diff in profile_differences(a, b):  # only reached with --force
+        print(f"edgeprof: WARNING: not like for like, compared anyway (--force): {diff}",
+              file=sys.stderr)
     if args.json:
         from edgeprof.core.results import clean
 
@@ -253,6 +283,53 @@ def cmd_compare(args) -> int:
     else:
         print(format_comparison(rows, Path(args.a).parent.name or "A",
                                 Path(args.b).parent.name or "B"))
+    if args.html:  # html helper: the before/after page
+        from edgeprof.profilers.report.html import render_compare_html, write_html
+
+        write_html(args.html, render_compare_html(a, b, rows, label_a=args.a, label_b=args.b))
+    return 0
+
+
+def cmd_calibrate(args) -> int:  # predict helper: edgeprof calibrate
+    from edgeprof.cli.fleet import profile_fleet
+
+    spec = profile_fleet(args)  # --fleet, else $EDGEPROF_FLEET for a target not this host
+    if args.target != "host" and spec is None:
+        raise UserError(f"calibrating '{args.target}' needs that device: only --target host "
+                        "can be calibrated on this machine; give --fleet SCHEDULER to measure "
+                        "on a board of the fleet (built-in boards ship calibrations "
+                        "fitted to published measurements)")
+    from edgeprof.core.plugins import get_registry
+    from edgeprof.profilers.predict.host import calibrate_fleet, calibrate_host
+
+    progress = Progress(enabled=not args.json)
+    try:
+        if spec is not None:
+            cal, path = calibrate_fleet(spec, args.target, args.backend, args.precision,
+                                        kernels=args.kernels, runs=args.runs,
+                                        registry=get_registry(args.plugins),
+                                        targets_dir=args.targets_dir, progress=progress)
+        else:
+            cal, path = calibrate_host(args.backend, args.precision, kernels=args.kernels,
+                                       runs=args.runs, registry=get_registry(args.plugins),
+                                       progress=progress)
+    finally:
+        progress.stop()
+    cv = cal.cv
+    if args.json:
+        print(json.dumps({"calibration": cal.name, "path": str(path), "cv": {
+            k: v for k, v in cv.items() if k != "errors"}, "parameters": cal.parameters,
+            "fingerprint": cal.fingerprint, "note": cal.note}, indent=2, allow_nan=False))
+        return 0
+    if cal.fingerprint.get("board"):
+        print(f"measured on board {cal.fingerprint['board']}"
+              + (f" (EMULATING {cal.target}: the calibration describes that machine)"
+                 if cal.fingerprint.get("emulating") else ""))
+    print(f"calibration {cal.name}: {cv['n']} samples; leave-one-out median |error| "
+          f"{100 * cv['median_abs_error']:.1f} %, within +-10 % {100 * cv['within_10']:.0f} %, "
+          f"within +-25 % {100 * cv['within_25']:.0f} %, Spearman "
+          f"{_fmt(cv['spearman']) if cv['spearman'] is not None else '-'}")
+    print(f"saved to {path}")
     return 0
 
 
@@ -279,6 +356,7 @@ def cmd_optimize(args) -> int:
 
     run_options = _run_options(args)
     progress = Progress(enabled=not args.json)
+    unwritten = None
     try:
         report = optimize(
             args.model, args.target, latency_budget_ms=args.latency_budget_ms,
@@ -289,15 +367,26 @@ def cmd_optimize(args) -> int:
             train_seconds=args.train_seconds, finetune_steps=args.finetune_steps,
             batch_size=args.batch_size,
             input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
-            plugins=args.plugins, targets_dir=args.targets_dir, progress=progress)
+            plugins=args.plugins, targets_dir=args.targets_dir, progress=progress,
+            recalibrate=args.recalibrate)
+    except OutputError as e:  # measured, but --out could not be written: show it, then fail
+        if e.result is None:
+            raise
+        report, unwritten = e.result, e
     finally:
         progress.stop()
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, allow_nan=False))
     else:
         print(report.to_text())
-        if args.out:
+        if args.out and unwritten is None:
             _console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
+    if args.html:  # html helper: the self-contained report
+        from edgeprof.profilers.report.html import render_optimize_html, write_html
+
+        write_html(args.html, render_optimize_html(report.to_dict()))
+    if unwritten is not None:
+        raise unwritten
     err = report.constraint_error()
     if err is not None:
         print(f"edgeprof: error: {err}", file=sys.stderr)
@@ -331,6 +420,14 @@ def _device(text: str) -> str:
     return text
 
 
+def _names(text: str) -> str:
+    """A comma-separated list of names: no empty name ('a,,b'); returned as given."""
+    if text.strip() and any(not part.strip() for part in text.split(",")):
+        raise argparse.ArgumentTypeError(f"'{text}' has an empty name; separate names with "
+                                         "single commas")
+    return text
+
+
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -359,6 +456,14 @@ def _non_negative_int(text: str) -> int:
     if v < 0:
         raise argparse.ArgumentTypeError(f"must be zero or a positive integer, got {v}")
     return v
+
+
+def _html_file(text: str) -> str:  # html helper: --html FILE, checked before any work
+    from pathlib import Path
+
+    if not text or text.endswith(("/", "\\")) or Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"--html needs a file name, got the folder '{text}'")
+    return text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -412,9 +517,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("profile", parents=[common],
                         help="estimate + benchmark + summarize a model for a target")
     model_args(pr)
-    pr.add_argument("--backend", "-b", default="torch_eager",
+    pr.add_argument("--backend", "-b", default="torch_eager", type=_names,
                     help="backend name, comma-separated list, or 'all' (default torch_eager)")
-    pr.add_argument("--precision", "-p", default="fp32",
+    pr.add_argument("--precision", "-p", default="fp32", type=_names,
                     help="precision(s), comma-separated: fp32, fp16, bf16, int8, int8_static, "
                          "int8_dynamic, int8_weight, int4_weight")
     pr.add_argument("--threads", type=_positive_int, help="intra-op threads (default: "
@@ -432,8 +537,12 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--isolate", action="store_true",
                     help="run each benchmark in its own worker process")
     pr.add_argument("--timeout", type=_positive_float, metavar="S",
-                    help="per-benchmark timeout (with --isolate)")
+                    help="per-benchmark timeout in seconds; implies --isolate (only a "
+                         "separate process can be stopped)")
     pr.add_argument("--out", "-o", metavar="DIR", help="write CSV/PNG/JSON artifacts here")
+    pr.add_argument("--html", metavar="FILE", type=_html_file,
+                    help="also write the self-contained HTML report to FILE (--out DIR "
+                         "always has report.html)")
     pr.add_argument("--calibration-data", metavar="FILE.npz",
                     help="real samples (array x, one per row) to calibrate static int8 "
                          "(default: synthetic inputs, which say nothing about accuracy)")
@@ -441,6 +550,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="per-operator runtime profiles joined to the estimate's layers, and a "
                          "Chrome trace per run (written to --out)")
     pr.add_argument("--recalibrate", action="store_true", help="redo the host calibration")
+    from edgeprof.cli.fleet import add_fleet_flag, add_parsers as add_fleet_parsers
+
+    add_fleet_flag(pr)  # --fleet SCHEDULER: measure on a board of the target (cli/fleet.py)
     pr.set_defaults(func=cmd_profile)
 
     es = sub.add_parser("estimate", parents=[common], help="the analytic estimate only")
@@ -473,8 +585,8 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--data", metavar="FILE.npz",
                     help="labelled data: arrays x (samples) and y (integer labels); built-in "
                          "models use scikit-learn's digits")
-    op.add_argument("--backend", "-b", help="restrict the sweep to these backends (comma-separated)")
-    op.add_argument("--compression", default=",".join(("magnitude", "channels", "2:4",
+    op.add_argument("--backend", "-b", type=_names, help="restrict the sweep to these backends (comma-separated)")
+    op.add_argument("--compression", type=_names, default=",".join(("magnitude", "channels", "2:4",
                                                         "channels_last")),
                     help="compressions to try (comma-separated: magnitude, channels, 2:4, "
                          "channels_last) or 'none'")
@@ -491,6 +603,10 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--max-time", type=_positive_float, metavar="S",
                     help="cap on timed seconds per candidate (default 1.5)")
     op.add_argument("--out", "-o", metavar="DIR", help="write CSV/PNG/JSON artifacts here")
+    op.add_argument("--recalibrate", action="store_true", help="redo the host calibration")
+    op.add_argument("--html", metavar="FILE", type=_html_file,
+                    help="also write the self-contained HTML report to FILE (--out DIR "
+                         "always has report.html)")
     op.set_defaults(func=cmd_optimize)
 
     bs = sub.add_parser("batch", parents=[common],
@@ -513,7 +629,23 @@ def build_parser() -> argparse.ArgumentParser:
                        help="compare two profile.json files (significance per run)")
     c.add_argument("a")
     c.add_argument("b")
+    c.add_argument("--html", metavar="FILE", type=_html_file,
+                   help="write the before/after page (self-contained HTML) to FILE")
+    c.add_argument("--force", action="store_true",
+                   help="compare profiles of a different model, target or input shape anyway")
     c.set_defaults(func=cmd_compare)
+
+    cal = sub.add_parser("calibrate", parents=[common],  # predict helper
+                         help="measure sampled kernels here, fit a latency predictor, save it")
+    cal.add_argument("--target", default="host",
+                     help="'host' (measured here), or a board's target with --fleet")
+    cal.add_argument("--backend", required=True, help="the runtime to calibrate")
+    cal.add_argument("--precision", default="fp32")
+    cal.add_argument("--kernels", default="default", help="kernel set: default or tiny")
+    cal.add_argument("--runs", type=int, default=20, help="minimum timed runs per kernel")
+    add_fleet_flag(cal)  # --fleet SCHEDULER: measure the kernels on a board of --target
+    cal.set_defaults(func=cmd_calibrate)
+    add_fleet_parsers(sub, common, _positive_int, _positive_float, _non_negative_int)
     return p
 
 
@@ -523,12 +655,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    with handling_signals():  # SIGINT/SIGTERM -> Interrupted: one line, exit 130/143
+        return _run(args)
+
+
+def _run(args) -> int:
     try:
+        if getattr(args, "out", None):  # before any measuring: exit 2 naming the path
+            from edgeprof.core.io import prepare_out_dir
+
+            prepare_out_dir(args.out)
         return int(args.func(args) or 0)
     except EdgeprofError as e:
         if args.debug:
             raise
         print(f"edgeprof: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except Interrupted as e:
+        print(e.message, file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("edgeprof: interrupted", file=sys.stderr)

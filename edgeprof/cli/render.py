@@ -84,12 +84,17 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
     console.print(f"[bold]edgeprof[/bold] {report.model.name} → {tgt.id} ({tgt.name})")
     if not tgt.is_host:
         console.print(f"[yellow]{tgt.id} is not this machine:[/yellow] benchmarks ran here "
-                      f"(measured); figures for {tgt.id} are estimated from them (roofline on "
-                      f"{tgt.id} × measured/roofline on host) or analytic.")
+                      f"(measured on the host); {tgt.id} latency is predicted from a calibration "
+                      f"of that board and runtime where one exists, else the roofline with a "
+                      f"documented prior (uncalibrated); the rest is analytic.")
     render_estimate(report.estimate, console, max_layers=max_layers)
 
+    provs = sorted({r.summary.figures["latency_ms"].provenance for r in report.runs
+                    if r.summary is not None and "latency_ms" in r.summary.figures
+                    and r.summary.figures["latency_ms"].value is not None})
     table = Table(title=f"Runs (host: measured · {tgt.id}: "
-                        f"{'measured' if tgt.is_host else 'estimated'})", title_justify="left")
+                        f"{'measured' if tgt.is_host else ', '.join(provs) or 'no figure'})",
+                  title_justify="left")
     for col in ("backend", "precision", "ran as", "status", "host median ms [95% CI]",
                 "p90 ms", f"{tgt.id} ms", "GB/s", "BW util", "GMAC/s", "reading"):
         table.add_column(col)

@@ -17,16 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from edgeprof.core.errors import BackendUnavailableError, UnsupportedError
+from edgeprof.core.errors import BackendUnavailableError, InputSpecError, UnsupportedError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from edgeprof.core.artifact import Artifact
+    from edgeprof.core.formats import Route
     from edgeprof.core.models import ModelHandle
-
-
-#: how a model format is named in messages
-FORMAT_NAMES = {"torch": "torch modules", "onnx": ".onnx files", "tflite": ".tflite files",
-                "openvino": "OpenVINO IR (.xml)", "keras": "Keras models",
-                "saved_model": "TensorFlow SavedModels"}
 
 
 @dataclass(frozen=True)
@@ -36,7 +32,6 @@ class Capabilities:
     precisions: tuple[str, ...]
     devices: tuple[str, ...] = ("cpu",)
     model_formats: tuple[str, ...] = ("torch",)
-    per_operator_profile: bool = False
 
 
 @dataclass(frozen=True)
@@ -90,6 +85,11 @@ class PreparedModel:
     extra: dict[str, Any] = field(default_factory=dict)
     close: Callable[[], None] | None = None
     to_numpy: Callable[[Any], list] | None = None  # outputs -> list of numpy arrays
+    #: numpy inputs -> the runtime's own inputs (what ``run`` takes), for extra inputs
+    feed: Callable[[Sequence[Any]], Any] | None = None
+    #: warnings of the preparation ({"code", "message"}: a rebuilt cache entry, an
+    #: uninformative agreement ...), also listed in ``notes``
+    warnings: list[dict[str, str]] = field(default_factory=list)
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -102,6 +102,12 @@ class PreparedModel:
             "notes": list(self.notes),
             **({"extra": self.extra} if self.extra else {}),
         }
+
+
+def add_warning(prepared: PreparedModel, code: str, message: str) -> None:
+    """A warning of a preparation, as a record and as a note line."""
+    prepared.warnings.append({"code": code, "message": message})
+    prepared.notes.append(f"warning: {code}: {message}")
 
 
 def modules_present(*names: str) -> str | None:
@@ -130,6 +136,9 @@ class Backend:
     requires: ClassVar[tuple[str, ...]] = ()
     #: what to do when ``requires`` is missing
     install_hint: ClassVar[str] = ""
+    #: precisions the backend produces itself from an fp32 model of a format it loads
+    #: (the conversion graph routes other precisions through converters that produce them)
+    quantizes: ClassVar[tuple[str, ...]] = ()
 
     # -- availability -------------------------------------------------------------------
     @classmethod
@@ -163,19 +172,67 @@ class Backend:
         cls.check_precision(config.precision)
         caps = cls.capabilities
         if model.format not in caps.model_formats:
-            loads = ", ".join(FORMAT_NAMES.get(f, f) for f in caps.model_formats)
-            raise UnsupportedError(f"backend '{cls.name}' loads {loads}, not "
-                                   f"{FORMAT_NAMES.get(model.format, model.format)}",
-                                   backend=cls.name)
+            cls.route(model.format, config.precision)  # UnsupportedError names the missing edge
         if config.device.split(":")[0] not in caps.devices:
             raise UnsupportedError(f"backend '{cls.name}' runs on "
                                    f"{', '.join(d.upper() for d in caps.devices)}, not "
                                    f"{config.device}", backend=cls.name)
 
+    @classmethod
+    def route(cls, model_format: str, precision: str = "fp32") -> Route:
+        """The cheapest conversion route from ``model_format`` to a format this backend
+        loads (``capabilities.model_formats``); UnsupportedError names the missing edge."""
+        from edgeprof.core.formats import get_graph
+
+        return get_graph().plan(model_format, cls.capabilities.model_formats, precision,
+                                cls.quantizes, cls.name)
+
+    @classmethod
+    def accepts_format(cls, model_format: str, precision: str = "fp32") -> bool:
+        """True when a model of ``model_format`` reaches this backend (loaded or routed)."""
+        try:
+            cls.route(model_format, precision)
+        except UnsupportedError:
+            return False
+        return True
+
     # -- the backend's own job ----------------------------------------------------------
+    def build(self, model: ModelHandle, precision: str, calibration: Any = None) -> Artifact:
+        """Convert ``model`` into this backend's artifact at ``precision`` (may import torch
+        or tensorflow to convert); ``calibration``: a .npz of real samples for static int8."""
+        raise NotImplementedError(f"backend '{self.name}' does not implement build()")
+
+    def load(self, artifact: Artifact, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
+        """Load a built artifact with the runtime only (no torch, no tensorflow)."""
+        raise NotImplementedError(f"backend '{self.name}' does not implement load()")
+
     def prepare(self, model: ModelHandle, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
-        """Load/convert ``model`` for ``config.precision``; ``inputs`` are numpy arrays."""
-        raise NotImplementedError(f"backend '{self.name}' does not implement prepare()")
+        """Load/convert ``model`` for ``config.precision``; ``inputs`` are numpy arrays.
+
+        By default ``load(build(...))``. A cached artifact that fails to load is rebuilt
+        once (with a warning); cache warnings become notes of the run."""
+        from edgeprof.core.cache import drain_warnings, evict
+
+        self.check_request(model, config)
+        artifact = self.build(model, config.precision, model.calibration)
+        try:
+            prepared = self.load(artifact, config, inputs)
+            rebuilt = None
+        except (BackendUnavailableError, InputSpecError):
+            raise  # not the artifact's fault
+        except Exception:  # noqa: BLE001 - a cached artifact that does not load is rebuilt
+            if not artifact.cache_hit:
+                raise
+            rebuilt = artifact.path
+            evict(artifact.path)
+            artifact = self.build(model, config.precision, model.calibration)
+            prepared = self.load(artifact, config, inputs)
+        for message in drain_warnings():
+            add_warning(prepared, "cache", message)
+        if rebuilt is not None:
+            add_warning(prepared, "cache_rebuilt",
+                        f"cached artifact '{rebuilt}' did not load; it was rebuilt")
+        return prepared
 
     def operator_profile(self, prepared: PreparedModel, runs: int = 10,
                          trace_path: str | None = None):

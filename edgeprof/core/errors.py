@@ -9,7 +9,8 @@
     │   ├── UnknownNameError           unknown target / backend / model / precision; .kind, .name, .known
     │   ├── ModelError                 a model spec or file cannot be loaded; .spec
     │   ├── InputSpecError             --input-shape / --input-dtype / batch size is wrong
-    │   └── PluginError                a plugin cannot be imported or clashes with another
+    │   ├── PluginError                a plugin cannot be imported or clashes with another
+    │   └── OutputError                --out cannot be used or written; .path, .result
     ├── UnsupportedError               exit 3: the backend cannot do this (precision, format)
     ├── BackendUnavailableError        exit 3: runtime or device missing; .reason, .hint
     ├── MeasurementError               exit 3: a run that should work produced no measurement
@@ -90,6 +91,16 @@ class PluginError(UserError):
     """A plugin cannot be loaded, or two plugins register the same name."""
 
 
+class OutputError(UserError):
+    """The output folder cannot be used (a file, foreign files, read-only, full disk).
+    ``path`` names it; ``result`` holds what was computed when writing failed afterwards."""
+
+    def __init__(self, message: str, *, path: object = None, result: object = None):
+        super().__init__(message)
+        self.path = path
+        self.result = result
+
+
 class UnsupportedError(EdgeprofError):
     """The backend cannot do what was asked (a precision, a model format, a device)."""
 
@@ -136,6 +147,7 @@ __all__ = [
     "InputSpecError",
     "MeasurementError",
     "ModelError",
+    "OutputError",
     "PluginError",
     "TargetError",
     "UnknownNameError",

@@ -5,6 +5,10 @@ or a model file (``.onnx``, ``.tflite``, OpenVINO ``.xml``, ``.keras``/``.h5``, 
 folder). Resolving it gives a :class:`ModelHandle`: the format, the input specs (shapes
 include the batch dimension) and, for torch models, the module (built lazily).
 
+Model files are read by ``edgeprof_load_model`` hook implementations (the built-in ones sit
+next to each format's graph reader in ``edgeprof/profilers/estimate``), so a plugin adds a
+format the same way; :func:`load_model_file` does the common checks for one.
+
 A factory returns an ``nn.Module`` or ``(nn.Module, input_shapes)``; without shapes the
 user gives ``--input-shape``.
 """
@@ -22,18 +26,6 @@ from typing import Any
 
 from edgeprof.core.errors import InputSpecError, ModelError, UnknownNameError
 from edgeprof.core.precision import DTYPE_BYTES
-
-FILE_FORMATS = {".onnx": "onnx", ".tflite": "tflite", ".xml": "openvino", ".keras": "keras",
-                ".h5": "keras"}
-
-#: format -> "module:function" reading a model file's input specs; imported only when used
-FILE_INPUT_READERS: dict[str, str] = {
-    "onnx": "edgeprof.profilers.estimate.onnx_graph:input_specs",
-    "tflite": "edgeprof.profilers.estimate.tflite_graph:input_specs",
-    "openvino": "edgeprof.profilers.estimate.openvino_graph:input_specs",
-    "keras": "edgeprof.profilers.estimate.tflite_graph:keras_input_specs",
-}
-
 
 @dataclass(frozen=True)
 class InputSpec:
@@ -196,10 +188,10 @@ def _call_factory(factory: Callable[[], Any], spec: str) -> tuple[Any, list | No
     return result, shapes
 
 
-def _import_callable(spec: str, kind: str = "factory") -> Callable[..., Any]:
+def _import_callable(spec: str) -> Callable[..., Any]:
     target, _, attr = spec.rpartition(":")
     if not target or not attr:
-        raise ModelError(f"'{spec}' is not 'package.module:{kind}'", spec=spec)
+        raise ModelError(f"'{spec}' is not 'package.module:factory'", spec=spec)
     try:
         if target.endswith(".py"):
             path = Path(target)
@@ -227,8 +219,9 @@ def _import_callable(spec: str, kind: str = "factory") -> Callable[..., Any]:
     return fn
 
 
-def _specs_from(shapes: Sequence[Sequence[int]] | None, dtypes: Sequence[str] | None,
-                spec: str) -> list[InputSpec]:
+def specs_from_shapes(shapes: Sequence[Sequence[int]] | None, dtypes: Sequence[str] | None,
+                      spec: str) -> list[InputSpec]:
+    """Input specs from the user's shapes (batch first) and dtypes (one for all, or one each)."""
     if not shapes:
         raise InputSpecError(f"model '{spec}' does not say its input shape; give --input-shape "
                              "(batch first, e.g. 1x3x224x224; repeat it for several inputs)")
@@ -252,9 +245,9 @@ def resolve_model(spec: Any, *, input_shapes: Sequence[Sequence[int]] | None = N
         handle = spec
     elif hasattr(spec, "forward") and hasattr(spec, "parameters"):  # an nn.Module object
         module = spec
-        handle = ModelHandle(spec=f"object:{type(module).__name__}", name=type(module).__name__,
-                             format="torch", input_specs=_specs_from(input_shapes, input_dtypes,
-                                                                     type(module).__name__),
+        name = type(module).__name__
+        handle = ModelHandle(spec=f"object:{name}", name=name, format="torch",
+                             input_specs=specs_from_shapes(input_shapes, input_dtypes, name),
                              _module=module.eval())
         input_shapes = None
     elif not isinstance(spec, str) or not spec.strip():
@@ -263,9 +256,10 @@ def resolve_model(spec: Any, *, input_shapes: Sequence[Sequence[int]] | None = N
         handle = _resolve_string(spec.strip(), input_shapes, input_dtypes, registry)
         input_shapes = None
     if input_shapes:
-        handle = replace(handle, input_specs=_specs_from(input_shapes, input_dtypes, handle.spec))
+        handle = replace(handle,
+                         input_specs=specs_from_shapes(input_shapes, input_dtypes, handle.spec))
     elif input_dtypes and handle.format == "torch":
-        handle = replace(handle, input_specs=_specs_from(
+        handle = replace(handle, input_specs=specs_from_shapes(
             [s.shape for s in handle.input_specs], input_dtypes, handle.spec))
     if batch_size is not None:
         handle = handle.with_batch(check_batch_size(batch_size))
@@ -274,16 +268,61 @@ def resolve_model(spec: Any, *, input_shapes: Sequence[Sequence[int]] | None = N
             raise InputSpecError(f"calibration file '{calibration}' does not exist")
         handle = replace(handle, calibration=Path(calibration))
         load_calibration(handle.calibration, handle)  # validate now, not mid-conversion
+    check_input_memory(handle)
     return handle
 
 
+def check_input_memory(handle: ModelHandle) -> int:
+    """Refuse inputs that cannot fit in this machine's available memory before anything is
+    allocated (InputSpecError naming the bytes needed); return the bytes they need."""
+    import psutil
+
+    need = sum(s.nbytes for s in handle.input_specs)
+    available = psutil.virtual_memory().available
+    if need > available:
+        shapes = ", ".join("x".join(map(str, s.shape)) + f" {s.dtype}" for s in handle.input_specs)
+        raise InputSpecError(f"the inputs ({shapes}) need {_bytes(need)} of memory; this machine "
+                             f"has {_bytes(available)} available: give a smaller --input-shape "
+                             "or --batch-size")
+    return need
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if n < 1000 or unit == "PB":
+            return f"{n:.3g} {unit}"
+        n /= 1000
+    return f"{n:.3g} PB"  # pragma: no cover
+
+
+def load_model_file(spec: str, suffixes: Sequence[str], fmt: str,
+                    read_inputs: Callable[[Path], Sequence[InputSpec]] | None,
+                    input_shapes: Sequence[Sequence[int]] | None = None,
+                    input_dtypes: Sequence[str] | None = None) -> ModelHandle | None:
+    """A loader's common part: None unless ``spec`` is a path ending in one of ``suffixes``;
+    else a handle of format ``fmt`` whose inputs are the user's shapes, or what
+    ``read_inputs(path)`` reads from the file (None: the user must give them)."""
+    path = Path(spec)
+    if path.suffix.lower() not in suffixes:
+        return None
+    if not path.exists():
+        raise ModelError(f"model file '{spec}' does not exist", spec=spec)
+    if input_shapes:
+        specs = specs_from_shapes(input_shapes, input_dtypes, spec)
+    elif read_inputs is not None:
+        specs = read_inputs(path)
+    else:
+        raise InputSpecError(f"give --input-shape for {fmt} model '{spec}'")
+    return ModelHandle(spec=spec, name=path.stem, format=fmt, input_specs=list(specs), path=path)
+
+
 def _resolve_string(spec: str, input_shapes, input_dtypes, registry) -> ModelHandle:
+    if registry is None:
+        from edgeprof.core.plugins import get_registry
+
+        registry = get_registry()
     if spec.startswith("builtin:"):
         name = spec.split(":", 1)[1]
-        if registry is None:
-            from edgeprof.core.plugins import get_registry
-
-            registry = get_registry()
         if name not in registry.models:
             raise UnknownNameError("built-in model", name, registry.models,
                                    "Use builtin:NAME with one of these")
@@ -291,28 +330,21 @@ def _resolve_string(spec: str, input_shapes, input_dtypes, registry) -> ModelHan
         if isinstance(factory, str):
             factory = _import_callable(factory)
         return _torch_handle(spec, name, factory, input_shapes, input_dtypes)
-
-    path = Path(spec)
-    if path.suffix.lower() in FILE_FORMATS or (path.is_dir() and (path / "saved_model.pb").exists()):
-        if not path.exists():
-            raise ModelError(f"model file '{spec}' does not exist", spec=spec)
-        fmt = "saved_model" if path.is_dir() else FILE_FORMATS[path.suffix.lower()]
-        specs = None
-        if input_shapes:
-            specs = _specs_from(input_shapes, input_dtypes, spec)
-        elif fmt in FILE_INPUT_READERS:
-            specs = _import_callable(FILE_INPUT_READERS[fmt], "reader")(path)
-        else:
-            raise InputSpecError(f"give --input-shape for {fmt} model '{spec}'")
-        return ModelHandle(spec=spec, name=path.stem, format=fmt, input_specs=list(specs),
-                           path=path)
+    handle = registry.hook.edgeprof_load_model(
+        spec=spec, input_shapes=[tuple(int(d) for d in s) for s in input_shapes] if input_shapes
+        else None, input_dtypes=list(input_dtypes) if input_dtypes else None)
+    if handle is not None:
+        if not isinstance(handle, ModelHandle):
+            raise ModelError(f"the model loader that took '{spec}' returned "
+                             f"{type(handle).__name__}, not a ModelHandle", spec=spec)
+        return handle
     if ":" in spec:
         factory = _import_callable(spec)
         return _torch_handle(spec, spec.rpartition(":")[2], factory, input_shapes, input_dtypes)
-    if path.exists():
+    if Path(spec).exists():
         raise ModelError(f"'{spec}' is not a model format edgeprof reads; use .onnx, .tflite, "
-                         ".xml (OpenVINO IR), .keras/.h5, a SavedModel folder, "
-                         "package.module:factory or builtin:NAME", spec=spec)
+                         ".xml (OpenVINO IR), .keras/.h5, a SavedModel folder, a format a "
+                         "plugin adds, package.module:factory or builtin:NAME", spec=spec)
     raise ModelError(f"model '{spec}' not found: give builtin:NAME, package.module:factory, "
                      "or a model file path", spec=spec)
 
@@ -324,6 +356,6 @@ def _torch_handle(spec: str, name: str, factory: Callable[[], Any], input_shapes
     if shapes and not input_shapes and isinstance(shapes, dict):  # {"shapes":..., "dtypes":...}
         dtypes = dtypes or shapes.get("dtypes")
         shapes = shapes["shapes"]
-    specs = _specs_from(input_shapes or shapes, dtypes, spec)
+    specs = specs_from_shapes(input_shapes or shapes, dtypes, spec)
     return ModelHandle(spec=spec, name=name, format="torch", input_specs=specs,
                        _factory=factory, _module=module.eval())

@@ -8,6 +8,10 @@ Where plugins come from, in order:
 3. a user's ``plugins.toml``, only when named: ``--plugins FILE`` or ``EDGEPROF_PLUGINS``.
    A file in the current folder is never picked up on its own, since loading a plugin runs
    its code.
+
+Every hook is called by pluggy (``registry.hook.<name>(...)``), so ``tryfirst``/``trylast``,
+``firstresult`` and hook wrappers behave as pluggy documents; registration hooks are merged
+into the :class:`Registry` with the override rule written in ``hookspecs.py``.
 """
 
 from __future__ import annotations
@@ -108,13 +112,28 @@ class BackendEntry:
 
 @dataclass
 class Registry:
-    """What the loaded plugins registered."""
+    """What the loaded plugins registered, and the plugin manager to call hooks through.
+
+    ``registry.hook.<name>(...)`` calls a hook the pluggy way (ordering, ``firstresult``,
+    wrappers); ``overrides`` lists ``(kind, name, winner, loser)`` for each name a
+    ``tryfirst`` registration took over from a lower-ranked one.
+    """
 
     backends: dict[str, BackendEntry] = field(default_factory=dict)
     target_sources: list[tuple[Path, str]] = field(default_factory=list)
     models: dict[str, tuple[Any, str]] = field(default_factory=dict)
     router_rules: list[tuple[Any, str]] = field(default_factory=list)
     plugins: list[tuple[str, str]] = field(default_factory=list)  # (plugin name, from where)
+    overrides: list[tuple[str, str, str, str]] = field(default_factory=list)
+    pm: pluggy.PluginManager | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def hook(self) -> pluggy.HookRelay:
+        """``pm.hook``: call a hook as ``registry.hook.edgeprof_load_model(spec=...)``."""
+        if self.pm is None:
+            raise PluginError("this registry was built without a plugin manager; use "
+                              "edgeprof.core.plugins.get_registry()")
+        return self.pm.hook
 
     def backend(self, name: str) -> type:
         try:
@@ -122,6 +141,13 @@ class Registry:
         except KeyError:
             raise UnknownNameError("backend", name, self.backends,
                                    "Run 'edgeprof backends' to list them") from None
+
+
+def _rank(impl: pluggy.HookImpl | None) -> int:
+    """tryfirst 2 > plain 1 > trylast 0: who wins when two registrations name one thing."""
+    if impl is None:  # added by a hook wrapper: the wrapper had the last word
+        return 3
+    return 2 if impl.tryfirst else 0 if impl.trylast else 1
 
 
 class PluginManager:
@@ -144,18 +170,24 @@ class PluginManager:
                 self.register_module(m, str(user_file))
         self.check()
 
+    @property
+    def hook(self) -> pluggy.HookRelay:
+        return self.pm.hook
+
     def _load_entry_points(self) -> None:
         from importlib.metadata import entry_points
 
         for ep in entry_points(group=ENTRY_POINT_GROUP):
-            if self.pm.get_plugin(ep.name) is not None:
+            if self.pm.get_plugin(ep.name) is not None or self.pm.is_blocked(ep.name):
                 continue
             try:
                 plugin = ep.load()
             except Exception as e:
                 raise PluginError(f"cannot load plugin '{ep.name}' from entry point "
                                   f"'{ep.value}': {type(e).__name__}: {e}") from e
-            self.register(plugin, name=ep.name, source=f"entry point {ep.value}")
+            dist = getattr(ep, "dist", None)
+            where = f" ({dist.name} {dist.version})" if dist is not None else ""
+            self.register(plugin, name=ep.name, source=f"entry point {ep.value}{where}")
 
     def register_module(self, entry: str, source: str) -> None:
         if self.pm.get_plugin(entry) is not None:
@@ -167,7 +199,7 @@ class PluginManager:
         name = name or getattr(plugin, "__name__", None) or repr(plugin)
         try:
             self.pm.register(plugin, name=name)
-        except pluggy.PluginValidationError as e:
+        except (pluggy.PluginValidationError, ValueError) as e:
             raise PluginError(f"plugin '{name}' ({source}) is invalid: {e}") from None
         self.sources[name] = source
 
@@ -178,39 +210,114 @@ class PluginManager:
         except pluggy.PluginValidationError as e:
             raise PluginError(f"{e}; check the hook names against edgeprof/core/hookspecs.py") from None
 
-    def _collect(self, hook_name: str) -> list[tuple[Any, str]]:
-        """Call a registration hook, keeping which plugin returned what."""
-        out: list[tuple[Any, str]] = []
+    def _call_registration(self, hook_name: str,
+                           found_in: Any = None) -> list[tuple[Any, pluggy.HookImpl | None]]:
+        """Call a registration hook through pluggy, keeping which implementation returned
+        each answer.
+
+        The call is pluggy's own (``pm.hook.<name>()``: its order, tryfirst/trylast and
+        wrappers). Only to attribute the answers, each implementation's function is wrapped
+        for the duration of the call to note what it returned. An answer a hook wrapper
+        rebuilt is split by ``found_in(member, noted_answer)`` back to the implementations
+        that returned its members; what none returned is the wrapper's (impl None).
+        """
         caller = getattr(self.pm.hook, hook_name)
-        for impl in caller.get_hookimpls():  # registration order
-            result = impl.function()
-            if result is not None:
-                out.append((result, impl.plugin_name))
+        returned: dict[int, tuple[pluggy.HookImpl, Any]] = {}  # holding it keeps ids unique
+        patched: list[tuple[pluggy.HookImpl, Any]] = []
+
+        def noting(impl: pluggy.HookImpl, function: Any) -> Any:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                result = function(*args, **kwargs)
+                if result is not None:
+                    returned[id(result)] = (impl, result)
+                return result
+            return call
+
+        try:
+            for impl in caller.get_hookimpls():
+                if not (impl.wrapper or impl.hookwrapper):
+                    patched.append((impl, impl.function))
+                    impl.function = noting(impl, impl.function)  # type: ignore[misc]
+            results = caller()
+        finally:
+            for impl, function in patched:
+                impl.function = function  # type: ignore[misc]
+        out: list[tuple[Any, pluggy.HookImpl | None]] = []
+        for r in results:
+            if id(r) in returned or found_in is None:
+                out.append((r, returned[id(r)][0] if id(r) in returned else None))
+                continue
+            for member in r:  # rebuilt by a wrapper: attribute member by member
+                impl = next((i for i, noted in returned.values() if found_in(member, noted, r)),
+                            None)
+                out.append(({member: r[member]} if isinstance(r, dict) else [member], impl))
         return out
 
+    def _plugin_of(self, impl: pluggy.HookImpl | None, hook_name: str) -> str:
+        if impl is not None:
+            return impl.plugin_name
+        names = [i.plugin_name for i in getattr(self.pm.hook, hook_name).get_hookimpls()
+                 if i.wrapper or i.hookwrapper]
+        return f"a hook wrapper ({', '.join(names)})" if names else "a hook wrapper"
+
+    def _merge_named(self, reg: Registry, kind: str, label: str, hook_name: str,
+                     items: list[tuple[str, Any, pluggy.HookImpl | None]], table: dict,
+                     make: Any) -> None:
+        """Merge named registrations, lowest precedence first; rank settles a clash
+        (hookspecs.py): a higher rank overrides in place, an equal rank is an error."""
+        held: dict[str, tuple[int, str]] = {}  # name -> (rank, plugin)
+        for name, value, impl in items:
+            plugin, rank = self._plugin_of(impl, hook_name), _rank(impl)
+            if name in held:
+                old_rank, old_plugin = held[name]
+                if rank == old_rank:
+                    raise PluginError(f"{label.format(name)} is registered by two plugins: "
+                                      f"'{old_plugin}' and '{plugin}'; remove one of them from "
+                                      "plugins.toml, or mark the one that should win "
+                                      "@hookimpl(tryfirst=True)")
+                if rank < old_rank:
+                    reg.overrides.append((kind, name, old_plugin, plugin))
+                    continue
+                reg.overrides.append((kind, name, plugin, old_plugin))
+            table[name] = make(value, plugin)  # an override keeps the listing's position
+            held[name] = (rank, plugin)
+
     def build_registry(self) -> Registry:
-        reg = Registry(plugins=[(n, self.sources.get(n, "")) for n, _ in self.pm.list_name_plugin()])
-        for classes, plugin in self._collect("edgeprof_register_backends"):
+        """Call the registration hooks (pluggy's call) and merge what they return.
+
+        pluggy calls the highest precedence first (tryfirst, then the latest registered).
+        Each table is filled lowest precedence first, so listings keep plugins.toml's order
+        and, where a consumer lets the later entry win (router rules by name), the plugin
+        pluggy calls first wins; target sources stay in call order for the target registry,
+        where the first file found for an id wins.
+        """
+        reg = Registry(plugins=[(n, self.sources.get(n, ""))
+                                for n, _ in self.pm.list_name_plugin()], pm=self.pm)
+        hook = "edgeprof_register_backends"
+        backends = []
+        for classes, impl in reversed(self._call_registration(
+                hook, lambda cls, noted, _: any(c is cls for c in noted))):
             for cls in classes:
                 name = getattr(cls, "name", None)
                 if not isinstance(name, str) or not name:
-                    raise PluginError(f"plugin '{plugin}' registered a backend class "
-                                      f"{cls!r} without a 'name'")
-                if name in reg.backends:
-                    raise PluginError(f"backend '{name}' is registered by two plugins: "
-                                      f"'{reg.backends[name].plugin}' and '{plugin}'; "
-                                      "remove one of them from plugins.toml")
-                reg.backends[name] = BackendEntry(cls, plugin)
-        for sources, plugin in self._collect("edgeprof_register_targets"):
-            reg.target_sources.extend((Path(s), plugin) for s in sources)
-        for models, plugin in self._collect("edgeprof_register_models"):
-            for name, factory in models.items():
-                if name in reg.models:
-                    raise PluginError(f"model 'builtin:{name}' is registered by two plugins: "
-                                      f"'{reg.models[name][1]}' and '{plugin}'")
-                reg.models[name] = (factory, plugin)
-        for rules, plugin in self._collect("edgeprof_router_rules"):
-            reg.router_rules.extend((r, plugin) for r in rules)
+                    raise PluginError(f"plugin '{self._plugin_of(impl, hook)}' registered a "
+                                      f"backend class {cls!r} without a 'name'")
+                backends.append((name, cls, impl))
+        self._merge_named(reg, "backend", "backend '{}'", hook, backends, reg.backends,
+                          BackendEntry)
+        hook = "edgeprof_register_models"
+        models = [(name, factory, impl)
+                  for table, impl in reversed(self._call_registration(
+                      hook, lambda name, noted, r: name in noted and noted[name] is r[name]))
+                  for name, factory in table.items()]
+        self._merge_named(reg, "model", "model 'builtin:{}'", hook, models, reg.models,
+                          lambda f, p: (f, p))
+        hook = "edgeprof_register_targets"
+        for sources, impl in self._call_registration(hook):
+            reg.target_sources.extend((Path(s), self._plugin_of(impl, hook)) for s in sources)
+        hook = "edgeprof_router_rules"
+        for rules, impl in reversed(self._call_registration(hook)):
+            reg.router_rules.extend((r, self._plugin_of(impl, hook)) for r in rules)
         return reg
 
 

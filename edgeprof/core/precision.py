@@ -55,10 +55,3 @@ def get_precision(name: str) -> Precision:
     except KeyError:
         raise UnknownNameError("precision", name, PRECISIONS) from None
 
-
-def parse_precisions(text: str) -> list[str]:
-    """Parse a comma-separated list of precision names, validating each."""
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    for n in names:
-        get_precision(n)
-    return names

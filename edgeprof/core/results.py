@@ -10,7 +10,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any, Literal
 
-Provenance = Literal["measured", "estimated", "analytic", "descriptor"]
+Provenance = Literal["measured", "predicted", "estimated", "analytic", "uncalibrated",
+                     "descriptor"]
 RunStatus = Literal["ok", "unavailable", "unsupported", "failed"]
 
 
@@ -84,6 +85,10 @@ class GraphWalk:
     peak_live_elements: int
     input_elements: int
     notes: list[str] = field(default_factory=list)
+    #: every parameter element of the model as its framework counts them (torch: the sum of
+    #: ``numel`` over ``parameters()``, as torchinfo and ptflops report), used by this
+    #: forward or not; None when the graph is all there is (ONNX, TFLite, IR)
+    total_parameter_count: int | None = None
 
 
 @dataclass
@@ -140,6 +145,10 @@ class Estimate:
     edge_constraints: dict[str, Any] = field(default_factory=dict)
     precision_memory: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: parameter elements the estimated forward reads (the sum of the rows); differs from
+    #: ``parameter_count`` (all of the model's parameters) when part of the model does not
+    #: run in this forward, e.g. an auxiliary classifier used only in training
+    forward_parameter_count: int | None = None
 
     # totals -------------------------------------------------------------------------
     @property
@@ -274,6 +283,21 @@ class BenchmarkResult:
     def to_dict(self) -> dict[str, Any]:
         return clean({f.name: getattr(self, f.name) for f in fields(self)})
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BenchmarkResult:
+        """Rebuild a result from its ``to_dict()`` form (stats and warnings included);
+        keys this version does not know are ignored."""
+        d = dict(d)
+        stats = d.pop("stats", None)
+        warnings = d.pop("warnings", None) or []
+        names = {f.name for f in fields(cls)}
+        result = cls(**{k: v for k, v in d.items() if k in names})
+        if stats is not None:
+            snames = {f.name for f in fields(LatencyStats)}
+            result.stats = LatencyStats(**{k: v for k, v in stats.items() if k in snames})
+        result.warnings = [WarningRecord(w["code"], w["message"]) for w in warnings]
+        return result
+
     def to_frame(self):
         import pandas as pd
 
@@ -282,6 +306,10 @@ class BenchmarkResult:
             row.update({k: v for k, v in self.stats.to_dict().items()
                         if not isinstance(v, (dict, list))})
         return pd.DataFrame([row])
+
+
+#: what one measurement produced (``edgeprof.profilers.measure.measure.measure``'s record)
+RunRecord = BenchmarkResult
 
 
 # ---------------------------------------------------------------------------- summary
@@ -297,6 +325,7 @@ class Summary:
     reading: str  # memory-bound / balanced / compute-bound or inefficient / unknown
     warnings: list[WarningRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    prediction: dict[str, Any] | None = None  # the predictor's answer (calibration, interval)
 
     def value(self, name: str) -> float | None:
         f = self.figures.get(name)
@@ -308,6 +337,7 @@ class Summary:
             "on_host": self.on_host, "reading": self.reading,
             "figures": {k: v.to_dict() for k, v in self.figures.items()},
             "warnings": [w.to_dict() for w in self.warnings], "notes": list(self.notes),
+            **({"prediction": self.prediction} if self.prediction is not None else {}),
         })
 
     def to_frame(self):

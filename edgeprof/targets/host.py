@@ -5,13 +5,20 @@ cpufreq entries, psutil). Calibration measures, once, what this machine really d
 
 * a STREAM-style **triad** ``a = b + s*c`` on fp64 arrays several times the last-level cache,
   counted the STREAM way: 3 arrays x 8 bytes per element per iteration (read ``b``, read
-  ``c``, write ``a``; the write-allocate read of ``a`` is *not* counted), best of N;
+  ``c``, write ``a``; the write-allocate read of ``a`` is *not* counted), best of N (STREAM's convention; the median run's rate is kept beside it);
 * a **GEMM per compute precision** this host can run: fp32 always (torch and numpy's BLAS,
   the faster one counts), bf16 only where the CPU has native bf16 arithmetic, int8 through
   real int8 kernels (``torch.ops.quantized.linear``, ``torch._int_mm``). Every kernel is
-  checked for correctness on a small problem before it is timed. A precision that cannot
-  be calibrated is *absent* from the result (with the reason under ``unavailable``), never
+  checked for correctness on a small problem before it is timed, then repeated (at least
+  :data:`MIN_GEMM_RUNS` times): its figure is the **median** run's MAC/s with the
+  interquartile range of the runs (``macs_per_s_iqr``) beside it, and the best run kept as
+  ``best_macs_per_s``. A best-of-N on a shared machine reports the one lucky run (seen: an
+  int8 best 4.4x the median), so it is never the headline. A precision that cannot be
+  calibrated is *absent* from the result (with the reason under ``unavailable``), never
   guessed.
+* **power**: the RAPL package counter where it is readable (measured); else the vendor's
+  TDP per core for a CPU in :data:`CPU_POWER` (each with its source), scaled to this host's
+  cores; else no figure (NaN, with the reason as its source), never a guess.
 
 The result is cached as JSON in ``cache_dir("host")``, keyed by CPU model, core counts,
 library versions and the calibration parameters; ``recalibrate=True`` redoes it.
@@ -38,7 +45,9 @@ from edgeprof.core.errors import TargetError
 from edgeprof.core.precision import PRECISIONS
 from edgeprof.targets.schema import Target, target_from_dict
 
-CALIBRATION_SCHEMA = 1
+CALIBRATION_SCHEMA = 2  # 2: GEMM figures are medians with an IQR (1 was best-of-N)
+#: a GEMM is timed at least this many times, so its median and IQR mean something
+MIN_GEMM_RUNS = 5
 MiB = 1024 * 1024
 
 #: ISA flags edgeprof looks for (x86 ``flags`` and Arm ``Features`` names of /proc/cpuinfo)
@@ -219,13 +228,21 @@ class _Threads:
             self.torch.set_num_threads(self.old)
 
 
-def _best_of(fn: Callable[[], Any], repeats: int, budget_s: float,
-             first: float | None = None) -> tuple[float, float, int]:
-    """(best, median, runs) of wall times of ``fn``.
+def _quantile(sorted_values: list[float], q: float) -> float:
+    """Linear-interpolated quantile of an ascending list (numpy's default method)."""
+    pos = (len(sorted_values) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def _times(fn: Callable[[], Any], repeats: int, budget_s: float,
+           first: float | None = None, min_runs: int = 2) -> list[float]:
+    """Wall times of ``fn``, ascending.
 
     Without ``first`` one warm-up call comes before the timed ones; with it, ``first`` is an
-    already-timed warm call and counts as a run. At least two runs (or ``repeats`` if fewer),
-    then stop early once ``budget_s`` is spent.
+    already-timed warm call and counts as a run. At least ``min_runs`` runs (or ``repeats``
+    if fewer), then stop early once ``budget_s`` is spent.
     """
     times: list[float] = []
     if first is None:
@@ -237,10 +254,16 @@ def _best_of(fn: Callable[[], Any], repeats: int, budget_s: float,
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-        if len(times) >= 2 and time.perf_counter() - start > budget_s:
+        if len(times) >= min(min_runs, repeats) and time.perf_counter() - start > budget_s:
             break
-    times.sort()
-    return times[0], times[len(times) // 2], len(times)
+    return sorted(times)
+
+
+def _best_of(fn: Callable[[], Any], repeats: int, budget_s: float,
+             first: float | None = None) -> tuple[float, float, int]:
+    """(best, median, runs) of wall times of ``fn`` (see :func:`_times`)."""
+    times = _times(fn, repeats, budget_s, first)
+    return times[0], _quantile(times, 0.5), len(times)
 
 
 def _triad_array_bytes(params: CalibrationParams, detected: dict[str, Any]) -> int:
@@ -306,6 +329,7 @@ def _run_triad(params: CalibrationParams, detected: dict[str, Any], threads: int
         counted = 3 * 8 * n
         return {
             "bytes_per_s": counted / best, "best_s": best, "median_s": median, "runs": runs,
+            "median_bytes_per_s": counted / median,
             "elements_per_array": n, "array_bytes": 8 * n, "bytes_counted_per_run": counted,
             "counting": "STREAM convention: read b + read c + write a = 3 arrays x 8 B per "
                         "element; the write-allocate read of a is not counted",
@@ -419,12 +443,12 @@ def _gemm_kernels(precision: str, torch, isa: dict[str, bool]) -> tuple[list, st
 
 
 def _time_gemm(make: Callable[[int], Callable[[], Any]], params: CalibrationParams) -> dict:
-    """Size n so one call takes roughly ``gemm_target_s``, then best-of-N.
+    """Size n so one call takes roughly ``gemm_target_s``, then time it N times.
 
     Start at ``gemm_min_n``; halve while one call takes over 4x the target (a slow kernel),
-    double while it takes under a quarter of it (a fast machine), one direction only. Short
-    calls and best-of-N are what keep this usable on a busy shared machine: the fastest call
-    is the one that ran while the cores were free.
+    double while it takes under a quarter of it (a fast machine), one direction only. The
+    figure is the median run's MAC/s, with the interquartile range of the runs' MAC/s
+    (``macs_per_s_iqr``: the rates of the 75th and 25th percentile times) and the best run.
     """
     n, direction = max(64, params.gemm_min_n), 0
     while True:
@@ -441,9 +465,13 @@ def _time_gemm(make: Callable[[int], Callable[[], Any]], params: CalibrationPara
             n, direction = 2 * n, 1
         else:
             break
-    best, median, runs = _best_of(fn, params.gemm_repeats, params.kernel_budget_s, first=t)
-    return {"n": n, "macs_per_run": n ** 3, "best_s": best, "median_s": median, "runs": runs,
-            "macs_per_s": n ** 3 / best}
+    times = _times(fn, max(params.gemm_repeats, MIN_GEMM_RUNS), params.kernel_budget_s,
+                   first=t, min_runs=MIN_GEMM_RUNS)
+    median, q1, q3 = (_quantile(times, x) for x in (0.5, 0.25, 0.75))
+    macs = n ** 3
+    return {"n": n, "macs_per_run": macs, "best_s": times[0], "median_s": median,
+            "q1_s": q1, "q3_s": q3, "runs": len(times), "macs_per_s": macs / median,
+            "macs_per_s_iqr": [macs / q3, macs / q1], "best_macs_per_s": macs / times[0]}
 
 
 def _rapl_energy_uj() -> int | None:
@@ -506,10 +534,12 @@ def calibrate(params: CalibrationParams | None = None,
             record["unavailable"][precision] = "every kernel failed: " + "; ".join(
                 f"{k}: {v['error']}" for k, v in results.items())
             continue
-        best_name = max(ok, key=lambda k: ok[k]["macs_per_s"])
+        best_name = max(ok, key=lambda k: ok[k]["macs_per_s"])  # the faster kernel, by median
         record["gemm"][precision] = {"macs_per_s": ok[best_name]["macs_per_s"],
                                      "kernel": best_name, **{k: ok[best_name][k] for k in (
-                                         "n", "best_s", "runs")},
+                                         "n", "best_s", "median_s", "runs", "macs_per_s_iqr",
+                                         "best_macs_per_s")},
+                                     "statistic": "median of the runs",
                                      "kernels": results}
     record["duration_s"] = time.perf_counter() - t_start
     return record
@@ -608,16 +638,58 @@ def derive_strategy(isa: dict[str, bool], peaks: dict[str, float]) -> dict[str, 
                       f"computing in fp32. {common}"}
 
 
-def _estimated_power(detected: dict[str, Any]) -> tuple[float, str]:
-    cores = detected["physical_cores"]
-    if detected.get("arch", "").lower() in ("aarch64", "arm64", "armv7l"):
-        per, ref = 6.4 / 4, ("Raspberry Pi 4 (4x Cortex-A72) measured 6.4 W at 400% CPU load "
-                             "(RasPi.TV, 2019) / 4 cores = 1.6 W per core")
-    else:
-        per, ref = 105.0 / 8, ("AMD Ryzen 7 5800X: 105 W default TDP / 8 cores = 13.1 W per "
-                               "core (desktop x86 TDP class)")
-    return per * cores, (f"ESTIMATE, not measured (no readable RAPL counter on this host): "
-                         f"{cores} physical cores x {per:.2f} W/core; {ref}")
+#: sourced power figures per CPU: (pattern matched against the detected CPU model, watts,
+#: cores those watts are for, source). Vendor TDPs are the sustained all-core thermal design
+#: figures (an upper-range typical power), not measurements of this host.
+CPU_POWER: tuple[tuple[str, float, int, str], ...] = (
+    (r"Ryzen 7 5800X\b", 105.0, 8,
+     "AMD product page, Ryzen 7 5800X: default TDP 105 W, 8 cores"),
+    (r"EPYC 7742\b", 225.0, 64, "AMD product page, EPYC 7742: default TDP 225 W, 64 cores"),
+    (r"EPYC 7763\b", 280.0, 64, "AMD product page, EPYC 7763: default TDP 280 W, 64 cores"),
+    (r"EPYC 9654\b", 360.0, 96, "AMD product page, EPYC 9654: default TDP 360 W, 96 cores"),
+    (r"Xeon.*Platinum 8480\+", 350.0, 56,
+     "Intel ARK, Xeon Platinum 8480+: TDP 350 W, 56 cores"),
+    (r"Xeon.*Gold 6248R\b", 205.0, 24, "Intel ARK, Xeon Gold 6248R: TDP 205 W, 24 cores"),
+    (r"Core.*i9-13900K\b", 125.0, 24,
+     "Intel ARK, Core i9-13900K: processor base power 125 W, 24 cores (8P + 16E)"),
+    (r"Raspberry Pi 4\b", 6.4, 4,
+     "RasPi.TV (2019): a Raspberry Pi 4 (4x Cortex-A72) measured at 6.4 W under 400% CPU "
+     "load, whole board"),
+)
+
+
+def host_power(detected: dict[str, Any]) -> tuple[float, str]:
+    """(watts, source) for a host without a readable RAPL counter.
+
+    The figure of the first :data:`CPU_POWER` entry whose pattern matches the detected CPU
+    model, per core x this host's physical cores (at most the chip's). A CPU not in the
+    table gets NaN -- no figure -- and the source says why: a power figure from another CPU
+    would be a made-up number.
+    """
+    model = str(detected.get("cpu_model", ""))
+    cores = int(detected.get("physical_cores") or 1)
+    for pattern, watts, chip_cores, source in CPU_POWER:
+        if re.search(pattern, model):
+            per = watts / chip_cores
+            used = min(cores, chip_cores)
+            return per * used, (f"ESTIMATE from the vendor figure, not measured (no readable "
+                                f"RAPL counter on this host): {used} of {chip_cores} cores x "
+                                f"{per:.2f} W/core; {source}")
+    return float("nan"), (f"not known: no readable RAPL counter on this host, and no sourced "
+                          f"power figure for '{model}' in edgeprof.targets.host.CPU_POWER; "
+                          "energy is left empty rather than guessed")
+
+
+def _gemm_statistic(g: dict[str, Any]) -> str:
+    """How a GEMM figure was taken, with its spread: 'median of 8 runs, IQR 20.1-27.0 GMAC/s,
+    best 31.2'. (A record of calibration schema 1 says 'best of N'.)"""
+    iqr = g.get("macs_per_s_iqr")
+    if not iqr:
+        return f"best of {g['runs']}"
+    text = (f"median of {g['runs']} runs, IQR {iqr[0] / 1e9:.1f}-{iqr[1] / 1e9:.1f} GMAC/s")
+    if g.get("best_macs_per_s"):
+        text += f", best {g['best_macs_per_s'] / 1e9:.1f}"
+    return text
 
 
 def target_from_calibration(cal: dict[str, Any]) -> Target:
@@ -639,7 +711,7 @@ def target_from_calibration(cal: dict[str, Any]) -> Target:
 
     peak = {p: q(peaks[p], "MAC/s",
                  f"measured on this host by edgeprof calibration ({g['kernel']}, "
-                 f"{g['n']}x{g['n']}x{g['n']} GEMM, best of {g['runs']}, {threads} threads, "
+                 f"{g['n']}x{g['n']}x{g['n']} GEMM, {_gemm_statistic(g)}, {threads} threads, "
                  f"{date})") for p, g in cal["gemm"].items()}
     memory = {
         "ram": q(det["ram_bytes"], "B", "psutil.virtual_memory().total on this host"),
@@ -661,7 +733,7 @@ def target_from_calibration(cal: dict[str, Any]) -> Target:
     if cal.get("power"):
         power = q(cal["power"]["watts"], "W", f"measured: {cal['power']['source']} ({date})")
     else:
-        watts, source = _estimated_power(det)
+        watts, source = host_power(det)
         power = q(watts, "W", source)
     flags = [f for f, on in det.get("isa", {}).items() if on]
     backends = (["tflite", "onnxruntime", "torch_eager", "torch_compile"]
@@ -722,6 +794,8 @@ def describe_host(calibration: dict[str, Any] | None = None, *, calibrate: bool 
     if calibration:
         measured = [f"triad {calibration['triad']['bytes_per_s'] / 1e9:.1f} GB/s"]
         measured += [f"{p} {g['macs_per_s'] / 1e9:.1f} GMAC/s"
+                     + (f" (IQR {g['macs_per_s_iqr'][0] / 1e9:.1f}-"
+                        f"{g['macs_per_s_iqr'][1] / 1e9:.1f})" if g.get("macs_per_s_iqr") else "")
                      for p, g in calibration.get("gemm", {}).items()]
         line += "; measured: " + ", ".join(measured)
         if calibration.get("unavailable"):
@@ -731,9 +805,9 @@ def describe_host(calibration: dict[str, Any] | None = None, *, calibrate: bool 
     return line
 
 
-__all__ = ["CalibrationParams", "calibrate", "calibration_path", "derive_strategy",
-           "describe_host", "detect_host", "host_calibration", "host_target",
-           "target_from_calibration"]
+__all__ = ["CPU_POWER", "CalibrationParams", "calibrate", "calibration_path",
+           "derive_strategy", "describe_host", "detect_host", "host_calibration", "host_power",
+           "host_target", "target_from_calibration"]
 
 if __name__ == "__main__":  # pragma: no cover
     print(describe_host(), file=sys.stdout)

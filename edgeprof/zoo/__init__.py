@@ -15,6 +15,15 @@ BUILTIN_MODELS = {
     "tiny_transformer": "edgeprof.zoo.models:tiny_transformer",
 }
 
+#: reference architectures (edgeprof.zoo.reference), named here so listing them imports no torch
+REFERENCE_NAMES = (
+    "resnet18", "resnet50", "resnet50_vd", "alexnet", "vgg16", "squeezenet1_1", "densenet121",
+    "shufflenet_v2", "mobilenet_v1", "mobilenet_v1_025_160", "mobilenet_v2",
+    "mobilenet_v3_small", "tiny_resnet8", "tiny_ds_cnn", "tiny_vww_mobilenet",
+    "tiny_fc_autoencoder", "ssd_mobilenet_v2", "yolov3", "yolov4_tiny", "yolov8n", "vit_tiny",
+    "lstm", "wide_mlp", "vit_tiny_112", "gru")
+BUILTIN_MODELS.update({n: f"edgeprof.zoo.reference:{n}" for n in REFERENCE_NAMES})
+
 
 @hookimpl
 def edgeprof_register_models():

@@ -36,11 +36,6 @@ def backend():
 
 
 @pytest.fixture(scope="module")
-def cnn():
-    return resolve_model("builtin:small_cnn")
-
-
-@pytest.fixture(scope="module")
 def prepared(backend, cnn):
     """Each precision of small_cnn prepared once."""
     out = {}
@@ -134,16 +129,16 @@ def test_second_conversion_is_a_cache_hit(fresh_cache, backend, cnn):
     first = backend.prepare(cnn, RunConfig(precision="fp32", threads=1), cnn.make_inputs(0))
     assert first.extra["cache_hit"] is False and first.extra["convert_time_s"] > 0
     assert Path(first.extra["tflite_path"]).is_relative_to(fresh_cache)
-    again = convert(cnn, "fp32")
-    assert again.cache_hit is True and again.convert_time_s == 0.0
-    assert str(again.path) == first.extra["tflite_path"]
+    again = backend.prepare(cnn, RunConfig(precision="fp32", threads=1), cnn.make_inputs(0))
+    assert again.extra["cache_hit"] is True and again.extra["convert_time_s"] == 0.0
+    assert again.extra["tflite_path"] == first.extra["tflite_path"]
     # a different model (other weights) is a different key
     import torch
 
     module = cnn.torch_module()
     torch.manual_seed(1)
     other = resolve_model(type(module)(), input_shapes=[[1, 1, 28, 28]])
-    assert convert(other, "fp32").path != again.path
+    assert convert(other, "fp32").path != Path(again.extra["tflite_path"])
 
 
 # ------------------------------------------------------------------------ .tflite files
@@ -157,7 +152,8 @@ def test_a_tflite_file_is_a_model(prepared, backend, tmp_path):
     pm = backend.prepare(handle, RunConfig(precision="fp32", threads=1), handle.make_inputs(0))
     out = pm.to_numpy(pm.run(pm.inputs))[0]
     assert out.shape == (1, 10)
-    assert "agreement" not in pm.extra and any("no source model" in n for n in pm.notes)
+    assert pm.extra["agreement"]["reference"] is None and "as given" in pm.extra["agreement"]["reason"]
+    assert pm.notes[0] == "route: tflite (as given)"
     with pytest.raises(UnsupportedError, match="fp32 .tflite model"):
         backend.prepare(handle, RunConfig(precision="int8"), handle.make_inputs(0))
 
@@ -233,7 +229,6 @@ def test_cuda_device_is_unsupported(backend, cnn):
 
 
 def test_operator_profile_is_honestly_absent(prepared, backend):
-    assert backend.capabilities.per_operator_profile is False
     assert backend.operator_profile(prepared["fp32"]) is None
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from edgeprof.core.backend import RunConfig
 from edgeprof.core.errors import UnknownNameError, UnsupportedError
-from edgeprof.core.models import ModelHandle, InputSpec, resolve_model
+from edgeprof.core.models import InputSpec, ModelHandle
 
 import torch
 
@@ -17,11 +17,6 @@ def backend():
     from edgeprof.backends.torch_compile import TorchCompileBackend
 
     return TorchCompileBackend()
-
-
-@pytest.fixture(scope="module")
-def cnn():
-    return resolve_model("builtin:small_cnn")
 
 
 def test_compile_fp32_default_agrees_with_eager_and_reports_compile_time(backend, cnn):
@@ -50,9 +45,10 @@ def test_unknown_mode_is_refused_before_compiling(backend, cnn):
 def test_unsupported_precision_and_format(backend, cnn, tmp_path):
     with pytest.raises(UnsupportedError, match="int8"):
         backend.prepare(cnn, RunConfig(precision="int8"), cnn.make_inputs(0))
-    handle = ModelHandle(spec="m.tflite", name="m", format="tflite",
-                         input_specs=[InputSpec((1, 4))], path=tmp_path / "m.tflite")
-    with pytest.raises(UnsupportedError, match="torch modules"):
+    # no converter leaves OpenVINO IR: the reason names the missing edge
+    handle = ModelHandle(spec="m.xml", name="m", format="openvino",
+                         input_specs=[InputSpec((1, 4))], path=tmp_path / "m.xml")
+    with pytest.raises(UnsupportedError, match="missing edge is openvino -> torch"):
         backend.prepare(handle, RunConfig(), handle.make_inputs(0))
 
 

@@ -55,8 +55,8 @@ def test_unsupported_precision_and_format():
     with pytest.raises(UnsupportedError, match="int4_weight"):
         prepare("builtin:mlp", "int4_weight")
     handle = resolve_model("builtin:mlp")
-    handle.format = "onnx"
-    with pytest.raises(UnsupportedError, match="onnx"):
+    handle.format = "openvino"  # no converter leaves OpenVINO IR
+    with pytest.raises(UnsupportedError, match="missing edge is openvino -> torch"):
         TorchEagerBackend().prepare(handle, RunConfig(), handle.make_inputs())
 
 

@@ -130,3 +130,102 @@ def test_calibration_data_is_validated_and_served(tmp_path):
         resolve_model("builtin:small_cnn", calibration=nox)
     with pytest.raises(InputSpecError, match="does not exist"):
         resolve_model("builtin:small_cnn", calibration=tmp_path / "missing.npz")
+
+
+# ---------------------------------------------------------------- formats through the hooks
+MYFMT_PLUGIN = """
+    from edgeprof import hookimpl
+    from edgeprof.core.models import InputSpec, load_model_file
+    from edgeprof.core.results import GraphLayer, GraphWalk
+
+    def read_inputs(path):  # a .myfmt file is one line: its input width
+        return [InputSpec((1, int(path.read_text().split()[0])))]
+
+    @hookimpl
+    def edgeprof_load_model(spec, input_shapes, input_dtypes):
+        return load_model_file(spec, (".myfmt",), "myfmt", read_inputs, input_shapes,
+                               input_dtypes)
+
+    @hookimpl
+    def edgeprof_read_graph(model):
+        if model.format != "myfmt":
+            return None
+        n = model.input_specs[0].shape[1]
+        layer = GraphLayer("dense", "MyDense", (1, n), n, n, n * n, n * n, 0)
+        return GraphWalk([layer], peak_live_elements=2 * n, input_elements=n)
+"""
+
+
+def _registry_with(tmp_path, name: str, body: str):
+    from edgeprof.core.plugins import PluginManager
+
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(body))
+    toml = tmp_path / "plugins.toml"
+    toml.write_text(f'[plugins]\nmodules = ["{name}.py"]\n')
+    return PluginManager(toml, use_env=False, entry_points=False).build_registry()
+
+
+def test_a_plugin_adds_a_model_format_through_the_loader_hook(tmp_path):
+    from edgeprof.profilers.estimate.analytic import estimate_model
+    from edgeprof.targets import get_target
+
+    reg = _registry_with(tmp_path, "myfmt", MYFMT_PLUGIN)
+    model = tmp_path / "x.myfmt"
+    model.write_text("16\n")
+    h = resolve_model(str(model), registry=reg)
+    assert (h.format, h.name, h.path) == ("myfmt", "x", model)
+    assert h.input_specs[0].shape == (1, 16)
+    assert resolve_model(str(model), registry=reg, batch_size=4).input_specs[0].shape == (4, 16)
+    est = estimate_model(h, get_target("raspberry_pi_4"), "int8", registry=reg)
+    assert [r.layer for r in est.layers] == ["dense"] and est.total_macs == 256
+    with pytest.raises(ModelError, match="does not exist"):
+        resolve_model(str(tmp_path / "missing.myfmt"), registry=reg)
+    with pytest.raises(ModelError, match="not a model format"):  # without the plugin
+        resolve_model(str(model))
+
+
+def test_a_later_plugin_is_asked_before_the_builtin_loader(tmp_path):
+    reg = _registry_with(tmp_path, "onnx_mine", """
+        from edgeprof import hookimpl
+        from edgeprof.core.models import InputSpec, load_model_file
+
+        @hookimpl
+        def edgeprof_load_model(spec, input_shapes, input_dtypes):
+            return load_model_file(spec, (".onnx",), "onnx", lambda p: [InputSpec((1, 7))],
+                                   input_shapes, input_dtypes)
+    """)
+    fake = tmp_path / "not_really.onnx"  # the built-in loader could not read this
+    fake.write_bytes(b"\0")
+    assert resolve_model(str(fake), registry=reg).input_specs[0].shape == (1, 7)
+
+
+def test_builtin_file_loaders_read_input_specs(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    h = resolve_model(str(path))
+    assert (h.format, h.input_specs[0].shape, h.input_specs[0].name) == ("onnx", (2, 5), "x")
+    assert resolve_model(str(path), input_shapes=[(3, 5)]).input_specs[0].shape == (3, 5)
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "saved_model.pb").write_bytes(b"")
+    with pytest.raises(InputSpecError, match="--input-shape"):
+        resolve_model(str(saved))
+    assert resolve_model(str(saved), input_shapes=[(1, 3)]).format == "saved_model"
+    other = tmp_path / "weights.bin"
+    other.write_bytes(b"")
+    with pytest.raises(ModelError, match="not a model format"):
+        resolve_model(str(other))
+
+
+def test_inputs_larger_than_the_available_memory_are_refused_with_the_bytes_needed():
+    """Before anything is allocated (this used to be an internal MemoryError)."""
+    with pytest.raises(InputSpecError, match=r"need 396 PB of memory") as err:
+        resolve_model("builtin:small_cnn", input_shapes=[(99999, 99999, 99999, 99)])
+    assert "99999x99999x99999x99 float32" in str(err.value) and "available" in str(err.value)
+    assert resolve_model("builtin:small_cnn", input_shapes=[(1, 1, 28, 28)]).input_specs

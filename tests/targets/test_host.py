@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -58,7 +59,10 @@ def test_small_calibration_measures_and_target_validates(small_cal):
     assert tri["bytes_per_s"] == pytest.approx(tri["bytes_counted_per_run"] / tri["best_s"])
     assert 1e8 < tri["bytes_per_s"] < 1e13
     fp32 = small_cal["gemm"]["fp32"]
-    assert fp32["macs_per_s"] == pytest.approx(fp32["n"] ** 3 / fp32["best_s"])
+    assert fp32["macs_per_s"] == pytest.approx(fp32["n"] ** 3 / fp32["median_s"])
+    assert fp32["runs"] >= H.MIN_GEMM_RUNS
+    low, high = fp32["macs_per_s_iqr"]
+    assert low <= fp32["macs_per_s"] <= high <= fp32["best_macs_per_s"]
     assert 1e7 < fp32["macs_per_s"] < 1e14
     # every compute precision is either measured or absent with a reason, never both
     for p in ("fp32", "bf16", "int8"):
@@ -69,6 +73,7 @@ def test_small_calibration_measures_and_target_validates(small_cal):
     assert "measured on this host by edgeprof calibration (STREAM triad" in t.bandwidth.source
     assert f"n={tri['elements_per_array']}" in t.bandwidth.source
     assert "measured on this host" in t.peak_compute["fp32"].source
+    assert f"median of {fp32['runs']} runs, IQR" in t.peak_compute["fp32"].source
     assert t.strategy.precision in t.supported_precisions
     assert set(t.peak_compute) == set(small_cal["gemm"])
     for p in t.supported_precisions:
@@ -185,10 +190,48 @@ def test_strategy_follows_isa_and_measurements(isa_on, peaks, expected):
     assert t.strategy.precision in t.supported_precisions
 
 
-def test_power_is_an_explicit_estimate_without_rapl():
-    t = H.target_from_calibration(_fake_cal())
-    assert "ESTIMATE" in t.typical_power.source and t.typical_power.value > 0
+def test_gemm_figure_is_the_median_run_not_the_lucky_one(monkeypatch):
+    """One fast call among slow ones (a busy shared machine): the figure is the median."""
+    durations = iter([0.004] * 3 + [0.001] + [0.004] * 20)  # warm-up, 2 sizing, then runs
+    clock = {"t": 0.0}
+    monkeypatch.setattr(H.time, "perf_counter", lambda: clock["t"])
+
+    def make(n):
+        def fn():
+            clock["t"] += next(durations)
+        return fn
+
+    params = H.CalibrationParams(gemm_min_n=64, gemm_max_n=64, gemm_target_s=0.004,
+                                 gemm_repeats=8, kernel_budget_s=10.0)
+    g = H._time_gemm(make, params)
+    assert g["runs"] == 8 and g["best_s"] == pytest.approx(0.001)
+    assert g["median_s"] == pytest.approx(0.004)
+    assert g["macs_per_s"] == pytest.approx(64 ** 3 / 0.004)
+    assert g["best_macs_per_s"] == pytest.approx(4 * g["macs_per_s"])
+    assert g["macs_per_s_iqr"] == pytest.approx([64 ** 3 / 0.004, 64 ** 3 / 0.004])
+
+
+def _host_with(cpu_model, cores):
+    d = H.detect_host()
+    d["cpu_model"], d["physical_cores"] = cpu_model, cores
+    return d
+
+
+def test_power_without_rapl_is_a_sourced_figure_or_none():
+    watts, source = H.host_power(_host_with("AMD Ryzen 7 5800X 8-Core Processor", 8))
+    assert watts == pytest.approx(105.0) and "AMD product page" in source
+    assert "ESTIMATE" in source and "not measured" in source
+    watts, _ = H.host_power(_host_with("AMD EPYC 7763 64-Core Processor", 2))  # a 2-core VM
+    assert watts == pytest.approx(2 * 280.0 / 64)
+    # an unrelated CPU gets no figure: not another CPU's watts
+    for model in ("AMD EPYC", "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz", "unknown CPU"):
+        watts, source = H.host_power(_host_with(model, 4))
+        assert math.isnan(watts) and "not known" in source and model in source
     cal = _fake_cal()
+    cal["host"]["cpu_model"] = "AMD EPYC"
+    t = H.target_from_calibration(cal)
+    assert math.isnan(t.typical_power.value) and "not known" in t.typical_power.source
+    assert t.to_dict()["figures"]["typical_power"]["source"].startswith("not known")
     cal["power"] = {"watts": 42.0, "source": "RAPL package energy counter"}
     assert H.target_from_calibration(cal).typical_power.value == 42.0
 

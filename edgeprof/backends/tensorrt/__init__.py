@@ -45,7 +45,8 @@ class TensorRTBackend(Backend):
     name = "tensorrt"
     description = "NVIDIA TensorRT engines via ONNX Runtime's TensorRT provider (GPU only)"
     capabilities = Capabilities(precisions=("fp32", "fp16", "int8"), devices=("cuda",),
-                                model_formats=("torch", "onnx"))
+                                model_formats=("onnx",))
+    quantizes = ("fp16", "int8")
     requires = ("onnxruntime", "onnx")
     install_hint = ("needs an NVIDIA GPU with its driver, then: pip install onnxruntime-gpu "
                     "tensorrt")
@@ -66,11 +67,29 @@ class TensorRTBackend(Backend):
                                 cls.install_hint)
         return Availability(True)
 
-    def prepare(self, model, config, inputs):
+    @classmethod
+    def check_request(cls, model, config) -> None:
+        """Precision, availability and the model's route; the device is always the GPU."""
+        cls.check_precision(config.precision)
+        cls.ensure_available()
+        if model.format not in cls.capabilities.model_formats:
+            cls.route(model.format, config.precision)
+
+    def build(self, model, precision, calibration=None):
+        """ONNX Runtime's artifact: the fp32 ONNX model (TensorRT makes fp16 itself), or the
+        static QDQ model for int8 (TensorRT reads its scales)."""
+        from edgeprof.backends.onnxruntime import OnnxRuntimeBackend
+
+        self.check_precision(precision)
+        artifact = OnnxRuntimeBackend().build(
+            model, "int8_static" if precision == "int8" else "fp32", calibration)
+        artifact.manifest.backend, artifact.manifest.requested_precision = self.name, precision
+        return artifact
+
+    def load(self, artifact, config, inputs):
         from edgeprof.backends.onnxruntime import OnnxRuntimeBackend
         from edgeprof.core.cache import cache_dir
 
-        self.check_precision(config.precision)
         self.ensure_available()
         engines = cache_dir("tensorrt")
         trt_options = {
@@ -84,7 +103,7 @@ class TensorRTBackend(Backend):
             config, device="cuda", precision="int8_static" if config.precision == "int8" else "fp32",
             options={**config.options,
                      "providers": [(TRT_PROVIDER, trt_options), "CUDAExecutionProvider"]})
-        prepared = OnnxRuntimeBackend().prepare(model, ort_config, inputs)
+        prepared = OnnxRuntimeBackend().load(artifact, ort_config, inputs)
         providers = prepared.extra.get("providers") or []
         if not providers or providers[0] != TRT_PROVIDER:
             raise UnsupportedError(f"ONNX Runtime did not put {TRT_PROVIDER} first (got "
@@ -97,7 +116,7 @@ class TensorRTBackend(Backend):
                               f"({'fp16' if trt_options['trt_fp16_enable'] else ''}"
                               f"{'int8 from QDQ scales' if trt_options['trt_int8_enable'] else ''}"
                               f"{'fp32' if config.precision == 'fp32' else ''}); engines cached "
-                              f"in {engines}")
+                              f"in {engines}; output agreement is the ONNX model's on the CPU")
         return prepared
 
 

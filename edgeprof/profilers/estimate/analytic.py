@@ -1,7 +1,9 @@
 """The analytic estimate: a graph walk, a precision and a target, joined into a roofline.
 
-``estimate_model(model, target, precision)`` walks the model's graph with the walker of its
-format (:data:`GRAPH_WALKERS`, imported lazily), then per layer:
+``estimate_model(model, target, precision)`` walks the model's graph with the graph reader
+that answers the ``edgeprof_read_graph`` hook for its format (the built-in readers are the
+``*_graph`` modules here, listed in plugins.toml; a plugin adds a format the same way), then
+per layer:
 
 * ``parameter_bytes`` = parameter elements x the precision's weight bytes,
   ``activation_bytes`` = output elements x the precision's activation bytes (the seeds'
@@ -26,43 +28,31 @@ All byte figures are decimal (1 kB = 1000 B).
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from edgeprof.core.errors import UnsupportedError
 from edgeprof.core.precision import PRECISIONS, get_precision
 from edgeprof.core.results import Estimate, GraphWalk, LayerEstimate
 
-#: model format -> "module:function" returning a GraphWalk for a ModelHandle
-GRAPH_WALKERS: dict[str, str] = {
-    "torch": "edgeprof.profilers.estimate.torch_graph:walk_model",
-    "onnx": "edgeprof.profilers.estimate.onnx_graph:walk",
-    "tflite": "edgeprof.profilers.estimate.tflite_graph:walk",
-    "openvino": "edgeprof.profilers.estimate.openvino_graph:walk",
-    "keras": "edgeprof.profilers.estimate.tflite_graph:walk_converted",
-    "saved_model": "edgeprof.profilers.estimate.tflite_graph:walk_converted",
-}
-
 #: precisions in the ``precision_memory`` table
 MEMORY_TABLE_PRECISIONS = ("fp32", "fp16", "int8")
 
 
-def _walker(fmt: str):
-    spec = GRAPH_WALKERS.get(fmt)
-    if spec is None:
-        raise UnsupportedError(f"no graph walker reads {fmt} models; known formats: "
-                               f"{', '.join(GRAPH_WALKERS)} (convert the model to ONNX first)")
-    module, _, name = spec.partition(":")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except ImportError as e:
-        raise UnsupportedError(f"the {fmt} graph walker cannot be loaded ({e}); install "
-                               f"edgeprof[{fmt}] or convert the model") from e
+def walk(model, registry=None) -> GraphWalk:
+    """The graph walk of ``model`` (a ModelHandle) by the first graph reader that reads its
+    format (``registry.hook.edgeprof_read_graph``; default: the default registry's)."""
+    if registry is None:
+        from edgeprof.core.plugins import get_registry
 
-
-def walk(model) -> GraphWalk:
-    """The graph walk of ``model`` (a ModelHandle) by the walker of its format."""
-    return _walker(model.format)(model)
+        registry = get_registry()
+    result = registry.hook.edgeprof_read_graph(model=model)
+    if result is None:
+        readers = sorted({i.plugin_name for i in registry.hook.edgeprof_read_graph.get_hookimpls()
+                          if not (i.wrapper or i.hookwrapper)})
+        raise UnsupportedError(f"no graph reader reads {model.format} models (the readers "
+                               f"loaded: {', '.join(readers) or 'none'}); convert the model to "
+                               "ONNX first, or add a plugin implementing edgeprof_read_graph")
+    return result
 
 
 def _mb(n: float) -> str:
@@ -224,6 +214,44 @@ def precision_memory(parameter_count: int, peak_live_elements: int,
     return rows
 
 
+#: op types that are a convolution / a batch-norm, per graph format (ONNX, TFLite, IR)
+CONV_OPS = {"Conv", "ConvTranspose", "QLinearConv", "ConvInteger", "CONV_2D", "CONV_3D",
+            "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "Convolution", "GroupConvolution",
+            "ConvolutionBackpropData", "GroupConvolutionBackpropData"}
+BATCHNORM_OPS = {"BatchNormalization", "BatchNormInference"}
+
+
+def parameter_counts(walk_result: GraphWalk, forward_count: int) -> tuple[int, str | None]:
+    """(the model's parameter count, a note when the forward uses fewer of them).
+
+    The count is all of the model's parameters where the walker knows them (torch: every
+    ``parameters()`` element, as torchinfo and ptflops count), else the graph's.
+    """
+    total = walk_result.total_parameter_count
+    if total is None or total == forward_count:
+        return (forward_count if total is None else int(total)), None
+    return int(total), (f"parameter_count is all {total:,} parameters of the model (as "
+                        f"torchinfo and ptflops count them); this forward uses "
+                        f"{forward_count:,} (forward_parameter_count): the rest belong to "
+                        "modules this forward does not run, e.g. an auxiliary classifier "
+                        "used only in training")
+
+
+def batchnorm_folding_note(walk_result: GraphWalk, fmt: str) -> str | None:
+    """A note for a graph format (ONNX, TFLite, IR) with convolutions and no batch-norm node:
+    exporters fold a batch-norm that follows a convolution into its weights and bias."""
+    if fmt == "torch":
+        return None
+    ops = {g.op_type for g in walk_result.layers}
+    if not ops & CONV_OPS or ops & BATCHNORM_OPS:
+        return None
+    return (f"this {fmt} graph has convolutions and no batch-norm node: a batch-norm that "
+            "followed a convolution in the source model was folded into the convolution's "
+            "weights and bias by the exporter, so parameter_count is the graph's, lower than "
+            "the framework's (torch counts 2 parameters per channel of each batch-norm; "
+            "folding adds a bias to a convolution that had none)")
+
+
 def estimate_from_walk(walk_result: GraphWalk, *, model_name: str, input_shapes: list[list[int]],
                        input_dtypes: list[str], target, precision: str = "fp32",
                        batch_size: int = 1) -> Estimate:
@@ -235,7 +263,10 @@ def estimate_from_walk(walk_result: GraphWalk, *, model_name: str, input_shapes:
         notes.append(note)
     bw = target.bandwidth_bytes_per_s
     layers = layer_estimates(walk_result, precision, peak, bw)
-    parameter_count = int(sum(r.parameter_count for r in layers))
+    forward_count = int(sum(r.parameter_count for r in layers))
+    parameter_count, count_note = parameter_counts(walk_result, forward_count)
+    if count_note:
+        notes.append(count_note)
     parameter_bytes = float(parameter_count * p.weight_bytes)
     peak_act = float(walk_result.peak_live_elements * p.activation_bytes)
     if not layers:
@@ -249,15 +280,17 @@ def estimate_from_walk(walk_result: GraphWalk, *, model_name: str, input_shapes:
         memory_capacity=memory_capacity(target, parameter_bytes, peak_act),
         edge_constraints=edge_constraints(target, layers, parameter_bytes, batch_size),
         precision_memory=precision_memory(parameter_count, walk_result.peak_live_elements),
-        notes=notes,
+        notes=notes, forward_parameter_count=forward_count,
     )
 
 
-def estimate_model(model, target, precision: str = "fp32", batch_size: int | None = None) -> Estimate:
+def estimate_model(model, target, precision: str = "fp32", batch_size: int | None = None,
+                   registry=None) -> Estimate:
     """The analytic estimate of ``model`` (a ModelHandle) on ``target`` at ``precision``.
 
     ``batch_size`` replaces the first dimension of every input. A model that rejects its
-    input shape raises :class:`~edgeprof.core.errors.InputSpecError`.
+    input shape raises :class:`~edgeprof.core.errors.InputSpecError`. ``registry``: the
+    plugins whose graph readers may walk it (default: the default registry).
     """
     get_precision(precision)  # unknown names fail before any walk
     if batch_size is not None:
@@ -268,10 +301,14 @@ def estimate_model(model, target, precision: str = "fp32", batch_size: int | Non
     memo = model.__dict__.setdefault("_walk_memo", {})
     key = tuple((s.shape, s.dtype) for s in model.input_specs)
     if key not in memo:
-        memo[key] = walk(model)
+        memo[key] = walk(model, registry)
     result = memo[key]
-    return estimate_from_walk(
+    est = estimate_from_walk(
         result, model_name=model.name, input_shapes=[list(s.shape) for s in model.input_specs],
         input_dtypes=[s.dtype for s in model.input_specs], target=target, precision=precision,
         batch_size=model.batch_size,
     )
+    folded = batchnorm_folding_note(result, model.format)
+    if folded:
+        est.notes.append(folded)
+    return est

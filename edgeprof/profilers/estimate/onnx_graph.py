@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.core.errors import InputSpecError, ModelError
-from edgeprof.core.models import InputSpec
+from edgeprof.core.hookspecs import hookimpl
+from edgeprof.core.models import InputSpec, ModelHandle, load_model_file
 from edgeprof.core.results import GraphLayer, GraphWalk
 
 #: no arithmetic and (logically) no new data: not a row; outputs alias the first input
@@ -234,3 +235,14 @@ def _work(n, shapes: dict, out_el: int, in_el: int, ins: list[str]) -> tuple[int
     if op in MOVE_OPS:
         return 0, 0
     return 0, out_el
+
+
+# -- edgeprof's hooks (listed in plugins.toml): this module reads .onnx files ----------------
+@hookimpl
+def edgeprof_load_model(spec: str, input_shapes, input_dtypes) -> ModelHandle | None:
+    return load_model_file(spec, (".onnx",), "onnx", input_specs, input_shapes, input_dtypes)
+
+
+@hookimpl
+def edgeprof_read_graph(model) -> GraphWalk | None:
+    return walk(model) if model.format == "onnx" else None

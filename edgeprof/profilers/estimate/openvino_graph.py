@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.core.errors import InputSpecError
-from edgeprof.core.models import InputSpec
+from edgeprof.core.hookspecs import hookimpl
+from edgeprof.core.models import InputSpec, ModelHandle, load_model_file
 from edgeprof.core.results import GraphLayer, GraphWalk
 
 SKIP = {"Parameter", "Result", "Constant", "ShapeOf", "Reshape", "Squeeze", "Unsqueeze",
@@ -150,3 +151,14 @@ def walk(model: Any) -> GraphWalk:
                      input_elements=sum(_numel(s.shape) for s in model.input_specs),
                      notes=["views (Reshape, Squeeze, Unsqueeze) alias their input and are "
                             "not counted in peak memory"])
+
+
+# -- edgeprof's hooks (listed in plugins.toml): this module reads OpenVINO IR -----------------
+@hookimpl
+def edgeprof_load_model(spec: str, input_shapes, input_dtypes) -> ModelHandle | None:
+    return load_model_file(spec, (".xml",), "openvino", input_specs, input_shapes, input_dtypes)
+
+
+@hookimpl
+def edgeprof_read_graph(model) -> GraphWalk | None:
+    return walk(model) if model.format == "openvino" else None

@@ -30,8 +30,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from edgeprof.core.errors import ModelError
-from edgeprof.core.models import InputSpec
+from edgeprof.core.errors import InputSpecError, ModelError
+from edgeprof.core.hookspecs import hookimpl
+from edgeprof.core.models import InputSpec, ModelHandle, specs_from_shapes, load_model_file
 from edgeprof.core.results import GraphLayer, GraphWalk
 
 #: numpy dtype names of TFLite tensor types
@@ -363,18 +364,40 @@ def walk_converted(model: Any) -> GraphWalk:
 def keras_input_specs(path: Any) -> list:
     """Input specs of a Keras model file (batch dimension 1 where it is unset)."""
     from edgeprof.backends.tflite_convert import load_keras
-    from edgeprof.core.models import InputSpec
 
     model = load_keras(path)
     specs = []
     for t in model.inputs:
         dims = list(t.shape)
         if any(d is None for d in dims[1:]):
-            from edgeprof.core.errors import InputSpecError
-
             raise InputSpecError(f"Keras model '{path}' has dynamic input dimensions {dims}; "
                                  "give --input-shape (batch first, e.g. 1x28x28x1)")
         specs.append(InputSpec((1 if dims[0] is None else int(dims[0]), *map(int, dims[1:])),
                                str(t.dtype.name if hasattr(t.dtype, "name") else t.dtype),
                                getattr(t, "name", None)))
     return specs
+
+
+# -- edgeprof's hooks (listed in plugins.toml): .tflite, Keras files and SavedModel folders --
+@hookimpl
+def edgeprof_load_model(spec: str, input_shapes, input_dtypes) -> ModelHandle | None:
+    handle = (load_model_file(spec, (".tflite",), "tflite", input_specs, input_shapes,
+                              input_dtypes)
+              or load_model_file(spec, (".keras", ".h5"), "keras", keras_input_specs,
+                                 input_shapes, input_dtypes))
+    path = Path(spec)
+    if handle is None and (path / "saved_model.pb").is_file():  # a SavedModel folder
+        if not input_shapes:
+            raise InputSpecError(f"give --input-shape for saved_model model '{spec}'")
+        handle = ModelHandle(spec=spec, name=path.stem, format="saved_model", path=path,
+                             input_specs=specs_from_shapes(input_shapes, input_dtypes, spec))
+    return handle
+
+
+@hookimpl
+def edgeprof_read_graph(model) -> GraphWalk | None:
+    if model.format == "tflite":
+        return walk(model)
+    if model.format in ("keras", "saved_model"):
+        return walk_converted(model)
+    return None

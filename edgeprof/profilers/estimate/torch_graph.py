@@ -44,7 +44,9 @@ Conventions
 * ``parameter_count``: a leaf's own parameters (all of them for an atomic leaf); a
   functional row gets the parameters it reads (found by storage, e.g. a ViT ``pos_embed``
   or ``cls_token`` owned by a container). Each parameter is counted once, by the first row
-  that uses it (shared/tied weights); parameters never used are named in ``notes``.
+  that uses it (shared/tied weights); parameters never used are named in ``notes``. The
+  walk's ``total_parameter_count`` is every parameter of the module, used or not (the sum
+  of ``numel`` over ``parameters()``, as torchinfo and ptflops count).
 * ``output_elements``: elements of the call's tensor outputs (all of them, e.g. an LSTM's
   ``output, (h, c)``); ``output_shape`` is the first output's shape.
   ``input_elements``: elements of the call's tensor arguments that are activations (not
@@ -67,6 +69,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edgeprof.core.errors import EdgeprofError, InputSpecError
+from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.results import GraphLayer, GraphWalk
 
 #: gate count per recurrent cell type, and elementwise gate ops per token and hidden unit
@@ -130,7 +133,11 @@ def _storage_key(t) -> int | None:
         st = t.untyped_storage()
     except (RuntimeError, NotImplementedError):  # sparse, nested, meta without storage
         return None
-    return st.data_ptr() if st.nbytes() else None
+    if not st.nbytes():
+        return None
+    if _is_fake(t):  # fake storages have no data: key them by the storage object itself
+        return st._cdata
+    return st.data_ptr()
 
 
 def _op_name(func) -> str:
@@ -217,6 +224,10 @@ def op_cost(name: str, args: tuple, kwargs: dict, out) -> tuple[int, int | None]
 
 
 # ------------------------------------------------------------------------- liveness
+def _is_fake(t) -> bool:
+    return type(t).__name__ == "FakeTensor"
+
+
 class _Liveness:
     """Storages created during the walk (and the model inputs), tracked with weak references."""
 
@@ -240,7 +251,9 @@ class _Liveness:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
             return False
-        if st.nbytes() == 0 or st.data_ptr() in self.excluded:
+        if st.nbytes() == 0:
+            return False
+        if _storage_key(t) in self.excluded:
             return False
         key = st._cdata
         entry = self.live.get(key)
@@ -422,6 +435,24 @@ class _Walker:
         return result
 
     # -- aten ops -----------------------------------------------------------------------
+    def add_fake_constants(self, fake_mode) -> None:
+        """Under FakeTensorMode a parameter reaches ops as its (memoised) fake twin: key
+        the twins' storages like the real ones, so reads of them stay parameter reads."""
+        self.fake_constants = []  # held for the walk: the mode memoises them only weakly
+        for p in self.root.parameters():
+            if p.numel():
+                twin = fake_mode.from_tensor(p)
+                self.fake_constants.append(twin)
+                key = _storage_key(twin)
+                self.param_by_ptr.setdefault(key, []).append(p)
+                self.const_ptrs.add(key)
+        for b in self.root.buffers():
+            if b.numel():
+                twin = fake_mode.from_tensor(b)
+                self.fake_constants.append(twin)
+                self.const_ptrs.add(_storage_key(twin))
+        self.live.excluded = set(self.const_ptrs)
+
     def aten(self, func, args, kwargs, out) -> None:
         self.live.sweep()
         name = _op_name(func)
@@ -501,19 +532,40 @@ def _name_rows(frames: list[_Frame]) -> list[str]:
     return names
 
 
-def walk_torch(module, inputs: list, *, atomic: tuple[type, ...] = ()) -> GraphWalk:
+def walk_torch(module, inputs: list, *, atomic: tuple[type, ...] = (),
+               fake: bool = True) -> GraphWalk:
     """Walk ``module`` on ``inputs`` (a list of CPU tensors) and return its rows.
 
     ``atomic`` adds module types whose internals form one row. A forward pass that fails
     raises :class:`InputSpecError` naming the input shapes and the model's first error line.
+
+    With ``fake`` (the default) the forward runs under torch's FakeTensorMode: every op
+    computes its output's shape and dtype but no values, so counting a ResNet-50 costs no
+    convolutions. A model whose forward needs values (data-dependent control flow, ``.item()``)
+    is walked again on real tensors.
     """
     import torch
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     if isinstance(inputs, torch.Tensor):
         inputs = [inputs]
     inputs = list(inputs)
+    if fake:
+        try:
+            return _walk_once(module, inputs, atomic, fake=True)
+        except EdgeprofError:
+            raise
+        except Exception:  # values were needed: walk on real tensors
+            pass
+    return _walk_once(module, inputs, atomic, fake=False)
+
+
+def _walk_once(module, inputs: list, atomic: tuple[type, ...], *, fake: bool) -> GraphWalk:
+    import contextlib
+
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
     walker = _Walker(module, atomic)
 
     class _Functions(TorchFunctionMode):
@@ -531,23 +583,36 @@ def walk_torch(module, inputs: list, *, atomic: tuple[type, ...] = ()) -> GraphW
                 walker.aten(func, args, kwargs, out)
             return out
 
-    for t in inputs:
-        walker.live.add(t)
-    walker.live.mark()
+    if not fake:
+        for t in inputs:
+            walker.live.add(t)
     input_elements = sum(int(t.numel()) for t in inputs)
 
     training = {m: m.training for m in module.modules()}
     fastpath = torch.backends.mha.get_fastpath_enabled()
     walker.install_hooks()
+    fake_mode = contextlib.nullcontext()
+    run_inputs = inputs
+    if fake:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        walker.add_fake_constants(fake_mode)
+        run_inputs = [fake_mode.from_tensor(t) for t in inputs]
+        for t in run_inputs:
+            walker.live.add(t)
+    walker.live.mark()
     try:
         module.eval()
         torch.backends.mha.set_fastpath_enabled(False)
-        with torch.no_grad(), _Functions(), _Aten():
-            output = module(*inputs)
+        with torch.no_grad(), fake_mode, _Functions(), _Aten():
+            output = module(*run_inputs)
         del output
     except EdgeprofError:
         raise
     except Exception as e:  # the model rejected these inputs
+        if fake:
+            raise
         shapes = ", ".join("x".join(str(d) for d in t.shape) + f" ({str(t.dtype).split('.')[-1]})"
                            for t in inputs)
         first = (str(e).strip().splitlines() or [""])[0]
@@ -574,7 +639,8 @@ def walk_torch(module, inputs: list, *, atomic: tuple[type, ...] = ()) -> GraphW
         notes.append(f"{sum(p.numel() for p in unused)} parameter elements in {len(unused)} "
                      "tensors were not used by the forward pass and are not in any row")
     return GraphWalk(layers=layers, peak_live_elements=int(walker.live.peak),
-                     input_elements=input_elements, notes=notes)
+                     input_elements=input_elements, notes=notes,
+                     total_parameter_count=int(sum(p.numel() for p in module.parameters())))
 
 
 _TORCH_DTYPES = {
@@ -603,3 +669,9 @@ def walk_model(model) -> GraphWalk:
         return walk_torch(module, inputs_for(model))
     except InputSpecError as e:
         raise InputSpecError(f"model '{model.name}': {e}") from e.__cause__
+
+
+# -- edgeprof's hooks (listed in plugins.toml): this module walks torch modules --------------
+@hookimpl
+def edgeprof_read_graph(model) -> GraphWalk | None:
+    return walk_model(model) if model.format == "torch" else None

@@ -30,7 +30,7 @@ from typing import Any
 from edgeprof.core.backend import Backend, RunConfig
 from edgeprof.core.errors import ConstraintError, InputSpecError, UserError
 from edgeprof.core.results import BenchmarkResult
-from edgeprof.profilers.measure.harness import benchmark_backend
+from edgeprof.profilers.measure.measure import benchmark_backend
 
 BATCH_COLUMNS = [
     "batch_size", "status", "reason", "latency_ms", "latency_p90_ms", "ci_low_ms", "ci_high_ms",
@@ -122,9 +122,12 @@ def _row(batch: int, result: BenchmarkResult, budget: float | None) -> dict[str,
 
 def benchmark_batch_sizes(backend: Backend, model: Any, batch_sizes: Sequence[int],
                           config: RunConfig | None = None, *, latency_budget_ms: Any = None,
-                          stop_over_budget: bool = False, results: list | None = None):
+                          stop_over_budget: bool = False, results: list | None = None,
+                          plugins_file: Any = None, registry: Any = None):
     """Benchmark ``model`` at each batch size (ascending); returns a pandas DataFrame.
 
+    Each size is one ``measure()`` (``edgeprof.profilers.measure.measure``), isolated when
+    ``config`` asks for it (``plugins_file`` then tells the worker where ``backend`` is).
     Columns: ``BATCH_COLUMNS``. Stops at the first out-of-memory failure (that row is kept,
     ``df.attrs["stopped_at_batch"]`` and ``df.attrs["stop_reason"]`` say where and why) and,
     with ``stop_over_budget``, after the first batch over the latency budget. Other failures
@@ -143,7 +146,8 @@ def benchmark_batch_sizes(backend: Backend, model: Any, batch_sizes: Sequence[in
     stopped_at = stop_reason = None
     for b in sizes:
         cfg = replace(config, batch_size=b)
-        result = benchmark_backend(backend, handle.with_batch(b), cfg)
+        result = benchmark_backend(backend, handle.with_batch(b), cfg,
+                                   plugins_file=plugins_file, registry=registry)
         if results is not None:
             results.append(result)
         rows.append(_row(b, result, budget))

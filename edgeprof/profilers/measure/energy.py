@@ -3,7 +3,9 @@ Intel RAPL counters.
 
 * :func:`energy_proxy_j` - the target's typical power x latency. A proxy: it assumes the
   device draws its typical power for the whole inference, which is what seed 001's
-  ``energy_proxy_j`` column means. Provenance ``estimated``.
+  ``energy_proxy_j`` column means. Provenance ``estimated``. A target whose power is not
+  known (the host without RAPL, on a CPU with no sourced figure: power NaN, the reason in
+  its source; see ``edgeprof.targets.host.host_power``) gets no value, with that reason.
 * :class:`RaplReader` / :func:`measure_energy` - the package-level counters under
   ``/sys/class/powercap/intel-rapl:N/energy_uj`` (microjoules, wrapping at
   ``max_energy_range_uj``) read around a callable. Provenance ``measured``. Only top-level
@@ -38,6 +40,9 @@ def energy_proxy_j(target: Any, latency_s: float) -> Figure:
     if power is None:
         return Figure(None, "J", "estimated", reason=f"target '{getattr(target, 'id', target)}' "
                       "has no typical power figure")
+    if not math.isfinite(float(power.value)):  # a host whose power is not known: no guess
+        return Figure(None, "J", "estimated", reason=f"target '{getattr(target, 'id', target)}' "
+                      f"has no power figure: {power.source}")
     return Figure(float(power.value) * float(latency_s), "J", "estimated",
                   reason=f"typical power {power.value:g} W ({power.source}) x latency; a proxy, "
                          "not a measurement")

@@ -29,12 +29,14 @@ Extra knobs travel in ``RunConfig.options``: ``ci_width``, ``ci_level``, ``block
 (force; 1 disables blocking), ``max_timer_overhead``, ``warmup_tolerance``,
 ``warmup_min_time_s``, ``warmup_max_time_s``, ``memory`` (False skips peak-memory
 measurement), ``memory_interval_s`` (RSS sampling period, see ``edgeprof.profilers.measure.memory``), ``keep_samples`` (False drops ``samples_ms``), ``concurrent_workers``
-(for the oversubscription check), ``plugins_file`` (for isolated workers).
+(for the oversubscription check).
 
-Outcomes: ``UnsupportedError`` -> status ``unsupported``; ``BackendUnavailableError`` ->
-``unavailable``; any other exception in prepare or run -> ``failed`` with a one-line reason
-(``UserError`` subclasses propagate: they are the user's to fix). With ``config.isolate`` the
-whole thing runs in a spawned worker (``edgeprof.profilers.measure.worker``).
+The harness measures and raises: a failure in a phase (``import`` of the runtime,
+``prepare``, ``inference``) is raised as :class:`MeasureFailure` carrying the phase, the
+backend's own error and what was measured so far (memory, notes); ``UserError`` propagates
+as itself. Turning that into a status happens in one place,
+``edgeprof.profilers.measure.measure``. Where the harness runs (this process, an isolated
+worker) is a runner's choice (``edgeprof.profilers.measure.runners``), not the harness's.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edgeprof.core.backend import Backend, RunConfig
-from edgeprof.core.errors import BackendUnavailableError, UnsupportedError, UserError
+from edgeprof.core.errors import UserError
 from edgeprof.core.results import BenchmarkResult, WarningRecord
 
 DEFAULT_MIN_RUNS = 100
@@ -342,14 +344,27 @@ def timing_warnings(stats, timing: Timing, plan: TimingPlan) -> list[WarningReco
 def one_line(exc: BaseException, limit: int = 300) -> str:
     """``Type: first line of the message``, at most ``limit`` characters."""
     msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    text = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+    kind = getattr(exc, "remote_type", None) or type(exc).__name__  # as raised in a worker
+    text = f"{kind}: {msg}" if msg else kind
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _failure_reason(phase: str, exc: BaseException) -> str:
-    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
-        return f"out of memory during {phase}: {one_line(exc)}"
-    return f"{phase} failed: {one_line(exc)}"
+class MeasureFailure(Exception):
+    """A measurement that did not finish: the phase (``import``, ``prepare``, ``inference``;
+    None when the process running it was lost), the error raised there, and the partial
+    result (memory, notes, load time) measured before it."""
+
+    def __init__(self, phase: str | None, error: BaseException,
+                 partial: BenchmarkResult | None = None):
+        super().__init__(f"{phase or 'run'} failed: {one_line(error)}")
+        self.phase = phase
+        self.error = error
+        self.partial = partial
+
+
+#: what a backend may raise that is its own failure (SystemExit included: a converter
+#: calling sys.exit must not end the whole run); KeyboardInterrupt is never caught
+BACKEND_FAILURES = (Exception, SystemExit)
 
 
 def _json_safe(extra: dict[str, Any]) -> dict[str, Any]:
@@ -367,12 +382,6 @@ def _json_safe(extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _as_handle(model: Any):
-    from edgeprof.core.models import ModelHandle, resolve_model
-
-    return model if isinstance(model, ModelHandle) else resolve_model(model)
-
-
 def _base_result(backend: Backend, model, config: RunConfig) -> BenchmarkResult:
     return BenchmarkResult(backend=backend.name, model=model.spec,
                            requested_precision=config.precision, executed_precision=None,
@@ -380,35 +389,17 @@ def _base_result(backend: Backend, model, config: RunConfig) -> BenchmarkResult:
                            config=config.to_dict())
 
 
-def benchmark_backend(backend: Backend, model: Any, config: RunConfig | None = None
-                      ) -> BenchmarkResult:
-    """Prepare ``model`` with ``backend`` and time it; see the module docstring.
-
-    ``model`` is a :class:`~edgeprof.core.models.ModelHandle` (or anything
-    ``resolve_model`` takes). The batch size is the model's (its input shapes). Bad timing
-    knobs raise ``UserError`` before anything runs.
-    """
-    config = config or RunConfig()
-    plan = plan_from_config(config)
-    model = _as_handle(model)
-    note = None
-    if config.isolate:
-        from edgeprof.profilers.measure.worker import default_timeout_s, request_for, run_isolated
-
-        request, note = request_for(backend, model, config)
-        if request is not None:
-            result = run_isolated(request, timeout_s=config.timeout_s or default_timeout_s(plan))
-            result.model = model.spec
-            return result
-    result = run_in_process(backend, model, config, plan=plan)
-    if note:
-        result.notes.append(note)
-    return result
-
-
 def run_in_process(backend: Backend, model, config: RunConfig, *,
-                   plan: TimingPlan | None = None) -> BenchmarkResult:
-    """The benchmark in this process (what an isolated worker runs too)."""
+                   plan: TimingPlan | None = None,
+                   prepare: Callable[[list], Any] | None = None) -> BenchmarkResult:
+    """Prepare ``model`` with ``backend`` and time it, in this process; see the module
+    docstring. Returns an ``ok`` result or raises (:class:`MeasureFailure`, ``UserError``).
+
+    ``model`` is a :class:`~edgeprof.core.models.ModelHandle` (its batch size and sample
+    inputs are used); ``prepare(inputs)`` replaces ``backend.prepare(model, config, inputs)``
+    (e.g. ``backend.load`` of a built artifact). Bad timing knobs raise ``UserError`` before
+    anything runs.
+    """
     from edgeprof.profilers.measure.environment import CpuUsage, collect_environment, environment_warnings
     from edgeprof.profilers.measure.memory import DEFAULT_INTERVAL_S, PeakMemory
     from edgeprof.profilers.measure.stats import latency_stats
@@ -420,12 +411,10 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
         backend.ensure_available()
         for mod in getattr(backend, "requires", ()) or ():  # post-import memory baseline
             importlib.import_module(mod)
-    except BackendUnavailableError as e:
-        result.status, result.reason = "unavailable", str(e)
-        return result
-    except ImportError as e:
-        result.status, result.reason = "unavailable", f"importing the runtime failed: {one_line(e)}"
-        return result
+    except UserError:
+        raise
+    except BACKEND_FAILURES as e:
+        raise MeasureFailure("import", e, result) from e
     env = collect_environment()
     inputs = model.make_inputs(config.seed)
     mem = None
@@ -437,18 +426,12 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
         # 1. load / convert / compile
         t0 = time.perf_counter()
         try:
-            prepared = backend.prepare(model, config, inputs)
-        except UnsupportedError as e:
-            result.status, result.reason = "unsupported", str(e)
-            return result
-        except BackendUnavailableError as e:
-            result.status, result.reason = "unavailable", str(e)
-            return result
+            prepared = (prepare(inputs) if prepare is not None
+                        else backend.prepare(model, config, inputs))
         except UserError:
             raise
-        except Exception as e:  # noqa: BLE001 - the runtime's failure becomes the result
-            result.reason = _failure_reason("prepare", e)
-            return result
+        except BACKEND_FAILURES as e:  # the runtime's failure: measure() makes the status
+            raise MeasureFailure("prepare", e, result) from e
         result.load_time_s = time.perf_counter() - t0
         result.executed_precision = prepared.executed_precision
         result.runtime, result.runtime_version = prepared.runtime, prepared.runtime_version
@@ -463,10 +446,10 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
             timing = time_callable(prepared.run, prepared.inputs, sync=prepared.sync, plan=plan)
         except UserError:
             raise
-        except Exception as e:  # noqa: BLE001
-            result.reason = _failure_reason("inference", e)
-            return result
-        cpu.stop()
+        except BACKEND_FAILURES as e:
+            raise MeasureFailure("inference", e, result) from e
+        finally:
+            cpu.stop()
     finally:
         if mem is not None:
             mem.stop()
@@ -475,7 +458,7 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
         if prepared is not None and prepared.close is not None:
             try:
                 prepared.close()
-            except Exception as e:  # noqa: BLE001
+            except BACKEND_FAILURES as e:
                 result.notes.append(f"closing the prepared model failed: {one_line(e)}")
 
     stats = latency_stats([s / 1e6 for s in timing.samples_ns], block_size=timing.block_size,
@@ -507,6 +490,7 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
     return result
 
 
-__all__ = ["DEFAULT_MAX_TIME_S", "DEFAULT_MIN_RUNS", "DEFAULT_MIN_TIME_S", "Timing", "TimingPlan",
-           "benchmark_backend", "block_size_for", "one_line", "plan_from_config", "run_in_process",
-           "time_callable", "timer_overhead_ns", "timing_warnings"]
+__all__ = ["BACKEND_FAILURES", "DEFAULT_MAX_TIME_S", "DEFAULT_MIN_RUNS", "DEFAULT_MIN_TIME_S",
+           "MeasureFailure", "Timing", "TimingPlan", "block_size_for", "one_line",
+           "plan_from_config", "run_in_process", "time_callable", "timer_overhead_ns",
+           "timing_warnings"]

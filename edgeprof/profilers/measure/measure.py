@@ -1,43 +1,152 @@
-"""Measure one configuration: the single place where a backend's failure becomes a status."""
+"""Measure one configuration: ``measure(request) -> RunRecord``, the one path every caller
+(profile, benchmark, batch sizes, optimize, compare) takes, and the one place where a
+failure becomes a status.
+
+``measure`` calls the ``edgeprof_measure`` hook (``firstresult``), so a plugin can wrap every
+run (``@hookimpl(wrapper=True)``: observe or change the record) or take it over; the
+built-in implementation below (this module is listed in ``plugins.toml``) runs the request
+on its runner (``edgeprof.profilers.measure.runners``: inline, or an isolated worker) and
+turns what the runner raised into the record's status (docs/design.md, "Statuses"):
+
+* the backend's runtime or device is missing (cheap check, before any work;
+  ``BackendUnavailableError``; an ``ImportError`` importing the runtime) -> ``unavailable``;
+* the backend cannot do it (``UnsupportedError``: precision, model format, device)
+  -> ``unsupported``;
+* anything else the backend raised, ``SystemExit`` included, or a worker that crashed or
+  timed out -> ``failed``, with a one-line reason naming the phase;
+* ``UserError`` propagates (the user's to fix), and so does ``KeyboardInterrupt``.
+"""
 
 from __future__ import annotations
 
-from edgeprof.core.backend import Backend, RunConfig
-from edgeprof.core.errors import EdgeprofError, UserError
-from edgeprof.core.models import ModelHandle
-from edgeprof.core.results import BenchmarkResult
-from edgeprof.profilers.measure.harness import benchmark_backend
+from dataclasses import replace
+from typing import Any
+
+from edgeprof.core.backend import RunConfig
+from edgeprof.core.errors import (BackendUnavailableError, EdgeprofError, MeasurementError,
+                                  UnsupportedError, UserError)
+from edgeprof.core.hookspecs import hookimpl
+from edgeprof.core.requests import MeasureRequest, Runner
+from edgeprof.core.results import BenchmarkResult, RunRecord
+from edgeprof.profilers.measure.harness import BACKEND_FAILURES, MeasureFailure, one_line
+from edgeprof.profilers.measure.runners import (InlineRunner, IsolatedRunner, backend_class,
+                                                default_runner)
 
 
-def run_one(backend: Backend, handle: ModelHandle, config: RunConfig) -> BenchmarkResult:
-    """Benchmark with the status rules of docs/design.md: never raises for a backend's failure."""
-    from edgeprof.core.errors import BackendUnavailableError, UnsupportedError
+# ------------------------------------------------------------------- error -> status
+def _out_of_memory(exc: BaseException) -> bool:
+    return (isinstance(exc, MemoryError) or getattr(exc, "remote_type", "") == "MemoryError"
+            or "out of memory" in str(exc).lower())
 
-    cls = type(backend)
-    base = dict(backend=cls.name, model=handle.name, requested_precision=config.precision,
-                executed_precision=None, batch_size=handle.batch_size, config=config.to_dict())
-    a = cls.availability()
-    if not a.available:
-        return BenchmarkResult(status="unavailable",
-                               reason=a.reason + (f"; {a.hint}" if a.hint else ""), **base)
+
+def status_of(exc: BaseException) -> tuple[str, str]:
+    """``(status, reason)`` for what a runner raised; re-raises what is not the backend's
+    failure (``UserError``, ``KeyboardInterrupt``)."""
+    phase, error = (exc.phase, exc.error) if isinstance(exc, MeasureFailure) else (None, exc)
+    if isinstance(error, UserError):
+        raise error
+    if isinstance(error, UnsupportedError):
+        return "unsupported", str(error)
+    if isinstance(error, BackendUnavailableError):
+        return "unavailable", str(error)
+    if phase == "import" and isinstance(error, ImportError):
+        return "unavailable", f"importing the runtime failed: {one_line(error)}"
+    if phase is None:
+        return "failed", str(error) if isinstance(error, EdgeprofError) else one_line(error)
+    if _out_of_memory(error):
+        return "failed", f"out of memory during {phase}: {one_line(error)}"
+    return "failed", f"{phase} failed: {one_line(error)}"
+
+
+def _base(request: MeasureRequest) -> BenchmarkResult:
+    c = request.config
+    return BenchmarkResult(backend=request.backend, model=request.model_name,
+                           requested_precision=c.precision, executed_precision=None,
+                           status="failed", batch_size=request.batch_size, device=c.device,
+                           config=c.to_dict())
+
+
+def run_measurement(request: MeasureRequest, runner: Runner) -> RunRecord:
+    """Run ``request`` on ``runner``; never raises for the backend's own failure."""
+    cls = request.backend_type or backend_class(request)
+    # this machine's runtimes say nothing of a board's: only runners on this host pre-check
+    a = cls.availability() if isinstance(runner, (InlineRunner, IsolatedRunner)) else None
+    if a is not None and not a.available:
+        record = _base(request)
+        record.status = "unavailable"
+        record.reason = a.reason + (f"; {a.hint}" if a.hint else "")
+        return record
     caps = cls.capabilities
-    if config.device == "cpu" and "cpu" not in caps.devices:
+    if request.config.device == "cpu" and "cpu" not in caps.devices:
         # the default device, for a backend that has no CPU path: its own first device
-        from dataclasses import replace as _replace
-
-        config = _replace(config, device=caps.devices[0])
-        base["config"] = config.to_dict()
+        request = replace(request, config=replace(request.config, device=caps.devices[0]))
     try:
-        cls.check_request(handle, config)  # what the capabilities rule out, before any work
-        return benchmark_backend(backend, handle, config)
-    except UnsupportedError as e:
-        return BenchmarkResult(status="unsupported", reason=str(e), **base)
-    except BackendUnavailableError as e:
-        return BenchmarkResult(status="unavailable", reason=str(e), **base)
-    except UserError:
-        raise
-    except EdgeprofError as e:
-        return BenchmarkResult(status="failed", reason=str(e), **base)
-    except Exception as e:  # a runtime's own failure is that run's failure, not ours
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        return BenchmarkResult(status="failed", reason=f"{type(e).__name__}: {msg}", **base)
+        if request.handle is not None and request.artifact is None:
+            cls.check_request(request.handle, request.config)  # before starting any worker
+        record = runner.run(request)
+    except BACKEND_FAILURES as e:  # status_of re-raises what is not the backend's
+        record = e.partial if isinstance(e, MeasureFailure) and e.partial is not None \
+            else _base(request)
+        record.status, record.reason = status_of(e)
+        record.stats = None
+    record.model = request.model_name
+    return record
+
+
+@hookimpl
+def edgeprof_measure(request: MeasureRequest, runner: Runner) -> RunRecord:
+    """The built-in measurement (see the module docstring)."""
+    return run_measurement(request, runner)
+
+
+# ----------------------------------------------------------------------- the front door
+def measure(request: MeasureRequest, runner: Runner | None = None, *,
+            registry: Any = None) -> RunRecord:
+    """Measure ``request`` and return its record, whatever happened to the backend.
+
+    ``runner``: where it runs; by default :class:`~.runners.IsolatedRunner` when the
+    config asks for isolation or a timeout, else :class:`~.runners.InlineRunner`.
+    ``registry``: the plugins to use (default: the request's ``plugins_file``). An unknown
+    backend name is a ``UserError`` raised before anything runs.
+    """
+    if registry is None:
+        from edgeprof.core.plugins import get_registry
+
+        registry = get_registry(request.plugins_file)
+    if request.backend_type is None:
+        request = replace(request, backend_type=backend_class(request, registry))
+    runner = runner or default_runner(request)
+    hook = getattr(getattr(registry, "pm", None), "hook", None)
+    record = None
+    if hook is not None and hasattr(hook, "edgeprof_measure"):
+        record = hook.edgeprof_measure(request=request, runner=runner)
+    if record is None:  # a registry without the built-in implementation
+        record = run_measurement(request, runner)
+    return record
+
+
+def benchmark_backend(backend: Any, model: Any, config: RunConfig | None = None, *,
+                      runner: Runner | None = None, plugins_file: Any = None,
+                      registry: Any = None) -> RunRecord:
+    """:func:`measure` of ``backend`` (a Backend class or object; only its class is used,
+    built once inside the run) on ``model`` (a ModelHandle or a spec)."""
+    from edgeprof.core.models import ModelHandle, resolve_model
+
+    config = config or RunConfig()
+    cls = backend if isinstance(backend, type) else type(backend)
+    handle = model if isinstance(model, ModelHandle) else resolve_model(model,
+                                                                        registry=registry)
+    request = MeasureRequest.for_handle(cls, handle, config, plugins_file=plugins_file)
+    return measure(request, runner, registry=registry)
+
+
+def raise_for_status(result: BenchmarkResult) -> BenchmarkResult:
+    """``MeasurementError`` with the reason when a run that should work produced nothing."""
+    if result.status == "failed":
+        raise MeasurementError(f"{result.backend} ({result.requested_precision}) failed: "
+                               f"{result.reason}")
+    return result
+
+
+__all__ = ["benchmark_backend", "edgeprof_measure", "measure", "raise_for_status",
+           "run_measurement", "status_of"]

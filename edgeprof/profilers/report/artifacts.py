@@ -108,6 +108,27 @@ def backend_comparison_frame(report):
     return pd.DataFrame(rows)
 
 
+def totals_latency(report) -> tuple[float | None, str | None]:
+    """The whole-model target latency for seed 000's totals, with its provenance.
+
+    It comes from the first run whose precision is the estimate's (requested, or executed
+    when the request was an alias such as ``int8``), through that run's summary figure, so
+    an estimated, predicted or measured latency keeps its label. (None, None) when no run
+    of that precision produced a latency: the totals are then the analytic roofline.
+    """
+    want = report.estimate.precision
+    for r in report.runs:
+        s = r.summary
+        if s is None or "latency_ms" not in s.figures:
+            continue
+        if want not in (r.requested_precision, r.benchmark.executed_precision):
+            continue
+        fig = s.figures["latency_ms"]
+        if fig.value is not None:
+            return float(fig.value), fig.provenance
+    return None, None
+
+
 def write_artifacts(report, folder: Path, *, stream_rate_fps: float | None = None) -> list[str]:
     """Write every artifact of ``report`` into ``folder``; return the file names."""
     from edgeprof.core.io import write_csv, write_json
@@ -122,10 +143,10 @@ def write_artifacts(report, folder: Path, *, stream_rate_fps: float | None = Non
 
     layer_frame = report.estimate.to_frame()
     csv("layerwise_breakdown.csv", layer_frame)
-    measured = next((r for r in report.runs if r.summary and r.summary.value("latency_ms")), None)
+    latency, provenance = totals_latency(report)
     profile = hardware.build_hardware_profile_table(
-        report.estimate, stream_rate_fps=stream_rate_fps,
-        measured_latency_ms=measured.summary.value("latency_ms") if measured else None)
+        report.estimate, stream_rate_fps=stream_rate_fps, latency_ms=latency,
+        latency_provenance=provenance)
     for path in hardware.write_hardware_profile_artifacts(profile, folder).values():
         names.append(Path(path).name)
     csv("hardware_summary.csv", hardware_summary_frame(report))
@@ -138,6 +159,12 @@ def write_artifacts(report, folder: Path, *, stream_rate_fps: float | None = Non
     plot_layerwise(layer_frame, "activation_bytes", folder / "layerwise_activation_memory.png",
                    f"Activation bytes per layer: {title}")
     names.append("layerwise_activation_memory.png")
+    from edgeprof.profilers.report.plots import plot_roofline  # html helper: roofline.png
+
+    plot_roofline(layer_frame, report.estimate.peak_macs_per_s,
+                  report.estimate.memory_bandwidth_bytes_per_s, folder / "roofline.png",
+                  f"Roofline: {title}")
+    names.append("roofline.png")
     import shutil
 
     for r in report.runs:
@@ -147,8 +174,14 @@ def write_artifacts(report, folder: Path, *, stream_rate_fps: float | None = Non
         if r.trace_file is not None:
             shutil.copyfile(r.trace_file, folder / f"trace_{tag}.json")
             names.append(f"trace_{tag}.json")
-    write_json(folder / "profile.json", report.to_dict())
+    doc = report.to_dict()
+    write_json(folder / "profile.json", doc)
     names.append("profile.json")
+    from edgeprof.core.io import write_text  # html helper: the self-contained report.html
+    from edgeprof.profilers.report.html import render_profile_html
+
+    write_text(folder / "report.html", render_profile_html(doc))
+    names.append("report.html")
     return list(dict.fromkeys(names))
 
 

@@ -18,6 +18,15 @@ medians' confidence intervals are reported too (``ci_overlap``) but do not decid
 A run without samples (not ``ok``, or written with ``keep_samples`` off) is listed with the
 reason and no verdict. Samples that are block means (``block_size > 1``) are compared as they
 are; a note says when the two sides used different block sizes.
+
+The inputs are checked before anything is compared (:class:`ConfigError`, exit 2):
+
+* a ``schema_version`` whose major version this edgeprof does not read;
+* latency samples that are not finite non-negative numbers (a NaN, a string): edgeprof never
+  writes them, so the file is damaged or not edgeprof's;
+* profiles of a different model (name, format), target or input shapes/dtypes
+  (:func:`profile_differences`): a speed-up between two different things means nothing.
+  ``force=True`` compares anyway, and every row carries a note saying what differs.
 """
 
 from __future__ import annotations
@@ -29,8 +38,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgeprof.core.errors import ConfigError
+from edgeprof.core.errors import ConfigError, UserError
 
+#: major versions of profile.json this module reads
+SCHEMA_MAJORS = (1,)
 ALPHA = 0.05
 MIN_REL_CHANGE = 0.02
 MIN_CLIFFS_DELTA = 0.147
@@ -81,15 +92,82 @@ def load_profile(path: str | os.PathLike) -> dict[str, Any]:
     return doc
 
 
+def _schema_major(version: Any) -> int | None:
+    if isinstance(version, bool):
+        return None
+    if isinstance(version, int):
+        return version
+    if isinstance(version, float) and math.isfinite(version):
+        return int(version)
+    if isinstance(version, str):
+        head = version.strip().split(".", 1)[0]
+        return int(head) if head.isdigit() else None
+    return None
+
+
 def check_profile(doc: Any, where: Any = "profile") -> None:
-    """ConfigError unless ``doc`` looks like a profile.json (a dict with a ``runs`` list)."""
+    """ConfigError unless ``doc`` looks like a profile.json this version reads: a dict with a
+    ``runs`` list, a known ``schema_version`` major (when it has one), and latency samples
+    that are finite non-negative numbers."""
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
         raise ConfigError("not an edgeprof profile.json (no 'runs' list); give a file written "
                           "by 'edgeprof profile'", path=where)
+    if "schema_version" in doc:
+        version = doc["schema_version"]
+        if _schema_major(version) not in SCHEMA_MAJORS:
+            raise ConfigError(f"schema_version {version!r} is not one this edgeprof reads "
+                              f"({', '.join(f'{m}.x' for m in SCHEMA_MAJORS)}); compare it with "
+                              "the edgeprof version that wrote it", path=where,
+                              field="schema_version")
     for i, run in enumerate(doc["runs"]):
         if not isinstance(run, dict) or not isinstance(run.get("backend"), str):
             raise ConfigError(f"run {i} has no 'backend' name; is this an edgeprof "
                               "profile.json?", path=where, field=f"runs[{i}]")
+        stats = _stats(run)
+        samples = (stats or {}).get("samples_ms")
+        if samples is None:
+            continue
+        if not isinstance(samples, list):
+            raise ConfigError(f"samples_ms of run {i} ({run['backend']}) is a "
+                              f"{type(samples).__name__}, not a list of ms; the file is "
+                              "damaged or not written by edgeprof", path=where,
+                              field=f"runs[{i}].benchmark.stats.samples_ms")
+        for j, v in enumerate(samples):
+            ok = (isinstance(v, (int, float)) and not isinstance(v, bool)
+                  and math.isfinite(v) and v >= 0)
+            if not ok:
+                raise ConfigError(f"latency sample {j} of run {i} ({run['backend']}) is "
+                                  f"{v!r}, not a finite number of ms; the file is damaged or "
+                                  "not written by edgeprof", path=where,
+                                  field=f"runs[{i}].benchmark.stats.samples_ms")
+
+
+def _identity(doc: dict[str, Any]) -> dict[str, Any]:
+    """What a profile measured: model name and format, target, input shapes and dtypes
+    (only what the document says)."""
+    out: dict[str, Any] = {}
+    model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
+    for key in ("name", "format"):
+        if model.get(key) is not None:
+            out[f"model {key}"] = model[key]
+    inputs = model.get("inputs")
+    if isinstance(inputs, list) and inputs:
+        out["input shapes"] = ", ".join(
+            "x".join(str(d) for d in (i.get("shape") or [])) + f" {i.get('dtype', '')}".rstrip()
+            for i in inputs if isinstance(i, dict))
+    target = doc.get("target")
+    tid = target.get("id") if isinstance(target, dict) else target
+    if tid is not None:
+        out["target"] = tid
+    return out
+
+
+def profile_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """What differs between the things two profiles measured (model, target, input shapes),
+    e.g. ``["target: raspberry_pi_4 (A) vs jetson_nano (B)"]``; empty when they match or
+    neither document says."""
+    ia, ib = _identity(a), _identity(b)
+    return [f"{k}: {ia[k]} (A) vs {ib[k]} (B)" for k in ia if k in ib and ia[k] != ib[k]]
 
 
 def _precision(run: dict[str, Any]) -> str:
@@ -159,8 +237,15 @@ def compare_samples(a_ms, b_ms, *, alpha: float = ALPHA, min_rel_change: float =
 
     from edgeprof.profilers.measure.stats import median_ci
 
-    a = np.asarray(a_ms, dtype=np.float64)
-    b = np.asarray(b_ms, dtype=np.float64)
+    try:
+        a = np.asarray(a_ms, dtype=np.float64)
+        b = np.asarray(b_ms, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise UserError(f"latency samples must be numbers of ms ({e})") from None
+    bad = int((~np.isfinite(a)).sum() + (~np.isfinite(b)).sum())
+    if bad:  # a NaN compares false with everything: the test would say "no change"
+        raise UserError(f"{bad} latency samples are not finite numbers (NaN or inf); "
+                        "nothing can be concluded from them")
     ma, mb = float(np.median(a)), float(np.median(b))
     u_a, p = mann_whitney(a, b)
     delta = cliffs_delta_from_u(u_a, a.size, b.size)
@@ -181,10 +266,21 @@ def compare_samples(a_ms, b_ms, *, alpha: float = ALPHA, min_rel_change: float =
 
 def compare_results(a: dict[str, Any], b: dict[str, Any], *, alpha: float = ALPHA,
                     min_rel_change: float = MIN_REL_CHANGE,
-                    min_cliffs: float = MIN_CLIFFS_DELTA) -> list[Comparison]:
-    """Compare two profile.json documents (dicts); one row per (backend, precision)."""
+                    min_cliffs: float = MIN_CLIFFS_DELTA,
+                    force: bool = False) -> list[Comparison]:
+    """Compare two profile.json documents (dicts); one row per (backend, precision).
+
+    Profiles of a different model, target or input shape raise :class:`ConfigError`;
+    ``force=True`` compares them anyway and notes the difference on every row."""
     check_profile(a, "first profile")
     check_profile(b, "second profile")
+    differ = profile_differences(a, b)
+    if differ and not force:
+        raise ConfigError("the profiles measured different things (" + "; ".join(differ)
+                          + "); a change between them is not a speed-up or a slow-down. "
+                          "Compare profiles of one model, target and input shape, or pass "
+                          "--force to compare anyway")
+    forced = ["NOT LIKE FOR LIKE (forced): " + "; ".join(differ)] if differ else []
     ia, ib = _index(a), _index(b)
     rows: list[Comparison] = []
     for key in list(ia) + [k for k in ib if k not in ia]:
@@ -217,6 +313,8 @@ def compare_results(a: dict[str, Any], b: dict[str, Any], *, alpha: float = ALPH
         if ka != kb:
             row.notes.append(f"samples are block means of {ka} (A) and {kb} (B) calls")
         rows.append(row)
+    for row in rows:
+        row.notes[:0] = forced
     return rows
 
 
@@ -233,6 +331,8 @@ def format_comparison(rows: list[Comparison], label_a: str = "A", label_b: str =
     for r in rows:
         change = "-" if r.delta_pct is None else f"{r.delta_pct:+.1f}%"
         verdict = r.verdict if r.status == "compared" else f"{r.verdict}: {r.reason}"
+        if any(n.startswith("NOT LIKE FOR LIKE") for n in r.notes):
+            verdict += " (NOT LIKE FOR LIKE)"
         body.append([r.backend, r.precision, _fmt(r.median_a_ms), _fmt(r.median_b_ms), change,
                      "-" if r.p_value is None else f"{r.p_value:.2g}",
                      "-" if r.cliffs_delta is None else f"{r.cliffs_delta:+.2f}", verdict])
@@ -246,6 +346,6 @@ def format_comparison(rows: list[Comparison], label_a: str = "A", label_b: str =
     return "\n".join(lines)
 
 
-__all__ = ["ALPHA", "MIN_CLIFFS_DELTA", "MIN_REL_CHANGE", "Comparison", "check_profile",
-           "cliffs_delta_from_u", "compare_results", "compare_samples", "format_comparison",
-           "load_profile", "mann_whitney"]
+__all__ = ["ALPHA", "MIN_CLIFFS_DELTA", "MIN_REL_CHANGE", "SCHEMA_MAJORS", "Comparison",
+           "check_profile", "cliffs_delta_from_u", "compare_results", "compare_samples",
+           "format_comparison", "load_profile", "mann_whitney", "profile_differences"]

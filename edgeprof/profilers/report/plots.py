@@ -40,3 +40,80 @@ def plot_layerwise(frame, column: str, path: str | os.PathLike, title: str, *,
     ax.set_title(title)
     fig.tight_layout()
     return write_with(path, lambda p: fig.savefig(p, dpi=DPI, format="png"))
+
+
+# ------------------------------------------------------------------------------ roofline
+def roofline_points(layers) -> list[dict]:
+    """Each layer with MACs as a roofline point (analytic): ``intensity`` in MAC per byte
+    moved (weights + input + output bytes, what the estimate's memory time counts) and
+    ``attainable`` in MAC/s = macs / roofline latency, i.e. ``min(peak, intensity x
+    bandwidth)``. ``layers`` is the estimate's rows (records or a DataFrame). Layers without
+    MACs (activations, pooling, elementwise) have no intensity and are left out."""
+    records = layers.to_dict(orient="records") if hasattr(layers, "to_dict") and \
+        hasattr(layers, "columns") else list(layers)
+    out = []
+    for r in records:
+        macs = r.get("macs") or 0
+        moved = sum(float(r.get(k) or 0) for k in ("parameter_bytes", "input_bytes",
+                                                    "activation_bytes"))
+        ms = r.get("roofline_latency_ms")
+        if not macs or macs <= 0 or moved <= 0 or not ms or ms <= 0:
+            continue
+        out.append({"layer": str(r.get("layer")), "op_type": str(r.get("op_type")),
+                    "macs": float(macs), "bytes": moved, "intensity": float(macs) / moved,
+                    "attainable": float(macs) / (float(ms) / 1e3), "bound": r.get("bound"),
+                    "roofline_latency_ms": float(ms)})
+    return out
+
+
+def roofline_roof(peak_macs_per_s: float, bandwidth_bytes_per_s: float,
+                  lo: float, hi: float) -> tuple[list[float], list[float]]:
+    """The roof from intensity ``lo`` to ``hi`` (MAC/B): the bandwidth slope up to the ridge
+    point ``peak / bandwidth``, flat at ``peak`` after it."""
+    ridge = peak_macs_per_s / bandwidth_bytes_per_s
+    lo, hi = min(lo, ridge / 10), max(hi, ridge * 10)
+    xs = [lo, ridge, hi]
+    return xs, [min(peak_macs_per_s, x * bandwidth_bytes_per_s) for x in xs]
+
+
+def plot_roofline(layers, peak_macs_per_s: float | None, bandwidth_bytes_per_s: float | None,
+                  path: str | os.PathLike, title: str) -> Path:
+    """``roofline.png``: the target's roofline (log-log, GMAC/s vs MAC/byte) with each layer
+    that has MACs as a point, memory-bound layers in one colour, compute-bound in another.
+    Without a peak or a bandwidth the chart says so instead of drawing a roof."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    pts = roofline_points(layers)
+    fig = Figure(figsize=(8.0, 5.5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    if pts:
+        for bound, color in (("memory", "tab:blue"), ("compute", "tab:red")):
+            sel = [p for p in pts if p["bound"] == bound]
+            if sel:
+                ax.scatter([p["intensity"] for p in sel], [p["attainable"] / 1e9 for p in sel],
+                           s=14, color=color, label=f"{bound}-bound layers (analytic)", zorder=3)
+    if peak_macs_per_s and bandwidth_bytes_per_s:
+        xs_pts = [p["intensity"] for p in pts] or [peak_macs_per_s / bandwidth_bytes_per_s]
+        xs, ys = roofline_roof(peak_macs_per_s, bandwidth_bytes_per_s, min(xs_pts) / 2,
+                               max(xs_pts) * 2)
+        ax.plot(xs, [y / 1e9 for y in ys], color="black", lw=1.2,
+                label=f"roof: {peak_macs_per_s / 1e9:.4g} GMAC/s, "
+                      f"{bandwidth_bytes_per_s / 1e9:.4g} GB/s")
+    else:
+        ax.text(0.5, 0.5, "no peak compute or bandwidth in the target's descriptor",
+                ha="center", va="center", transform=ax.transAxes)
+    if pts or (peak_macs_per_s and bandwidth_bytes_per_s):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    skipped = len(layers) - len(pts)
+    ax.set_xlabel("arithmetic intensity (MAC per byte moved)")
+    ax.set_ylabel("attainable GMAC/s")
+    ax.set_title(title + (f"\n({skipped} layers without MACs not shown)" if skipped else ""),
+                 fontsize=10)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="lower right")
+    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    fig.tight_layout()
+    return write_with(path, lambda p: fig.savefig(p, dpi=DPI, format="png"))

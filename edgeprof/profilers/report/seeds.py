@@ -18,6 +18,7 @@ binary ``/1024`` divisions are not kept (docs/design.md, "Units").
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,21 +53,36 @@ QUANTIZATION_NOTE = ("Memory figures scale with bytes per element; the latency e
 
 
 # --------------------------------------------------------------------------- seed 002
+#: ``layers=`` choices of :func:`estimate_layerwise_stats`
+LAYER_SETS = ("all", "seed")
+#: module types the seeds' layer-wise table has rows for
+SEED_LAYER_TYPES = ("Conv2d", "Linear")
+
+
 def estimate_layerwise_stats(model, batch_size: int, input_shape: tuple[int, ...] = (1, 28, 28),
-                             activation_bytes_per_value: int | None = None):
+                             activation_bytes_per_value: int | None = None, *,
+                             layers: str = "all"):
     """Layer-by-layer output elements, parameter bytes, activation bytes and MACs.
 
     ``input_shape`` excludes the batch dimension (seed form). Bytes use the model's own
     parameter element size (4 for an fp32 model), activations the same unless
-    ``activation_bytes_per_value`` is given. Returns a DataFrame with the seed's columns
-    ``layer, output_elements, parameter_bytes, activation_bytes, macs`` followed by
-    ``op_type, output_shape, input_bytes, parameter_count, other_ops, flops``.
+    ``activation_bytes_per_value`` is given.
+
+    ``layers="all"`` (the default): one row per layer that does work (for SmallCNN also the
+    ReLU and pooling rows), as a DataFrame with the seed's columns ``layer,
+    output_elements, parameter_bytes, activation_bytes, macs`` followed by ``op_type,
+    output_shape, input_bytes, parameter_count, other_ops, flops``.
+    ``layers="seed"``: the seeds' table exactly -- only the ``nn.Conv2d`` and ``nn.Linear``
+    layers (SmallCNN: conv1, conv2, classifier) and only the seed's five columns, so
+    :func:`summarize_hardware` on it gives the seeds' totals.
     """
     import pandas as pd
     import torch
 
     from edgeprof.profilers.estimate.torch_graph import walk_torch
 
+    if layers not in LAYER_SETS:
+        raise InputSpecError(f"layers must be one of {', '.join(LAYER_SETS)}, got {layers!r}")
     check_batch_size(batch_size)
     shape = tuple(int(d) for d in input_shape)
     if not shape or any(d <= 0 for d in shape):
@@ -92,6 +108,12 @@ def estimate_layerwise_stats(model, batch_size: int, input_shape: tuple[int, ...
         "other_ops": int(g.other_ops),
         "flops": 2 * int(g.macs),
     } for g in result.layers]
+    if layers == "seed":
+        rows = [r for r in rows if r["op_type"] in SEED_LAYER_TYPES]
+        if not rows:
+            raise InputSpecError("layers='seed' keeps only nn.Conv2d and nn.Linear layers, and "
+                                 "this model has none; use layers='all'")
+        return pd.DataFrame(rows, columns=list(LAYERWISE_COLUMNS))
     return pd.DataFrame(rows, columns=list(LAYERWISE_COLUMNS + LAYERWISE_EXTRA))
 
 
@@ -195,41 +217,132 @@ def _measured_by_layer(operator_latency_ms) -> dict[str, float]:
     return {str(k): float(v) for k, v in df.groupby(key)["latency_ms"].sum().items()}
 
 
-def build_hardware_profile_table(estimate: Estimate, operator_latency_ms=None,
+#: seed 000's operators, in order: a tabular pipeline of ``feature_count`` features
+SEED_OPERATORS = ("input_normalization", "linear_projection", "activation", "decision_head")
+#: provenance of a whole-model latency figure -> provenance of the per-row shares of it
+_SHARE_PROVENANCE = "estimated"
+
+
+def seed_tabular_model(feature_count: int, hidden_features: int | None = None):
+    """Seed 000's pipeline as a torch module with the seed's operator names.
+
+    ``input_normalization`` (per-feature scale and shift: ``BatchNorm1d`` in eval),
+    ``linear_projection`` (``Linear(feature_count, hidden_features)``; the seed does not
+    give the width, so it defaults to ``feature_count``), ``activation`` (ReLU) and
+    ``decision_head`` (``Linear(hidden_features, 1)``).
+    """
+    from torch import nn
+
+    for name, v in (("feature_count", feature_count), ("hidden_features", hidden_features)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+            raise InputSpecError(f"{name} must be a positive integer, got {v!r}")
+    hidden = hidden_features or feature_count
+    return nn.Sequential(OrderedDict(zip(SEED_OPERATORS, (
+        nn.BatchNorm1d(feature_count), nn.Linear(feature_count, hidden), nn.ReLU(),
+        nn.Linear(hidden, 1)))))
+
+
+def _seed_form_estimate(feature_count, batch_size, target, precision: str,
+                        hidden_features: int | None) -> Estimate:
+    from edgeprof.core.models import resolve_model
+    from edgeprof.profilers.estimate.analytic import estimate_model
+
+    check_batch_size(batch_size)
+    model = seed_tabular_model(feature_count, hidden_features)
+    handle = resolve_model(model, input_shapes=[[int(batch_size), int(feature_count)]])
+    if isinstance(target, str):
+        from edgeprof.targets import get_target
+
+        target = get_target(target)
+    return estimate_model(handle, target, precision)
+
+
+def build_hardware_profile_table(estimate: Estimate | int | None = None, operator_latency_ms=None,
                                  stream_rate_fps: float | None = None, *,
-                                 measured_latency_ms: float | None = None) -> dict[str, Any]:
+                                 latency_ms: float | None = None,
+                                 latency_provenance: str | None = None,
+                                 measured_latency_ms: float | None = None,
+                                 feature_count: int | None = None, batch_size: int | None = None,
+                                 stream_interval_ms: float | None = None,
+                                 target: Any = "host", precision: str = "fp32",
+                                 hidden_features: int | None = None) -> dict[str, Any]:
     """Seed 000's hardware profile, built from an :class:`Estimate`.
+
+    Two call forms:
+
+    * ``build_hardware_profile_table(estimate, operator_latency_ms=None,
+      stream_rate_fps=None, latency_ms=None, latency_provenance=None)`` -- any model's
+      estimate (edgeprof's form);
+    * ``build_hardware_profile_table(feature_count, batch_size, stream_interval_ms)`` (seed
+      000's form, positional or by keyword) -- the estimate of seed 000's four-operator
+      tabular pipeline (:func:`seed_tabular_model`) on ``target`` (default ``host``) at
+      ``precision``. Its latencies are that model's roofline on the target, provenance
+      ``analytic``, not the seed's fixed per-sample constants.
 
     ``operator_profile`` has one ``{operator, latency_ms, memory_kb, provenance}`` per
     estimate row: the measured latency where ``operator_latency_ms`` (a mapping layer -> ms,
     or the DataFrame a backend's ``operator_profile`` returns, summed per ``layer``) has
-    one, else the row's roofline latency. With ``measured_latency_ms`` (a whole-model
-    measurement) the rows without a per-operator measurement share what is left of it in
-    proportion to their roofline latency (provenance ``estimated``), so the total is the
-    measurement (provenance ``measured``). ``memory_kb`` is the row's parameter plus output
-    bytes / 1000 (the seeds' bytes moved: each output is written once and read by the next
-    layer). ``totals`` sums them; ``estimated_bandwidth_mb_s`` = MB / latency in s (clamped
-    at 1e-9 s); ``stream_utilization`` = latency / (1 / ``stream_rate_fps``), None without a
-    stream rate (above 1 means the device cannot keep up; it is not clamped).
-    ``precision_tradeoffs`` recomputes the same bytes at fp32, fp16 and int8;
-    ``edge_constraints`` carries the estimate's sentences.
+    one, else the row's roofline latency. With a whole-model figure ``latency_ms`` (and its
+    ``latency_provenance``: ``measured``, ``predicted``, ``estimated`` ...; a summary's
+    ``figures["latency_ms"]`` gives both) the rows without a per-operator measurement share
+    what is left of it in proportion to their roofline latency (provenance ``estimated``),
+    and the total is that figure with its provenance. ``measured_latency_ms=x`` is short for
+    ``latency_ms=x, latency_provenance="measured"``: pass it only for a measurement.
+    ``memory_kb`` is the row's parameter plus output bytes / 1000 (the seeds' bytes moved).
+    ``totals`` sums them; ``estimated_bandwidth_mb_s`` = MB / latency in s (clamped at
+    1e-9 s); ``stream_utilization`` = latency / frame interval (``1 / stream_rate_fps`` or
+    ``stream_interval_ms``), None without either (above 1 means the device cannot keep up;
+    it is not clamped). ``precision_tradeoffs`` recomputes the same bytes at fp32, fp16 and
+    int8; ``edge_constraints`` carries the estimate's sentences.
     """
     if not isinstance(estimate, Estimate):
-        raise TypeError("build_hardware_profile_table takes an Estimate (from edgeprof.estimate "
-                        "or estimate_model), not the seed's (feature_count, batch_size, "
-                        "stream_interval_ms): edgeprof derives the costs from the model")
+        seed_args = (estimate, operator_latency_ms, stream_rate_fps)
+        if isinstance(estimate, (int, float)) and not isinstance(estimate, bool) or \
+                estimate is None and feature_count is not None:
+            if feature_count is None:  # positional seed form
+                feature_count, batch_size, stream_interval_ms = (
+                    seed_args[0], seed_args[1] if batch_size is None else batch_size,
+                    seed_args[2] if stream_interval_ms is None else stream_interval_ms)
+            if batch_size is None:
+                raise InputSpecError("seed 000's form needs feature_count, batch_size and "
+                                     "stream_interval_ms, e.g. (784, 32, 100)")
+            estimate = _seed_form_estimate(feature_count, batch_size, target, precision,
+                                           hidden_features)
+            operator_latency_ms, stream_rate_fps = None, None
+        else:
+            raise TypeError("build_hardware_profile_table takes an Estimate (from "
+                            "edgeprof.estimate or estimate_model) or seed 000's "
+                            "(feature_count, batch_size, stream_interval_ms), not "
+                            f"{type(estimate).__name__}")
+    if stream_interval_ms is not None:
+        if isinstance(stream_interval_ms, bool) or not isinstance(stream_interval_ms, (int, float)) \
+                or not float(stream_interval_ms) > 0:
+            raise InputSpecError(f"stream interval must be a positive number of ms, got "
+                                 f"{stream_interval_ms!r}")
+        if stream_rate_fps is not None:
+            raise InputSpecError("give stream_rate_fps or stream_interval_ms, not both")
+        stream_rate_fps = 1000.0 / float(stream_interval_ms)
     if stream_rate_fps is not None and not (float(stream_rate_fps) > 0):
         raise InputSpecError(f"stream rate must be a positive frames-per-second figure, got "
                              f"{stream_rate_fps!r}")
-    if measured_latency_ms is not None and not (float(measured_latency_ms) >= 0):
-        raise InputSpecError(f"measured latency must be a non-negative number of ms, got "
-                             f"{measured_latency_ms!r}")
+    if measured_latency_ms is not None:
+        if latency_ms is not None:
+            raise InputSpecError("give latency_ms (with its provenance) or measured_latency_ms, "
+                                 "not both")
+        latency_ms, latency_provenance = measured_latency_ms, "measured"
+    if latency_ms is not None:
+        if not (float(latency_ms) >= 0):
+            raise InputSpecError(f"latency must be a non-negative number of ms, got "
+                                 f"{latency_ms!r}")
+        if not latency_provenance:
+            raise InputSpecError("a whole-model latency needs its provenance (measured, "
+                                 "predicted, estimated ...): pass latency_provenance")
     measured = _measured_by_layer(operator_latency_ms)
     rest = [r for r in estimate.layers if r.layer not in measured]
     share: dict[str, float] = {}
-    if measured_latency_ms is not None and rest:
-        left = max(float(measured_latency_ms) - sum(measured.get(r.layer, 0.0)
-                                                    for r in estimate.layers), 0.0)
+    if latency_ms is not None and rest:
+        left = max(float(latency_ms) - sum(measured.get(r.layer, 0.0)
+                                           for r in estimate.layers), 0.0)
         roof = sum(r.roofline_latency_ms for r in rest)
         for r in rest:
             share[r.layer] = left * (r.roofline_latency_ms / roof if roof > 0 else 1 / len(rest))
@@ -239,7 +352,7 @@ def build_hardware_profile_table(estimate: Estimate, operator_latency_ms=None,
         if r.layer in measured:
             latency, prov = measured[r.layer], "measured"
         elif r.layer in share:
-            latency, prov = share[r.layer], "estimated"
+            latency, prov = share[r.layer], _SHARE_PROVENANCE
         else:
             latency, prov = r.roofline_latency_ms, "analytic"
         sources.add(prov)
@@ -268,7 +381,7 @@ def build_hardware_profile_table(estimate: Estimate, operator_latency_ms=None,
             "memory_kb": total_kb,
             "estimated_bandwidth_mb_s": float(bandwidth),
             "stream_utilization": None if utilization is None else float(utilization),
-            "provenance": ("measured" if measured_latency_ms is not None else
+            "provenance": (str(latency_provenance) if latency_ms is not None else
                            "+".join(sorted(sources)) if sources else "analytic"),
         },
         "precision_tradeoffs": {

@@ -2,18 +2,30 @@
 
 Figures and where they come from (each :class:`Figure` carries its provenance):
 
-* on the host, latency is **measured** (the harness's median);
-* for any other target, latency is **estimated** as
-  ``roofline_target x (measured_host / roofline_host)`` for the same backend and precision:
-  the host's measured efficiency is carried over (docs/design.md, "Host and target");
+* on the host (or on a board of the target through the fleet), latency is **measured**
+  (the harness's median);
+* for any other target, latency is **predicted** by a calibration of that target x runtime
+  family x precision (``edgeprof.profilers.predict``), with its 90 % interval
+  (``latency_low_ms`` / ``latency_high_ms``) and the calibration's name; without one it is
+  the roofline times a documented prior, labelled **uncalibrated**. Neither uses this
+  machine's timing, so the figure does not move with the host's load; neither is below the
+  target's roofline. The old scalar carry-over (``roofline_target x measured_host /
+  roofline_host``) is only available as ``method="carry_over"`` (provenance
+  **estimated**), and is refused for a measurement on a GPU (its efficiency is not the CPU
+  host's roofline's);
+* ``host_efficiency_ratio`` (measured host latency / host roofline) is **estimated**:
+  derived from a measurement and an analytic figure;
 * achieved GB/s and GMAC/s, bandwidth and compute utilization, the energy proxy and the
   latency budget all use that latency, and inherit its provenance;
-* roofline figures are **analytic**, the target's peak figures come from its **descriptor**.
+* roofline figures are **analytic**, the target's peak figures come from its **descriptor**
+  (the host's from its measured calibration, a board's from its datasheet: each roofline
+  uses its own target's convention).
 
 The seeds' reading of bandwidth utilization: above 80% memory-bound, below 20% compute-bound
-or inefficient, balanced in between. The uncalibrated roofline is a lower bound: a host
-measurement below it (by more than the median's confidence interval) means a descriptor
-figure is wrong, and a warning says so.
+or inefficient, balanced in between. The roofline is a lower bound: a host measurement below
+the host's roofline (by more than the median's confidence interval) means a descriptor figure
+is wrong; the warning ``measurement_below_roofline`` says so, in the host's summary and in
+the target's.
 """
 
 from __future__ import annotations
@@ -43,44 +55,114 @@ def seed_bytes(estimate: Estimate) -> float:
     return float(sum(r.parameter_bytes + r.activation_bytes for r in estimate.layers))
 
 
+METHODS = ("predict", "carry_over")
+
+
+def _below_roofline(benchmark: BenchmarkResult, roofline_ms: float, where: str):
+    st = benchmark.stats
+    upper = st.ci_high_ms if st.ci_high_ms is not None else st.median_ms
+    if roofline_ms > 0 and upper < roofline_ms:
+        return WarningRecord(
+            "measurement_below_roofline",
+            f"measured {st.median_ms:.4g} ms (CI upper {upper:.4g} ms) beats the roofline "
+            f"lower bound {roofline_ms:.4g} ms on {where}: a descriptor figure "
+            "(bandwidth or peak compute) must be wrong, or the working set stayed in cache")
+    return None
+
+
+def _on_gpu(benchmark: BenchmarkResult | None) -> bool:
+    if benchmark is None:
+        return False
+    device = (benchmark.device or "cpu").lower()
+    return device not in ("cpu", "") or benchmark.backend == "tensorrt"
+
+
 def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any,
               host: Any | None = None, host_estimate: Estimate | None = None, *,
               stream_rate_fps: float | None = None,
-              latency_budget_ms: float | None = None) -> Summary:
+              latency_budget_ms: float | None = None, method: str = "predict",
+              backend: str | None = None, calibration_dirs: list | None = None) -> Summary:
+    """``estimate`` is on ``target``; ``benchmark`` was measured on this host (or on a board
+    of the target); ``host_estimate`` is the same model on ``host``. ``method`` picks how a
+    target that was not measured gets its latency: ``predict`` (default) or the named
+    ``carry_over`` of the host's measured efficiency."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; use one of {METHODS}")
     on_host = bool(getattr(target, "is_host", False))
     warnings: list[WarningRecord] = []
     notes: list[str] = []
     figures: dict[str, Figure] = {}
     measured_ok = benchmark is not None and benchmark.ok
+    backend = backend or (benchmark.backend if benchmark is not None else None)
     roofline_ms = estimate.roofline_latency_ms
     figures["roofline_latency_ms"] = Figure(roofline_ms, "ms", "analytic")
+    prediction = None
+
+    # -- the host's measurement, as a measurement ---------------------------------------
+    gpu = _on_gpu(benchmark)
+    if measured_ok and not on_host:
+        host_ms = benchmark.stats.median_ms
+        figures["host_latency_ms"] = Figure(host_ms, "ms", "measured")
+        if gpu:
+            notes.append(f"measured on {benchmark.device or 'a GPU'} ({benchmark.backend}): "
+                         "not compared with the CPU host's roofline")
+        elif host_estimate is not None and host_estimate.roofline_latency_ms > 0:
+            figures["host_roofline_latency_ms"] = Figure(host_estimate.roofline_latency_ms,
+                                                         "ms", "analytic")
+            figures["host_efficiency_ratio"] = Figure(
+                host_ms / host_estimate.roofline_latency_ms, "ratio", "estimated")
+            w = _below_roofline(benchmark, host_estimate.roofline_latency_ms,
+                                f"this host ({getattr(host, 'id', 'host')})")
+            if w is not None:
+                warnings.append(w)
 
     # -- latency on the target ---------------------------------------------------------
     latency_ms: float | None = None
-    provenance = "measured" if on_host else "estimated"
     reason: str | None = None
-    if not measured_ok:
-        reason = ("no measurement: " + (benchmark.reason or benchmark.status)) if benchmark \
-            else "no measurement was requested"
-    elif on_host:
-        latency_ms = benchmark.stats.median_ms
-    else:
-        host_ms = benchmark.stats.median_ms
-        figures["host_latency_ms"] = Figure(host_ms, "ms", "measured")
-        if host_estimate is None or host_estimate.roofline_latency_ms <= 0:
+    low = high = None
+    if on_host:
+        provenance = "measured"
+        if measured_ok:
+            latency_ms = benchmark.stats.median_ms
+        else:
+            reason = ("no measurement: " + (benchmark.reason or benchmark.status)) if benchmark \
+                else "no measurement was requested"
+    elif method == "carry_over":
+        provenance = "estimated"
+        if not measured_ok:
+            reason = ("no measurement: " + (benchmark.reason or benchmark.status)) if benchmark \
+                else "no measurement was requested"
+        elif gpu:
+            reason = (f"carry-over refused: the measurement ran on {benchmark.device or 'a GPU'} "
+                      f"({benchmark.backend}), and the host's roofline describes its CPU")
+        elif "host_efficiency_ratio" not in figures:
             reason = "host roofline unavailable (host calibration missing), cannot carry the " \
                      "host's efficiency over to the target"
         else:
-            efficiency = host_ms / host_estimate.roofline_latency_ms
-            figures["host_roofline_latency_ms"] = Figure(host_estimate.roofline_latency_ms, "ms",
-                                                         "analytic")
-            figures["host_efficiency_ratio"] = Figure(efficiency, "ratio", "measured")
-            latency_ms = roofline_ms * efficiency
+            eff = figures["host_efficiency_ratio"].value
+            latency_ms = max(roofline_ms * eff, roofline_ms)
             notes.append(
-                f"latency on {target.id} is estimated, not measured: roofline on {target.id} "
-                f"{roofline_ms:.4g} ms x (measured on host {host_ms:.4g} ms / roofline on host "
-                f"{host_estimate.roofline_latency_ms:.4g} ms)")
+                f"latency on {target.id} is estimated by the carry-over method: roofline "
+                f"{roofline_ms:.4g} ms x host efficiency ratio {eff:.3g} (measured on host / "
+                f"roofline on host), floored at the roofline; it moves with this host's load")
+    else:
+        from edgeprof.profilers.predict import predict_latency
+
+        if backend is None:
+            provenance = "uncalibrated"
+            reason = "no backend named, so no runtime family to predict for"
+        else:
+            prediction = predict_latency(estimate, target, backend, estimate.precision,
+                                         dirs=calibration_dirs)
+            provenance = prediction.provenance
+            latency_ms = prediction.value_ms
+            low, high = prediction.low_ms, prediction.high_ms
+            notes.append(prediction.note)
+            warnings.extend(prediction.warnings)
     figures["latency_ms"] = Figure(latency_ms, "ms", provenance, reason)
+    if low is not None:
+        figures["latency_low_ms"] = Figure(low, "ms", provenance)
+        figures["latency_high_ms"] = Figure(high, "ms", provenance)
 
     # -- achieved rates and utilization (the seeds' formulas) ----------------------------
     total_bytes = seed_bytes(estimate)
@@ -101,10 +183,12 @@ def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any
         figures["compute_utilization"] = Figure(
             achieved_gmacs * 1e9 / peak if peak else None, "fraction", provenance,
             None if peak else f"{target.id} has no peak compute figure for {precision}")
-        figures["energy_proxy_j"] = Figure(target.typical_power.value * lat_s, "J", "estimated")
-        if benchmark is not None and benchmark.batch_size:
-            figures["throughput_per_s"] = Figure(benchmark.batch_size / lat_s, "samples/s",
-                                                 provenance)
+        from edgeprof.profilers.measure.energy import energy_proxy_j
+
+        figures["energy_proxy_j"] = energy_proxy_j(target, lat_s)  # None + reason if no power
+        batch = estimate.batch_size or (benchmark.batch_size if benchmark is not None else 0)
+        if batch:
+            figures["throughput_per_s"] = Figure(batch / lat_s, "samples/s", provenance)
     else:
         why = reason or "no latency"
         for name, unit in (("achieved_bandwidth_gbps", "GB/s"), ("bandwidth_utilization", "fraction"),
@@ -130,23 +214,18 @@ def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any
                                                  None if meets is not None else reason)
 
     # -- honesty checks -------------------------------------------------------------------
-    if measured_ok and on_host and roofline_ms > 0:
-        st = benchmark.stats
-        upper = st.ci_high_ms if st.ci_high_ms is not None else st.median_ms
-        if upper < roofline_ms:
-            warnings.append(WarningRecord(
-                "measurement_below_roofline",
-                f"measured {st.median_ms:.4g} ms (CI upper {upper:.4g} ms) beats the roofline "
-                f"lower bound {roofline_ms:.4g} ms on {target.id}: a descriptor figure "
-                "(bandwidth or peak compute) must be wrong, or the working set stayed in cache"))
+    if measured_ok and on_host:
+        w = _below_roofline(benchmark, roofline_ms, target.id)
+        if w is not None:
+            warnings.append(w)
     if not on_host:
         notes.append(f"figures marked 'measured' were measured on this host; figures for "
-                     f"{target.id} are 'estimated' from them or 'analytic'")
+                     f"{target.id} are '{provenance}' or 'analytic'")
 
     bw_util = figures["bandwidth_utilization"].value
     reading = reading_of(bw_util)
     if bw_util is None:
         reading = f"unknown (no latency); the roofline says {estimate.bound}-bound"
-    return Summary(target=target.id, backend=benchmark.backend if benchmark else None,
-                   precision=precision, on_host=on_host, figures=figures, reading=reading,
-                   warnings=warnings, notes=notes)
+    return Summary(target=target.id, backend=backend, precision=precision, on_host=on_host,
+                   figures=figures, reading=reading, warnings=warnings, notes=notes,
+                   prediction=prediction.to_dict() if prediction is not None else None)

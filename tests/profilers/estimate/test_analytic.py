@@ -12,7 +12,7 @@ from torch import nn  # noqa: E402
 
 from edgeprof.core.errors import InputSpecError, UnknownNameError, UnsupportedError  # noqa: E402
 from edgeprof.core.models import ModelHandle, resolve_model  # noqa: E402
-from edgeprof.profilers.estimate.analytic import GRAPH_WALKERS, estimate_model  # noqa: E402
+from edgeprof.profilers.estimate.analytic import estimate_model  # noqa: E402
 from edgeprof.targets.schema import target_from_dict  # noqa: E402
 from edgeprof.zoo.models import SmallCNN, TinyTransformer  # noqa: E402
 
@@ -183,18 +183,16 @@ def test_precision_memory_table():
 
 
 # ----------------------------------------------------------------------- dispatch
-def test_graph_walkers_dispatch_and_unknown_format():
-    assert GRAPH_WALKERS == {
-        "torch": "edgeprof.profilers.estimate.torch_graph:walk_model",
-        "onnx": "edgeprof.profilers.estimate.onnx_graph:walk",
-        "tflite": "edgeprof.profilers.estimate.tflite_graph:walk",
-        "openvino": "edgeprof.profilers.estimate.openvino_graph:walk",
-        "keras": "edgeprof.profilers.estimate.tflite_graph:walk_converted",
-        "saved_model": "edgeprof.profilers.estimate.tflite_graph:walk_converted",
-    }
+def test_graph_readers_answer_through_the_hook_and_unknown_format(registry):
+    readers = {i.plugin_name for i in registry.hook.edgeprof_read_graph.get_hookimpls()}
+    assert readers == {f"edgeprof.profilers.estimate.{m}_graph"
+                       for m in ("torch", "onnx", "openvino", "tflite")}
+    walk = registry.hook.edgeprof_read_graph(model=cnn_handle())
+    assert walk.layers and walk.layers[0].macs > 0
     handle = ModelHandle(spec="m.caffemodel", name="m", format="caffe", input_specs=[])
-    with pytest.raises(UnsupportedError):
-        estimate_model(handle, make_target())
+    with pytest.raises(UnsupportedError, match="no graph reader reads caffe models") as e:
+        estimate_model(handle, make_target(), registry=registry)
+    assert "edgeprof.profilers.estimate.onnx_graph" in str(e.value)
     with pytest.raises(UnknownNameError):
         estimate_model(cnn_handle(), make_target(), "fp8")
 
@@ -241,7 +239,7 @@ def test_the_graph_walk_runs_once_per_model_and_input_shape(monkeypatch):
 
     calls = []
     real = analytic.walk
-    monkeypatch.setattr(analytic, "walk", lambda m: calls.append(m) or real(m))
+    monkeypatch.setattr(analytic, "walk", lambda m, *a: calls.append(m) or real(m, *a))
     handle = cnn_handle()
     a = estimate_model(handle, make_target(), "fp32")
     b = estimate_model(handle, make_target(), "int8")

@@ -22,6 +22,18 @@ def test_energy_proxy_is_power_times_latency_and_estimated():
     assert energy_proxy_j(FakeTarget(), 0.0).value == 0.0
 
 
+def test_energy_proxy_is_empty_with_the_reason_when_power_is_not_known():
+    class UnknownPower:
+        id = "host"
+        typical_power = Quantity(float("nan"), "W", "not known: no sourced figure for 'AMD "
+                                                         "EPYC'")
+
+    f = energy_proxy_j(UnknownPower(), 0.25)
+    assert f.value is None and f.provenance == "estimated"
+    assert "not known" in f.reason and "AMD EPYC" in f.reason
+    assert f.to_dict()["value"] is None
+
+
 @pytest.mark.parametrize("bad", [-1.0, "1", None, float("inf")])
 def test_energy_proxy_rejects_bad_latency(bad):
     with pytest.raises(UserError):

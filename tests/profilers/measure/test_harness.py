@@ -16,9 +16,10 @@ from edgeprof.core.backend import RunConfig
 from edgeprof.core.errors import UserError
 from edgeprof.core.results import LatencyStats
 from edgeprof.profilers.measure import environment as envmod
-from edgeprof.profilers.measure.harness import (TimingPlan, benchmark_backend, block_size_for,
+from edgeprof.profilers.measure.harness import (TimingPlan, block_size_for,
                                         plan_from_config, time_callable, timer_overhead_ns,
                                         timing_warnings)
+from edgeprof.profilers.measure.measure import benchmark_backend
 
 
 from tests import fakes  # noqa: E402

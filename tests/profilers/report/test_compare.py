@@ -117,7 +117,7 @@ def test_different_block_sizes_are_noted():
 def test_real_benchmark_results_can_be_compared():
 
     from edgeprof.core.backend import RunConfig
-    from edgeprof.profilers.measure.harness import benchmark_backend
+    from edgeprof.profilers.measure.measure import benchmark_backend
 
     from tests import fakes
 
@@ -173,3 +173,88 @@ def test_format_comparison_is_a_plain_table():
     assert "\x1b" not in text  # no colour codes
     assert isinstance(rows[0], Comparison)
     json.dumps([r.to_dict() for r in rows], allow_nan=False)
+
+
+# ------------------------------------------------------------ inputs that can't be trusted
+def described(runs, model="small_cnn", target="raspberry_pi_4", shape=(1, 1, 28, 28),
+              version="1.0"):
+    return {"schema_version": version, "runs": runs, "target": {"id": target},
+            "model": {"name": model, "format": "torch",
+                      "inputs": [{"name": "input", "shape": list(shape), "dtype": "float32"}]}}
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"model": "mlp"}, "model name"),
+    ({"target": "jetson_nano"}, "target"),
+    ({"shape": (8, 1, 28, 28)}, "input shapes"),
+])
+def test_profiles_of_different_things_are_refused(change, needle):
+    a = described([run("ort", lat(10.0))])
+    b = described([run("ort", lat(8.0))], **change)
+    with pytest.raises(ConfigError, match=needle) as err:
+        compare_results(a, b)
+    assert "--force" in str(err.value)
+    (row,) = compare_results(a, b, force=True)  # forced: compared, and says so on the row
+    assert row.status == "compared"
+    assert row.notes and row.notes[0].startswith("NOT LIKE FOR LIKE") and needle in row.notes[0]
+    assert "NOT LIKE FOR LIKE" in format_comparison([row])
+    assert compare_results(a, described([run("ort", lat(8.0))]))[0].notes == []
+
+
+@pytest.mark.parametrize("version", [99, "99.0", "2.0", "x", None, True])
+def test_an_unknown_schema_version_is_refused(version):
+    with pytest.raises(ConfigError, match="schema_version"):
+        check_profile(described([run("ort", lat(1.0))], version=version))
+    check_profile(described([run("ort", lat(1.0))], version="1.3"))  # a later 1.x reads
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "1.5", None, True, -1.0])
+def test_samples_that_are_not_finite_numbers_are_refused(bad):
+    broken = run("ort", lat(10.0))
+    broken["benchmark"]["stats"]["samples_ms"][3] = bad
+    with pytest.raises(ConfigError, match="sample 3 of run 0"):
+        compare_results(doc(broken), doc(run("ort", lat(10.0))))
+
+
+def test_nan_samples_never_read_as_no_change():
+    a = lat(10.0)
+    a[::2] = np.nan
+    with pytest.raises(UserError, match="not finite"):
+        compare_samples(a, lat(10.0))
+
+
+def _write(path, document):
+    path.write_text(json.dumps(document))  # allow_nan: a NaN literal, as a damaged file has
+    return str(path)
+
+
+def _cli(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "edgeprof", "compare", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_compare_refuses_with_exit_2_and_one_line(tmp_path):
+    a = _write(tmp_path / "a.json", described([run("ort", lat(10.0))]))
+    other_target = _write(tmp_path / "b.json", described([run("ort", lat(8.0))],
+                                                         target="jetson_nano"))
+    proc = _cli(a, other_target)
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "target" in lines[0] and "Traceback" not in proc.stderr
+    forced = _cli(a, other_target, "--force")
+    assert forced.returncode == 0 and "NOT LIKE FOR LIKE" in forced.stdout
+    assert "WARNING" in forced.stderr and "jetson_nano" in forced.stderr
+    for name, mutate in (("v99", lambda d: d.update(schema_version=99)),
+                         ("nan", lambda d: d["runs"][0]["benchmark"]["stats"]["samples_ms"]
+                          .__setitem__(0, float("nan"))),
+                         ("str", lambda d: d["runs"][0]["benchmark"]["stats"]["samples_ms"]
+                          .__setitem__(0, "fast"))):
+        d = described([run("ort", lat(10.0))])
+        mutate(d)
+        proc = _cli(a, _write(tmp_path / f"{name}.json", d))
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2, (name, proc.stderr)
+        assert len(lines) == 1 and "internal error" not in lines[0], (name, proc.stderr)

@@ -227,7 +227,7 @@ def test_build_hardware_profile_table_stream_rate_and_measured_latency():
     with pytest.raises(InputSpecError):
         build_hardware_profile_table(est, stream_rate_fps=0)
     with pytest.raises(TypeError):
-        build_hardware_profile_table(784, 1, 100)
+        build_hardware_profile_table("model.onnx")
 
 
 def test_build_hardware_profile_table_whole_model_measurement():
@@ -294,3 +294,99 @@ def test_seed_functions_reachable_from_the_package():
     assert edgeprof.summarize_hardware is summarize_hardware
     assert edgeprof.auto_adjust_batch_size is auto_adjust_batch_size
     assert edgeprof.build_hardware_profile_table is build_hardware_profile_table
+
+
+# ------------------------------------------------- the seeds' own call forms and examples
+def test_seed_000_call_form_builds_the_seed_pipeline():
+    """Seed 000 calls build_hardware_profile_table(feature_count, batch_size,
+    stream_interval_ms); that form profiles its four-operator tabular pipeline."""
+    profile = build_hardware_profile_table(784, 32, 100, target=target())
+    assert list(profile) == ["operator_profile", "totals", "precision_tradeoffs",
+                             "edge_constraints"]
+    ops = profile["operator_profile"]
+    assert [o["operator"] for o in ops] == ["input_normalization", "linear_projection",
+                                            "activation", "decision_head"]
+    assert all(o["provenance"] == "analytic" for o in ops)
+    totals = profile["totals"]
+    assert totals["latency_ms"] == pytest.approx(sum(o["latency_ms"] for o in ops))
+    assert totals["memory_kb"] == pytest.approx(sum(o["memory_kb"] for o in ops))
+    # the stream interval is in ms: utilization = latency / interval
+    assert totals["stream_utilization"] == pytest.approx(totals["latency_ms"] / 100)
+    assert totals["estimated_bandwidth_mb_s"] == pytest.approx(
+        totals["memory_kb"] / 1000 / (totals["latency_ms"] / 1000))
+    # seed 000's trade-offs: fp16 halves the fp32 memory, int8 saves 75%
+    pt = profile["precision_tradeoffs"]
+    assert pt["fp16_memory_kb"] == pytest.approx(0.5 * pt["fp32_memory_kb"])
+    assert pt["int8_memory_kb"] == pytest.approx(0.25 * pt["fp32_memory_kb"])
+    # linear_projection: 784 -> 784 weights + bias and 32 x 784 outputs, fp32, in kB
+    by = {o["operator"]: o for o in ops}
+    assert by["linear_projection"]["memory_kb"] == pytest.approx(
+        ((784 * 784 + 784) * 4 + 32 * 784 * 4) / 1000)
+    keywords = build_hardware_profile_table(feature_count=784, batch_size=32,
+                                            stream_interval_ms=100, target=target())
+    assert keywords == profile
+    with pytest.raises(InputSpecError):
+        build_hardware_profile_table(784, 32, 0, target=target())
+    with pytest.raises(InputSpecError):
+        build_hardware_profile_table(784, 0, 100, target=target())
+
+
+def test_seed_000_call_form_without_a_target_uses_this_host():
+    profile = build_hardware_profile_table(16, 4, 10)
+    assert len(profile["operator_profile"]) == 4
+    assert profile["totals"]["latency_ms"] > 0
+
+
+def test_layers_seed_gives_the_seeds_rows_and_reading():
+    """Seed 001/002: estimate_layerwise_stats(SmallCNN(), batch_size=32) has the rows conv1,
+    conv2 and classifier, and summarize_hardware on them reads 2.49 MB."""
+    df = estimate_layerwise_stats(SmallCNN(), batch_size=32, layers="seed")
+    assert list(df.columns) == SEED_COLUMNS
+    assert list(df["layer"]) == ["conv1", "conv2", "classifier"]
+    summary = summarize_hardware(df, latency_ms=1.0, memory_bandwidth_gbps=4.3)
+    assert summary["estimated_total_bytes"] == 2_491_688
+    assert f"{summary['estimated_total_bytes'] / 1e6:.2f} MB" == "2.49 MB"
+    assert summary["estimated_total_macs"] == 33_015_808
+    # the default keeps every layer that does work, so its total differs (README says so)
+    everything = summarize_hardware(estimate_layerwise_stats(SmallCNN(), batch_size=32),
+                                    latency_ms=1.0, memory_bandwidth_gbps=4.3)
+    assert f"{everything['estimated_total_bytes'] / 1e6:.2f} MB" == "5.50 MB"
+    assert everything["estimated_total_macs"] == summary["estimated_total_macs"]
+    with pytest.raises(InputSpecError):
+        estimate_layerwise_stats(SmallCNN(), batch_size=1, layers="some")
+    with pytest.raises(InputSpecError):  # no conv or linear layer: nothing the seed would list
+        estimate_layerwise_stats(torch.nn.ReLU(), batch_size=1, layers="seed")
+
+
+def test_seed_002_sample_output_arithmetic():
+    """Seed 002's sample: 1.82 GB/s achieved on a Raspberry Pi 4 (4.3 GB/s) reads 42.3%."""
+    df = estimate_layerwise_stats(SmallCNN(), batch_size=32, layers="seed")
+    latency_ms = 2_491_688 / 1.82e9 * 1e3  # the latency at which SmallCNN moves 1.82 GB/s
+    s = summarize_hardware(df, latency_ms=latency_ms, memory_bandwidth_gbps=4.3)
+    assert f"Achieved bandwidth: {s['achieved_bandwidth_gbps']:.2f} GB/s" == \
+        "Achieved bandwidth: 1.82 GB/s"
+    assert f"Utilization: {s['bandwidth_utilization'] * 100:.1f}%" == "Utilization: 42.3%"
+    # seed 002's reference devices, as its comparison loop uses them
+    for bw, pct in ((4.3, "42.3"), (25.6, "7.1"), (50.0, "3.6")):
+        got = summarize_hardware(df, latency_ms=latency_ms, memory_bandwidth_gbps=bw)
+        assert f"{got['bandwidth_utilization'] * 100:.1f}" == pct
+    # seed 002's "Tracking Optimization Impact": 100 ms baseline, 75 ms pruned, same bytes
+    base = summarize_hardware(df, latency_ms=100, memory_bandwidth_gbps=4.3)
+    pruned = summarize_hardware(df, latency_ms=75, memory_bandwidth_gbps=4.3)
+    assert f"{base['achieved_bandwidth_gbps']:.2f}" == "0.02"
+    assert pruned["achieved_bandwidth_gbps"] == pytest.approx(
+        base["achieved_bandwidth_gbps"] * 100 / 75)
+    assert (1 - pruned["estimated_total_bytes"] / base["estimated_total_bytes"]) * 100 == 0.0
+
+
+def test_totals_keep_the_provenance_of_the_whole_model_figure():
+    est = cnn_estimate()
+    for prov in ("estimated", "predicted", "measured"):
+        p = build_hardware_profile_table(est, latency_ms=2.0, latency_provenance=prov)
+        assert p["totals"]["provenance"] == prov
+        assert {o["provenance"] for o in p["operator_profile"]} == {"estimated"}
+    with pytest.raises(InputSpecError):  # a figure without its provenance
+        build_hardware_profile_table(est, latency_ms=2.0)
+    with pytest.raises(InputSpecError):
+        build_hardware_profile_table(est, latency_ms=2.0, latency_provenance="measured",
+                                     measured_latency_ms=2.0)

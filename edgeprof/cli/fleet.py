@@ -1,0 +1,256 @@
+"""The fleet's commands: ``edgeprof worker`` (on a board), ``edgeprof fleet`` (list the
+boards), ``edgeprof sweep`` (a grid of measurements), and the ``--fleet`` options that
+``profile`` shares. Parsing and printing only: the work is in
+``edgeprof.profilers.measure.fleet`` and ``edgeprof.optimize.sweep``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from edgeprof.cli.render import _fmt, _si
+from edgeprof.core.errors import UserError
+
+
+def _console(stderr: bool = False):
+    from edgeprof.cli.main import _console as console
+
+    return console(stderr)
+
+
+def add_tls_args(sp) -> None:
+    """TLS to the scheduler (distributed.security.Security), or the explicit opt-out."""
+    sp.add_argument("--tls-ca", metavar="FILE", help="CA certificate the scheduler's "
+                    "certificate is signed with (also $EDGEPROF_FLEET_TLS_CA)")
+    sp.add_argument("--tls-cert", metavar="FILE", help="this machine's certificate "
+                    "(also $EDGEPROF_FLEET_TLS_CERT)")
+    sp.add_argument("--tls-key", metavar="FILE", help="its private key "
+                    "(also $EDGEPROF_FLEET_TLS_KEY)")
+    sp.add_argument("--insecure", action="store_true", default=None,
+                    help="allow a scheduler beyond loopback without TLS (a network you trust)")
+
+
+def add_fleet_flag(sp) -> None:
+    """``--fleet SCHEDULER`` and the TLS options, for commands that measure."""
+    sp.add_argument("--fleet", metavar="SCHEDULER",
+                    help="measure on a board of the target connected to this Dask scheduler "
+                         "(HOST:PORT; also $EDGEPROF_FLEET)")
+    add_tls_args(sp)
+
+
+def quiet_distributed() -> None:
+    """distributed logs a lost connection with a traceback; edgeprof says it in one line."""
+    import logging
+
+    try:
+        import distributed  # noqa: F401 - its import configures its loggers; then quiet them
+    except ImportError:
+        raise UserError("the fleet needs Dask distributed: pip install 'edgeprof[device]' "
+                        "(a board) or 'edgeprof[all]'") from None
+
+    for name in ("distributed", "distributed.client", "distributed.comm", "tornado"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def fleet_spec(args, address: str | None = None):
+    """The FleetSpec the arguments name (``--fleet`` or $EDGEPROF_FLEET), or None."""
+    from edgeprof.profilers.measure.fleet import FleetSpec
+
+    quiet_distributed()
+
+    return FleetSpec.from_options(address or getattr(args, "fleet", None),
+                                  tls_ca=args.tls_ca, tls_cert=args.tls_cert,
+                                  tls_key=args.tls_key, insecure=args.insecure)
+
+
+# ----------------------------------------------------------------------------- worker
+def cmd_worker(args) -> int:
+    from edgeprof.api import _target_registry
+    from edgeprof.profilers.measure.fleet import serve_worker
+
+    spec = fleet_spec(args, args.scheduler)
+    if args.target == "host":
+        raise UserError("a board serves a target descriptor (raspberry_pi_4, jetson_nano ...), "
+                        "not 'host'; run 'edgeprof targets' to list them")
+    target = _target_registry(args.targets_dir, args.plugins).get(args.target)
+
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    return serve_worker(spec, target, name=args.name, emulate=args.emulate, say=say)
+
+
+# ------------------------------------------------------------------------------ fleet
+def cmd_fleet(args) -> int:
+    from edgeprof.profilers.measure.fleet import list_boards
+
+    spec = fleet_spec(args, args.scheduler)
+    client = spec.connect()
+    try:
+        boards = list_boards(client)
+    finally:
+        client.close()
+    if args.json:
+        print(json.dumps(boards, indent=2, default=str))
+        return 0
+    from rich.table import Table
+
+    table = Table("board", "target", "state", "cpu", "arch", "cores", "GHz", "RAM",
+                  "runtimes", "edgeprof", title=f"{len(boards)} board(s) on {spec.url}",
+                  title_justify="left")
+    for b in boards:
+        fp = b["fingerprint"]
+        freq = fp.get("frequency_hz")
+        target = ", ".join(b["targets"]) or "-"
+        if fp.get("emulating"):
+            target += " (emulated)"
+        runtimes = ", ".join(f"{k} {v}" for k, v in sorted((fp.get("runtimes") or {}).items())
+                             if k not in ("numpy", "distributed", "onnx"))
+        table.add_row(b["name"], target, b["state"] + (f" ({b['jobs']})" if b["jobs"] else ""),
+                      str(fp.get("cpu_model", "?")), str(fp.get("arch", "?")),
+                      _fmt(fp.get("physical_cores")),
+                      _fmt(freq / 1e9) if freq else "-",
+                      _si(fp.get("ram_bytes"), "B") if fp.get("ram_bytes") else "-",
+                      runtimes or "-", str(fp.get("edgeprof_version", "not edgeprof")))
+    _console().print(table)
+    return 0
+
+
+# ------------------------------------------------------------------------------ sweep
+def cmd_sweep(args) -> int:
+    from edgeprof.optimize.sweep import run_sweep
+
+    spec = fleet_spec(args)
+    overrides: dict[str, Any] = {"runs": args.runs, "min_time": args.min_time,
+                                 "max_time": args.max_time, "warmup": args.warmup,
+                                 "timeout": args.timeout, "retries": args.retries}
+    err = _console(stderr=True)
+    bar = None
+    task = None
+    if not args.json:
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+
+        bar = Progress(TextColumn("[bold]sweep[/bold]"), BarColumn(), MofNCompleteColumn(),
+                       TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                       TextColumn("{task.description}"), console=err, transient=False)
+
+    def progress(done: int, total: int, row: dict | None) -> None:
+        nonlocal task
+        if bar is None:
+            return
+        if task is None:
+            task = bar.add_task("", total=total, completed=done)
+            bar.start()
+        desc = ""
+        if row is not None:
+            desc = f"{row['job']}: {row['status']}"
+            if row["status"] != "ok" and row.get("reason"):
+                bar.console.print(f"{row['job']}: {row['status']}: {row['reason']}",
+                                  markup=False, highlight=False)
+        bar.update(task, completed=done, total=total, description=desc)
+
+    try:
+        report = run_sweep(args.sweep, fleet=spec, resume=args.resume, overrides=overrides,
+                           progress=progress, plugins=args.plugins,
+                           targets_dir=args.targets_dir,
+                           say=None if args.json else (lambda m: err.print(m, markup=False)))
+    finally:
+        if bar is not None:
+            bar.stop()
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, allow_nan=False, default=str))
+        return report.exit_code
+    from rich.table import Table
+
+    table = Table("model", "target", "best", "median ms", "95% CI ms", "runner-up",
+                  "clearly faster", "measured on",
+                  title=f"best configuration per model and target ({report.ran} job(s) run, "
+                        f"{report.skipped} resumed, {report.wall_s:.1f} s)",
+                  title_justify="left")
+    for r in report.best.to_dict(orient="records"):
+        table.add_row(str(r["model"]), str(r["target"]),
+                      f"{r['backend']} {r['precision']} b{r['batch_size']}",
+                      _fmt(r["median_ms"]), f"{_fmt(r['ci_low_ms'])}–{_fmt(r['ci_high_ms'])}",
+                      str(r["runner_up"] or "-"),
+                      {True: "yes", False: "no (CIs overlap)"}.get(r["clearly_faster"], "-"),
+                      str(r["measured_on"] or "-"))
+    out = _console()
+    out.print(table)
+    counts = report.frame["status"].value_counts().to_dict()
+    out.print(", ".join(f"{v} {k}" for k, v in sorted(counts.items())), markup=False)
+    err.print(f"results store: {report.store}; tables: "
+              + ", ".join(str(f) for f in report.files), markup=False)
+    return report.exit_code
+
+
+# ------------------------------------------------------------------------ the parsers
+def add_parsers(sub, common, positive_int, positive_float, non_negative_int) -> None:
+    w = sub.add_parser("worker", parents=[common],
+                       help="serve this board to a Dask scheduler: measure artifacts for its "
+                            "target")
+    w.add_argument("scheduler", help="the scheduler's address, HOST:PORT (tls://HOST:PORT)")
+    w.add_argument("--target", "-t", required=True,
+                   help="the target descriptor this board is (e.g. raspberry_pi_4)")
+    w.add_argument("--name", help="the board's name in the fleet (default HOSTNAME-TARGET)")
+    w.add_argument("--emulate", action="store_true",
+                   help="serve even when this machine contradicts the descriptor (its CPU "
+                        "architecture); every result then says it was measured on this host")
+    add_tls_args(w)
+    w.set_defaults(func=cmd_worker)
+
+    f = sub.add_parser("fleet", parents=[common],
+                       help="list the boards connected to a Dask scheduler")
+    f.add_argument("scheduler", help="the scheduler's address, HOST:PORT")
+    add_tls_args(f)
+    f.set_defaults(func=cmd_fleet)
+
+    s = sub.add_parser("sweep", parents=[common],
+                       help="measure a grid (models x targets x backends x precisions) on the "
+                            "fleet or a LocalCluster here; results go to an SQLite store")
+    s.add_argument("sweep", metavar="SWEEP.toml", help="the grid and its settings")
+    s.add_argument("--resume", action="store_true",
+                   help="continue a sweep whose store already holds results: skip finished "
+                        "jobs")
+    s.add_argument("--runs", type=positive_int, help="minimum timed runs per job")
+    s.add_argument("--min-time", type=positive_float, metavar="S",
+                   help="minimum timed seconds per job")
+    s.add_argument("--max-time", type=positive_float, metavar="S", help="cap on timed seconds")
+    s.add_argument("--warmup", type=positive_int, help="fixed warm-up runs (default adaptive)")
+    s.add_argument("--timeout", type=positive_float, metavar="S",
+                   help="per-job timeout, from its start on a board")
+    s.add_argument("--retries", type=non_negative_int,
+                   help="times a job is submitted again after its board died (default 2)")
+    add_fleet_flag(s)
+    s.set_defaults(func=cmd_sweep)
+
+
+# ---------------------------------------------------------------------------- profile
+def profile_fleet(args):
+    """The fleet ``profile`` measures on: ``--fleet``, else $EDGEPROF_FLEET for a target
+    that is not this host; None: measure here."""
+    import os
+
+    from edgeprof.profilers.measure.fleet import FLEET_ENV
+
+    if not args.fleet and (not os.environ.get(FLEET_ENV) or args.target == "host"):
+        return None
+    return fleet_spec(args)
+
+
+def print_boards(report, console) -> None:
+    """Where each run was measured, when a board of the fleet measured it."""
+    from edgeprof.profilers.measure.fleet import measured_on
+
+    for r in report.runs:
+        where = measured_on(r.benchmark)
+        if where:
+            fleet = r.benchmark.extra["fleet"]
+            fp = fleet.get("fingerprint") or {}
+            console.print(f"{r.backend} {r.requested_precision}: {where}; latency on "
+                          f"{report.target.id} is "
+                          f"{'measured' if r.summary and r.summary.on_host else 'estimated'} "
+                          f"(board {fleet.get('board')}: {fp.get('arch')}, "
+                          f"{fp.get('physical_cores')} cores, edgeprof "
+                          f"{fp.get('edgeprof_version')})", markup=False)

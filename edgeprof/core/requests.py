@@ -1,0 +1,139 @@
+"""What to measure, as a small serializable value, and the :class:`Runner` contract.
+
+A :class:`MeasureRequest` names a backend, a :class:`~edgeprof.core.backend.RunConfig` and
+either a model spec (anything ``resolve_model`` reads) or a built artifact (its
+``Artifact.to_dict()``). ``to_dict()`` / ``from_dict()`` make it plain JSON data, so the same
+request can run inline, in an isolated worker process or on another machine.
+
+A **runner** is where a request runs: ``runner.run(request)`` returns the
+:data:`~edgeprof.core.results.RunRecord` of a run that finished, and *raises* otherwise.
+Turning a raised error into a status (``unsupported``, ``unavailable``, ``failed``) is not a
+runner's job: ``edgeprof.profilers.measure.measure.measure`` does it, in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from edgeprof.core.backend import RunConfig
+from edgeprof.core.errors import UserError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from edgeprof.core.models import ModelHandle
+    from edgeprof.core.results import BenchmarkResult
+
+
+@dataclass
+class MeasureRequest:
+    """One backend x one configuration of one model (or artifact) to measure.
+
+    ``handle`` and ``backend_type`` are shortcuts for this process only (a model already
+    resolved, possibly an in-memory module; a backend class that no registry lists): they are
+    never serialized. Everything else is plain data.
+    """
+
+    backend: str
+    config: RunConfig = field(default_factory=RunConfig)
+    model: str | None = None  # a model spec: builtin:NAME, module:factory, a model file
+    artifact: dict[str, Any] | None = None  # Artifact.to_dict() of a built artifact
+    input_shapes: list[list[int]] | None = None
+    input_dtypes: list[str] | None = None
+    plugins_file: str | None = None  # the plugins.toml that registers the backend
+    calibration: str | None = None  # .npz of real samples for static int8
+    backend_class: str | None = None  # "module:QualName" of a class not registered by name
+    handle: ModelHandle | None = field(default=None, compare=False, repr=False)
+    backend_type: type | None = field(default=None, compare=False, repr=False)
+
+    _LOCAL = ("handle", "backend_type")
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.backend, str) or not self.backend:
+            raise UserError(f"a measure request needs a backend name, got {self.backend!r}")
+        if self.model is None and self.artifact is None and self.handle is None:
+            raise UserError("a measure request needs a model spec or an artifact")
+        if isinstance(self.config, dict):
+            self.config = _config_from_dict(self.config)
+
+    @classmethod
+    def for_handle(cls, backend: str | type, handle: ModelHandle, config: RunConfig, *,
+                   plugins_file: Any = None) -> MeasureRequest:
+        """A request for an already resolved model (kept as the in-process ``handle``)."""
+        backend_type = backend if isinstance(backend, type) else None
+        name = backend.name if isinstance(backend, type) else backend
+        model = str(handle.path.resolve()) if handle.path is not None else handle.spec
+        return cls(backend=name, config=config, model=model,
+                   input_shapes=[list(s.shape) for s in handle.input_specs],
+                   input_dtypes=[s.dtype for s in handle.input_specs],
+                   plugins_file=str(plugins_file) if plugins_file else None,
+                   calibration=str(handle.calibration) if handle.calibration else None,
+                   handle=handle, backend_type=backend_type)
+
+    @property
+    def model_name(self) -> str:
+        """The model as results name it (the handle's spec, the artifact's source ...)."""
+        if self.handle is not None:
+            return self.handle.spec
+        if self.model is not None:
+            return self.model
+        return str((self.artifact or {}).get("path") or "artifact")
+
+    @property
+    def batch_size(self) -> int:
+        if self.handle is not None:
+            return self.handle.batch_size
+        if self.input_shapes and self.input_shapes[0]:
+            return int(self.input_shapes[0][0])
+        return self.config.batch_size
+
+    def local_only(self) -> str | None:
+        """Why this request cannot leave this process (None when it can)."""
+        if self.artifact is None and (self.model is None or self.model.startswith("object:")):
+            return ("the model was given as an nn.Module object, which cannot cross to a "
+                    "worker process or another machine (give a package.module:factory spec "
+                    "instead)")
+        h = self.handle
+        if self.artifact is None and h is not None and h.format == "torch" \
+                and getattr(h, "_factory", None) is None:
+            return (f"the model '{h.spec}' is a module built in this process (trained or "
+                    "compressed here), which its spec alone cannot rebuild elsewhere")
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name in self._LOCAL:
+                continue
+            v = getattr(self, f.name)
+            d[f.name] = v.to_dict() if isinstance(v, RunConfig) else v
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MeasureRequest:
+        names = {f.name for f in fields(cls)} - set(cls._LOCAL)
+        unknown = set(d) - names
+        if unknown:
+            raise UserError(f"unknown measure request field(s) {sorted(unknown)}")
+        return cls(**{k: v for k, v in d.items()})
+
+
+def _config_from_dict(d: dict[str, Any]) -> RunConfig:
+    names = {f.name for f in fields(RunConfig)}
+    unknown = set(d) - names
+    if unknown:
+        raise UserError(f"unknown run config field(s) {sorted(unknown)}")
+    return RunConfig(**{k: (dict(v) if k == "options" else v) for k, v in d.items()})
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """Where a request runs. ``run`` returns the record of a finished run and raises
+    otherwise; :func:`edgeprof.profilers.measure.measure.measure` makes the status."""
+
+    name: str
+
+    def run(self, request: MeasureRequest) -> BenchmarkResult:  # pragma: no cover - protocol
+        ...
+
+
+__all__ = ["MeasureRequest", "Runner"]

@@ -1,0 +1,607 @@
+"""Sweeps: a grid of models x targets x backends x precisions (x batch sizes), one
+measurement per job, on the fleet's boards or on a LocalCluster here — the same code path.
+
+``SWEEP.toml``::
+
+    models = ["builtin:small_cnn", "models/net.onnx"]   # paths relative to this file
+    targets = ["raspberry_pi_4", "jetson_nano"]
+    backends = ["onnxruntime", "openvino", "tflite"]
+    precisions = ["fp32", "int8"]
+    batch_sizes = [1, 4]         # optional; default: each model's own
+    store = "sweep.sqlite"       # optional; default: <this file's name>.sqlite beside it
+    out = "sweep_out"            # optional; best.csv, results.csv, report.html; default <name>_out
+
+    [run]                        # optional measurement settings
+    runs = 30
+    min_time = 0.3               # seconds
+    max_time = 2.0
+    warmup = 10                  # fixed warm-up calls (default adaptive)
+    threads = 4
+    timeout = 300                # per job, seconds, counted from its start on a board
+    retries = 2                  # after a board's death, on any board of the same target
+    no_board_wait = 120          # seconds a job waits for a board that went away
+
+Every result goes into the **store** the moment it arrives: an SQLite database (stdlib) with
+one row per job — its unique job key, its coordinates, the status and the whole RunRecord as
+JSON. One row is one committed transaction, so a killed driver leaves a consistent store, and
+the job key is the primary key, so ``--resume`` skips finished jobs and can never add a
+second row for one. (A Parquet file cannot be appended to in place: it would need one file
+per result or a rewrite per result, and no uniqueness check.)
+
+Without a fleet, a LocalCluster here has one worker process with one thread that holds every
+target's resource: the single exclusive measurement slot, while this process builds the next
+job's model on the other cores. Its results are measurements of this host, and say so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import sqlite3
+import sys
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgeprof.core.backend import RunConfig
+from edgeprof.core.errors import ConfigError, EdgeprofError, UnsupportedError, UserError
+from edgeprof.core.requests import MeasureRequest
+from edgeprof.core.results import BenchmarkResult, clean
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+TOP_KEYS = {"models", "targets", "backends", "precisions", "batch_sizes", "store", "out", "run"}
+RUN_KEYS = {"runs": int, "min_time": float, "max_time": float, "warmup": int, "threads": int,
+            "timeout": float, "retries": int, "no_board_wait": float}
+#: the DataFrame the HTML report renders (one row per job)
+COLUMNS = ["model", "target", "backend", "precision", "batch_size", "status", "reason",
+           "median_ms", "ci_low_ms", "ci_high_ms", "provenance", "board", "measured_on",
+           "attempts", "job_key"]
+BEST_COLUMNS = ["model", "target", "backend", "precision", "batch_size", "median_ms",
+                "ci_low_ms", "ci_high_ms", "board", "measured_on", "runner_up",
+                "runner_up_median_ms", "clearly_faster", "ok_jobs"]
+
+
+# ------------------------------------------------------------------------- the file
+@dataclass
+class SweepSpec:
+    path: Path
+    models: list[str]
+    targets: list[str]
+    backends: list[str]
+    precisions: list[str]
+    batch_sizes: list[int | None]
+    store: Path
+    out: Path
+    run: dict[str, Any] = field(default_factory=dict)
+    handles: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def config(self, precision: str, batch_size: int) -> RunConfig:
+        r = self.run
+        return RunConfig(precision=precision, batch_size=batch_size, threads=r.get("threads"),
+                         warmup=r.get("warmup"), runs=r.get("runs"),
+                         min_time_s=r.get("min_time"), max_time_s=r.get("max_time"),
+                         timeout_s=r.get("timeout"))
+
+    def settings(self) -> dict[str, Any]:
+        """What a resumed sweep must share with the store's first run."""
+        return {k: v for k, v in sorted(self.run.items()) if k not in ("retries",
+                                                                       "no_board_wait")}
+
+    def jobs(self) -> list[Job]:
+        out = []
+        for model in self.models:
+            for bs in self.batch_sizes:
+                for target in self.targets:
+                    for backend in self.backends:
+                        for precision in self.precisions:
+                            out.append(Job(model, target, backend, precision, bs))
+        return out
+
+
+@dataclass(frozen=True)
+class Job:
+    model: str
+    target: str
+    backend: str
+    precision: str
+    batch_size: int | None  # None: the model's own
+
+    @property
+    def key(self) -> str:
+        bs = "model" if self.batch_size is None else str(self.batch_size)
+        return f"{self.model}|{self.target}|{self.backend}|{self.precision}|b{bs}"
+
+
+def _list(raw: dict, key: str, path: Path, kind: type, *, required: bool = True) -> list:
+    if key not in raw:
+        if required:
+            raise ConfigError(f"missing; give a list of {key}", path=path, field=key)
+        return []
+    v = raw[key]
+    if isinstance(v, (str, int)) and not isinstance(v, bool):
+        v = [v]
+    if not isinstance(v, list):
+        raise ConfigError(f"must be a list, got {type(v).__name__}", path=path, field=key)
+    if not v:
+        raise ConfigError("is empty: the grid would have no jobs", path=path, field=key)
+    for item in v:
+        if not isinstance(item, kind) or isinstance(item, bool):
+            raise ConfigError(f"items must be {kind.__name__}s, got {item!r}", path=path,
+                              field=key)
+    if len(set(v)) != len(v):
+        raise ConfigError("lists an item twice", path=path, field=key)
+    return list(v)
+
+
+def load_sweep(path: str | os.PathLike, *, overrides: dict[str, Any] | None = None,
+               plugins=None, targets_dir=None) -> SweepSpec:
+    """Read and validate SWEEP.toml; every mistake is a ConfigError naming the field."""
+    from edgeprof.core.models import resolve_model
+    from edgeprof.core.plugins import get_registry
+    from edgeprof.core.precision import get_precision
+    from edgeprof.targets import get_target_registry
+
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("sweep file does not exist", path=path) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read: {e}", path=path) from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"not valid TOML: {e}", path=path) from None
+    unknown = sorted(set(raw) - TOP_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown key; known: {', '.join(sorted(TOP_KEYS))}", path=path,
+                          field=unknown[0])
+    base = path.parent
+    models = _list(raw, "models", path, str)
+    targets = _list(raw, "targets", path, str)
+    backends = _list(raw, "backends", path, str)
+    precisions = _list(raw, "precisions", path, str)
+    sizes = _list(raw, "batch_sizes", path, int, required=False)
+    if any(b <= 0 for b in sizes):
+        raise ConfigError("batch sizes must be positive", path=path, field="batch_sizes")
+    run = raw.get("run", {})
+    if not isinstance(run, dict):
+        raise ConfigError("must be a table ([run])", path=path, field="run")
+    run = dict(run)
+    run.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    for k, v in run.items():
+        if k not in RUN_KEYS:
+            raise ConfigError(f"unknown key; known: {', '.join(sorted(RUN_KEYS))}", path=path,
+                              field=f"run.{k}")
+        kind = RUN_KEYS[k]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (
+                kind is int and not isinstance(v, int)):
+            raise ConfigError(f"must be a{'n integer' if kind is int else ' number'}, got "
+                              f"{v!r}", path=path, field=f"run.{k}")
+        if v < 0 or (v == 0 and k not in ("retries",)):
+            raise ConfigError(f"must be positive, got {v!r}", path=path, field=f"run.{k}")
+    reg = get_registry(plugins)
+    treg = get_target_registry(targets_dir, plugins)
+
+    def known(kind: str, field_: str, check: Callable[[str], Any], items: list[str]) -> None:
+        for item in items:
+            try:
+                check(item)
+            except EdgeprofError as e:
+                raise ConfigError(str(e), path=path, field=field_) from None
+
+    known("target", "targets", lambda t: t in treg.ids() or treg.get(t), targets)
+    known("backend", "backends", reg.backend, backends)
+    known("precision", "precisions", get_precision, precisions)
+    handles = {}
+    for m in models:
+        spec = m
+        if not m.startswith("builtin:") and not Path(m).is_absolute():
+            cand = base / m.split(":", 1)[0]
+            if cand.exists():
+                spec = str(base / m)
+        try:
+            handles[m] = resolve_model(spec, registry=reg)
+        except EdgeprofError as e:
+            raise ConfigError(f"model '{m}' cannot be read: {e}", path=path,
+                              field="models") from None
+        except Exception as e:  # a factory's own failure  # noqa: BLE001
+            raise ConfigError(f"model '{m}' cannot be read: {type(e).__name__}: {e}",
+                              path=path, field="models") from None
+    for key in ("store", "out"):
+        if key in raw and not isinstance(raw[key], str):
+            raise ConfigError("must be a path string", path=path, field=key)
+    store = base / raw.get("store", f"{path.stem}.sqlite")
+    out = base / raw.get("out", f"{path.stem}_out")
+    return SweepSpec(path, models, targets, backends, precisions, sizes or [None], store, out,
+                     run, handles)
+
+
+# ------------------------------------------------------------------------ the store
+def _utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class SweepStore:
+    """The results store: SQLite, one committed row per job, keyed by the job key."""
+
+    SCHEMA = """
+    CREATE TABLE IF NOT EXISTS results (
+        job_key TEXT PRIMARY KEY,
+        model TEXT NOT NULL, target TEXT NOT NULL, backend TEXT NOT NULL,
+        precision TEXT NOT NULL, batch_size INTEGER,
+        status TEXT NOT NULL, reason TEXT, board TEXT, attempts INTEGER NOT NULL,
+        finished_utc TEXT NOT NULL,
+        record TEXT NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+            self.db.executescript(self.SCHEMA)
+        except sqlite3.DatabaseError as e:
+            raise UserError(f"results store '{self.path}' is not an edgeprof sweep store "
+                            f"({e}); give another 'store' in the sweep file") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def keys(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT job_key FROM results")}
+
+    def __len__(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+
+    def meta(self, key: str) -> Any:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def set_meta(self, key: str, value: Any) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                        (key, json.dumps(value, sort_keys=True)))
+
+    def append(self, job: Job, record: BenchmarkResult, *, board: str | None,
+               attempts: int) -> bool:
+        """Commit one job's row; False (and nothing written) when the job is already in."""
+        try:
+            self.db.execute(
+                "INSERT INTO results (job_key, model, target, backend, precision, batch_size, "
+                "status, reason, board, attempts, finished_utc, record) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (job.key, job.model, job.target, job.backend, job.precision, job.batch_size,
+                 record.status, record.reason, board, attempts, _utc(),
+                 json.dumps(record.to_dict(), allow_nan=False)))
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
+    def rows(self) -> list[dict[str, Any]]:
+        cur = self.db.execute("SELECT job_key, model, target, backend, precision, batch_size, "
+                              "status, reason, board, attempts, record FROM results "
+                              "ORDER BY rowid")
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def results_frame(store: SweepStore | str | os.PathLike):
+    """The sweep as a DataFrame (:data:`COLUMNS`), one row per job — what the HTML report
+    renders."""
+    import pandas as pd
+
+    own = not isinstance(store, SweepStore)
+    s = SweepStore(store) if own else store
+    try:
+        rows = []
+        for r in s.rows():
+            rec = json.loads(r["record"])
+            stats = rec.get("stats") or {}
+            fleet = (rec.get("extra") or {}).get("fleet") or {}
+            rows.append({
+                "model": r["model"], "target": r["target"], "backend": r["backend"],
+                "precision": r["precision"],
+                "batch_size": r["batch_size"] if r["batch_size"] is not None
+                else rec.get("batch_size"),
+                "status": r["status"], "reason": r["reason"],
+                "median_ms": stats.get("median_ms"), "ci_low_ms": stats.get("ci_low_ms"),
+                "ci_high_ms": stats.get("ci_high_ms"),
+                "provenance": rec.get("provenance", "measured") if stats else None,
+                "board": r["board"], "measured_on": _measured_on(rec),
+                "attempts": r["attempts"], "job_key": r["job_key"]})
+    finally:
+        if own:
+            s.close()
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _measured_on(rec: dict[str, Any]) -> str | None:
+    from edgeprof.profilers.measure.fleet import measured_on
+
+    return measured_on(rec) if rec.get("stats") else None
+
+
+def best_frame(frame):
+    """The fastest ok configuration per (model, target), with the runner-up and whether the
+    best is clearly faster (its CI's upper end below the runner-up's lower end)."""
+    import pandas as pd
+
+    ok = frame[(frame["status"] == "ok") & frame["median_ms"].notna()]
+    rows = []
+    for (model, target), g in ok.groupby(["model", "target"], sort=False):
+        g = g.sort_values("median_ms")
+        best = g.iloc[0]
+        row = {k: best[k] for k in ("model", "target", "backend", "precision", "batch_size",
+                                    "median_ms", "ci_low_ms", "ci_high_ms", "board",
+                                    "measured_on")}
+        row["ok_jobs"] = len(g)
+        if len(g) > 1:
+            ru = g.iloc[1]
+            row["runner_up"] = f"{ru['backend']} {ru['precision']} b{ru['batch_size']}"
+            row["runner_up_median_ms"] = ru["median_ms"]
+            hi, lo = best["ci_high_ms"], ru["ci_low_ms"]
+            row["clearly_faster"] = bool(pd.notna(hi) and pd.notna(lo) and hi < lo)
+        else:
+            row.update(runner_up=None, runner_up_median_ms=None, clearly_faster=None)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=BEST_COLUMNS)
+
+
+# ------------------------------------------------------------------------ the driver
+@dataclass
+class SweepReport:
+    spec: SweepSpec
+    store: Path
+    total: int
+    skipped: int  # finished before this run (--resume)
+    ran: int
+    frame: Any  # DataFrame, COLUMNS
+    best: Any  # DataFrame, BEST_COLUMNS
+    files: list[Path]
+    where: str  # "fleet tcp://..." or "LocalCluster"
+    wall_s: float
+
+    @property
+    def exit_code(self) -> int:
+        """3 when a job that should have run produced no measurement (``failed``); a grid's
+        unsupported or unavailable combinations are listed, not failures."""
+        return 3 if (self.frame["status"] == "failed").any() else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return clean({"store": str(self.store), "total": self.total, "skipped": self.skipped,
+                      "ran": self.ran, "where": self.where, "wall_s": self.wall_s,
+                      "files": [str(f) for f in self.files],
+                      "best": self.best.to_dict(orient="records"),
+                      "results": self.frame.to_dict(orient="records")})
+
+
+Progress = Callable[[int, int, dict[str, Any] | None], None]
+
+
+def _failed_record(job: Job, status: str, reason: str, handle=None) -> BenchmarkResult:
+    return BenchmarkResult(backend=job.backend, model=job.model,
+                           requested_precision=job.precision, executed_precision=None,
+                           status=status, reason=reason,
+                           batch_size=job.batch_size or (handle.batch_size if handle else 1))
+
+
+@contextlib.contextmanager
+def _local_cluster(targets: list[str]):
+    """One worker process, one thread, every target's resource: the exclusive slot."""
+    import functools
+    import logging
+
+    import dask
+    from distributed import Client, LocalCluster
+
+    from edgeprof.profilers.measure.fleet import (WORKER_CONFIG, _startup_fingerprint,
+                                                  fingerprint, worker_resources)
+
+    fp = fingerprint("host", "local", True)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0,
+                          "distributed.worker.daemon": False, **WORKER_CONFIG}):
+        cluster = LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
+            host="127.0.0.1", silence_logs=logging.ERROR,
+            resources=worker_resources([*targets, "host"], fp),
+            startup_information={"edgeprof": functools.partial(_startup_fingerprint, "host",
+                                                               "local", True)})
+        client = Client(cluster, set_as_default=False)
+        try:
+            yield client  # the config holds while it runs: a restarted worker gets it too
+        finally:
+            with contextlib.suppress(Exception):
+                client.close()
+            with contextlib.suppress(Exception):
+                cluster.close()
+
+
+def run_sweep(path: str | os.PathLike, *, fleet=None, resume: bool = False,
+              overrides: dict[str, Any] | None = None, progress: Progress | None = None,
+              plugins=None, targets_dir=None, say: Callable[[str], None] | None = None
+              ) -> SweepReport:
+    """Run (or resume) the sweep in ``path``; see the module's docstring."""
+    from edgeprof.profilers.measure.fleet import (DEFAULT_NO_BOARD_S, DEFAULT_RETRIES,
+                                                  Dispatcher, FleetJob, FleetSpec,
+                                                  SchedulerLostError, build_shipment,
+                                                  job_payload, job_timeout_s)
+
+    say = say or (lambda m: None)
+    t0 = time.perf_counter()
+    spec = load_sweep(path, overrides=overrides, plugins=plugins, targets_dir=targets_dir)
+    from edgeprof.core.io import prepare_out_dir
+
+    prepare_out_dir(spec.out)  # an unusable output folder is refused before any measuring
+    if isinstance(fleet, str):
+        fleet = FleetSpec.from_options(fleet)
+    jobs = spec.jobs()
+    store = SweepStore(spec.store)
+    try:
+        done = store.keys()
+        settings = store.meta("settings")
+        if done and not resume:
+            raise UserError(f"results store '{spec.store}' already holds {len(done)} result(s): "
+                            "add --resume to continue this sweep, or remove the store to start "
+                            "again")
+        if settings is not None and settings != spec.settings():
+            raise UserError(f"results store '{spec.store}' was written with run settings "
+                            f"{settings}, this sweep has {spec.settings()}: a resumed sweep "
+                            "must measure the same way; give another 'store'")
+        store.set_meta("settings", spec.settings())
+        todo = [j for j in jobs if j.key not in done]
+        skipped = len(jobs) - len(todo)
+        retries = int(spec.run.get("retries", DEFAULT_RETRIES))
+        finished = skipped
+        if progress:
+            progress(finished, len(jobs), None)
+
+        def record(job: Job, rec: BenchmarkResult, board: str | None, attempts: int) -> None:
+            nonlocal finished
+            if store.append(job, rec, board=board, attempts=attempts):
+                finished += 1
+                if progress:
+                    progress(finished, len(jobs), {"job": job.key, "status": rec.status,
+                                                   "board": board, "reason": rec.reason})
+
+        where = f"fleet {fleet.url}" if fleet is not None else "LocalCluster (this host)"
+        say(f"{len(todo)} job(s) to run on the {where}" +
+            (f"; {skipped} already in {spec.store}" if skipped else ""))
+        if todo:
+            with (_fleet_client(fleet) if fleet is not None
+                  else _local_cluster(spec.targets)) as client:
+                d = Dispatcher(client, retries=retries,
+                               no_board_s=float(spec.run.get("no_board_wait",
+                                                             DEFAULT_NO_BOARD_S)))
+                try:
+                    _drive(spec, todo, d, record, build_shipment, job_payload, job_timeout_s,
+                           FleetJob, local=fleet is None)
+                except SchedulerLostError as e:
+                    raise SchedulerLostError(
+                        f"{e}; {len(store)} of {len(jobs)} job(s) are safe in {spec.store}: "
+                        "start the scheduler again and rerun with --resume") from None
+        frame = results_frame(store)
+    finally:
+        store.close()
+    frame = frame[frame["job_key"].isin({j.key for j in jobs})].reset_index(drop=True)
+    best = best_frame(frame)
+    files = _write_outputs(spec.out, frame, best)
+    return SweepReport(spec, spec.store, len(jobs), skipped, len(jobs) - skipped, frame, best,
+                       files, where, time.perf_counter() - t0)
+
+
+@contextlib.contextmanager
+def _fleet_client(fleet):
+    client = fleet.connect()
+    try:
+        yield client
+    finally:
+        with contextlib.suppress(Exception):
+            client.close()
+
+
+def _drive(spec: SweepSpec, todo: list[Job], d, record, build_shipment, job_payload,
+           job_timeout_s, FleetJob, *, local: bool) -> None:
+    """Build each job here and submit it; store each outcome the moment it arrives."""
+    from edgeprof.core.plugins import get_registry
+
+    reg = get_registry()
+    queue = deque(todo)
+    jobs_by_key: dict[str, Job] = {}
+    shipments: OrderedDict[tuple, Any] = OrderedDict()
+    slots = 1 if local else max(1, len(d.boards(refresh=True)))
+    cap = slots + 1  # one job built ahead per slot: builds overlap measurements
+
+    def collect(wait_s: float) -> None:
+        for o in d.poll(wait_s):
+            job = jobs_by_key.pop(o.job.key)
+            if o.record is not None:
+                rec = BenchmarkResult.from_dict(o.record)
+                rec.model = job.model
+                fleet = (rec.extra or {}).get("fleet") or {}
+                record(job, rec, fleet.get("board"), o.attempts)
+            else:
+                rec = _failed_record(job, "failed", o.reason or "no result")
+                rec.extra["fleet"] = {"attempts": o.attempts, "history": o.history}
+                record(job, rec, None, o.attempts)
+
+    while queue or d.pending:
+        while queue and d.pending < cap:
+            job = queue.popleft()
+            fj = _prepare(spec, job, d, reg, shipments, record, build_shipment, job_payload,
+                          job_timeout_s, FleetJob, local=local)
+            if fj is not None:
+                jobs_by_key[fj.key] = job
+                d.submit(fj)
+            collect(0.0)
+        collect(0.5)
+
+
+def _prepare(spec: SweepSpec, job: Job, d, reg, shipments, record, build_shipment,
+             job_payload, job_timeout_s, FleetJob, *, local: bool):
+    """The job ready to submit, or None when it was recorded here (unsupported, no board,
+    build failed)."""
+    handle = spec.handles[job.model]
+    if job.batch_size is not None:
+        handle = handle.with_batch(job.batch_size)
+    cls = reg.backend(job.backend)
+    config = spec.config(job.precision, handle.batch_size)
+    try:
+        cls.check_request(handle, config)
+    except UnsupportedError as e:
+        record(job, _failed_record(job, "unsupported", str(e), handle), None, 0)
+        return None
+    why = None if local else d.unroutable(job.target, job.backend)
+    if why:
+        record(job, _failed_record(job, "unavailable", why, handle), None, 0)
+        return None
+    skey = (job.model, job.batch_size, job.backend, job.precision)
+    try:
+        if skey not in shipments:
+            shipments[skey] = build_shipment(job.backend, handle, job.precision)
+            while len(shipments) > 8:
+                shipments.popitem(last=False)
+        shipment = shipments[skey]
+    except UnsupportedError as e:
+        record(job, _failed_record(job, "unsupported", str(e), handle), None, 0)
+        return None
+    except UserError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a conversion's failure is this job's failure
+        msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+        record(job, _failed_record(job, "failed", f"building the model here failed: "
+                                   f"{type(e).__name__}: {msg}", handle), None, 0)
+        return None
+    request = MeasureRequest.for_handle(job.backend, handle, config)
+    payload = job_payload(request, shipment, job.target)
+    return FleetJob(key=job.key, target=job.target, backend=job.backend, payload=payload,
+                    timeout_s=config.timeout_s or job_timeout_s(config))
+
+
+def _write_outputs(out: Path, frame, best) -> list[Path]:
+    """results.csv, best.csv and the grid page report.html, published as one folder (a
+    complete sibling swapped in with one rename: never a mix of two sweeps' files)."""
+    from edgeprof.core.io import publish_staged, write_csv, write_text
+    from edgeprof.profilers.report.html import render_sweep_html
+
+    def write(stage: Path) -> list[str]:
+        write_csv(stage / "results.csv", frame)
+        write_csv(stage / "best.csv", best)
+        write_text(stage / "report.html", render_sweep_html(frame))
+        return ["results.csv", "best.csv", "report.html"]
+
+    return publish_staged(out, write)
+
+
+__all__ = ["BEST_COLUMNS", "COLUMNS", "Job", "SweepReport", "SweepSpec", "SweepStore",
+           "best_frame", "load_sweep", "results_frame", "run_sweep"]

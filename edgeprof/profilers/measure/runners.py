@@ -1,0 +1,371 @@
+"""Runners: where a :class:`~edgeprof.core.requests.MeasureRequest` runs.
+
+* :class:`InlineRunner` — in this process: resolve the backend class and the model (or load
+  the built artifact), build the backend object once, and time it with the harness.
+* :class:`IsolatedRunner` — in a fresh worker process (``python -c`` running
+  :mod:`edgeprof.profilers.measure.worker`), with a timeout. A runtime that segfaults, hangs,
+  calls ``sys.exit`` or is killed for memory takes only its worker down. What crosses is the
+  request's ``to_dict()`` (its plugins file included, so a plugin's backend runs in the worker
+  too) and back the record's ``to_dict()`` or the error raised there.
+
+A runner returns the record of a run that finished and raises otherwise: the harness's
+:class:`~edgeprof.profilers.measure.harness.MeasureFailure`, the backend's own error, or
+:class:`WorkerLost` (the worker died or timed out). ``measure()`` turns those into a status.
+
+Workers die with their parent: on Linux the worker asks the kernel for ``SIGKILL`` when its
+parent goes (``prctl(PR_SET_PDEATHSIG)``), and everywhere it also polls its parent's pid; a
+killed ``edgeprof`` leaves no worker behind. Ctrl-C reaches the worker too (same process
+group): it exits quietly (status 130) and the parent, which gets ``KeyboardInterrupt``,
+stops and reaps it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from edgeprof.core.errors import EdgeprofError, MeasurementError, UnsupportedError, UserError
+from edgeprof.core.requests import MeasureRequest
+from edgeprof.core.results import BenchmarkResult
+from edgeprof.profilers.measure.harness import MeasureFailure, plan_from_config, run_in_process
+
+#: seconds a worker may take when no timeout is set: imports and conversion (which can be
+#: slow) plus the timing plan's own caps
+DEFAULT_TIMEOUT_BASE_S = 240.0
+
+
+def default_timeout_s(plan) -> float:
+    return DEFAULT_TIMEOUT_BASE_S + plan.warmup_max_time_s + 1.5 * plan.max_time_s
+
+
+class WorkerLost(MeasurementError):
+    """The worker process died, hung past its timeout, or sent nothing back."""
+
+
+# --------------------------------------------------------------------------- resolving
+def _import_path(path: str) -> Any:
+    mod, _, qual = path.partition(":")
+    obj: Any = importlib.import_module(mod)
+    for part in qual.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def backend_class(request: MeasureRequest, registry: Any = None) -> type:
+    """The backend class a request names: its in-process ``backend_type``, its
+    ``backend_class`` import path, or the registry's class of that name."""
+    if request.backend_type is not None:
+        return request.backend_type
+    if request.backend_class:
+        return _import_path(request.backend_class)
+    if registry is None:
+        from edgeprof.core.plugins import get_registry
+
+        registry = get_registry(request.plugins_file)
+    return registry.backend(request.backend)
+
+
+def _artifact_model(request: MeasureRequest, registry: Any):
+    """(handle, artifact) of a request for a built artifact (``edgeprof.core.artifact``):
+    its files are verified; the input specs are the request's or, when it names none, read
+    from the artifact's entry file (without importing a framework)."""
+    from edgeprof.core.artifact import Artifact
+    from edgeprof.core.models import ModelHandle, resolve_model, specs_from_shapes
+
+    artifact = Artifact.from_dict(request.artifact)
+    artifact.verify()
+    entry = artifact.entry_path
+    if request.input_shapes:
+        handle = ModelHandle(spec=str(entry), name=entry.stem, format=artifact.format,
+                             input_specs=specs_from_shapes(request.input_shapes,
+                                                           request.input_dtypes, str(entry)),
+                             path=entry)
+    else:
+        handle = resolve_model(str(entry), registry=registry)
+    return handle, artifact
+
+
+def _registry(request: MeasureRequest, registry: Any) -> Any:
+    if registry is None:
+        from edgeprof.core.plugins import get_registry
+
+        registry = get_registry(request.plugins_file)
+    return registry
+
+
+class InlineRunner:
+    """Run the request in this process."""
+
+    name = "inline"
+
+    def __init__(self, registry: Any = None):
+        self.registry = registry
+
+    def run(self, request: MeasureRequest) -> BenchmarkResult:
+        cls = backend_class(request, self.registry)
+        config = request.config
+        if request.artifact is not None:
+            if not callable(getattr(cls, "load", None)):
+                raise UnsupportedError(f"backend '{request.backend}' cannot load built "
+                                       "artifacts", backend=request.backend)
+            handle, artifact = _artifact_model(request, _registry(request, self.registry))
+            backend = cls()
+            return run_in_process(backend, handle, config,
+                                  prepare=lambda inputs: backend.load(artifact, config, inputs))
+        handle = request.handle
+        if handle is None:
+            from edgeprof.core.models import resolve_model
+
+            handle = resolve_model(request.model, input_shapes=request.input_shapes,
+                                   input_dtypes=request.input_dtypes,
+                                   registry=_registry(request, self.registry),
+                                   calibration=request.calibration)
+        cls.check_request(handle, config)  # what the capabilities rule out, before any work
+        return run_in_process(cls(), handle, config)
+
+
+# --------------------------------------------------------------------- the isolated one
+def _class_path(cls: type) -> str | None:
+    mod = cls.__module__
+    if mod in ("__main__", "__mp_main__") or mod.startswith(("edgeprof_userplugin_",
+                                                             "edgeprof_usermodel_")):
+        return None
+    if "<locals>" in cls.__qualname__:
+        return None
+    try:
+        importlib.import_module(mod)
+    except Exception:  # noqa: BLE001
+        return None
+    return f"{mod}:{cls.__qualname__}"
+
+
+def wire_request(request: MeasureRequest) -> tuple[dict[str, Any] | None, str | None]:
+    """The request as plain data for a worker, or ``(None, why it must stay here)``."""
+    why = request.local_only()
+    if why:
+        return None, why
+    d = request.to_dict()
+    if request.backend_type is not None and not request.backend_class:
+        by_name = False
+        try:
+            from edgeprof.core.plugins import get_registry
+
+            entry = get_registry(request.plugins_file).backends.get(request.backend)
+            by_name = (entry is not None
+                       and entry.cls.__qualname__ == request.backend_type.__qualname__)
+        except EdgeprofError:
+            by_name = False
+        if not by_name:
+            d["backend_class"] = _class_path(request.backend_type)
+            if d["backend_class"] is None:
+                return None, (f"backend class {request.backend_type.__qualname__} is neither "
+                              f"registered under '{request.backend}' nor importable by module "
+                              "path")
+    return d, None
+
+
+def encode_error(exc: BaseException) -> dict[str, Any]:
+    """An exception as plain data: its type, the nearest class the parent can rebuild
+    (edgeprof's errors, Python's built-ins) and its message."""
+    from edgeprof.core import errors
+
+    base = "builtins:Exception"
+    for k in type(exc).__mro__:
+        if (k.__module__ == "edgeprof.core.errors" and getattr(errors, k.__name__, None) is k) \
+                or (k.__module__ == "builtins" and k is not KeyboardInterrupt):
+            base = f"{k.__module__}:{k.__name__}"
+            break
+    return {"type": type(exc).__name__, "base": base, "message": str(exc)[:4000]}
+
+
+def decode_error(d: dict[str, Any]) -> BaseException:
+    """The exception :func:`encode_error` described, as its nearest rebuildable class; the
+    original type name stays in ``remote_type`` (``one_line`` prints it)."""
+    import builtins
+
+    from edgeprof.core import errors
+
+    mod, _, name = str(d.get("base", "builtins:Exception")).partition(":")
+    cls = getattr(errors if mod == "edgeprof.core.errors" else builtins, name, Exception)
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)) \
+            or issubclass(cls, KeyboardInterrupt):
+        cls = Exception
+    exc = cls.__new__(cls)
+    BaseException.__init__(exc, d.get("message", ""))
+    if d.get("type") and d["type"] != cls.__name__:
+        exc.remote_type = d["type"]
+    return exc
+
+
+_BOOT = """\
+import os, signal, sys
+signal.signal(signal.SIGINT, lambda *a: os._exit(130))
+signal.signal(signal.SIGTERM, lambda *a: os._exit(143))
+sys.path[:] = {path!r}
+from edgeprof.profilers.measure.worker import main
+main()
+"""
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def _death_reason(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "worker vanished without an exit status"
+    if exitcode < 0:
+        name = _signal_name(-exitcode)
+        reason = f"worker died with signal {name}"
+        if name == "SIGKILL":
+            reason += " (killed from outside, often the out-of-memory killer)"
+        return reason
+    return f"worker exited with status {exitcode} before sending a result"
+
+
+def _stop(proc) -> None:
+    """Terminate, then kill, then reap ``proc``."""
+    import subprocess
+
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(2.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    try:
+        proc.wait(5.0)
+    except subprocess.TimeoutExpired:  # pragma: no cover - unkillable
+        pass
+
+
+def spawn_worker(wire: dict[str, Any], timeout_s: float) -> tuple[dict | None, str | None, int]:
+    """Run one request in a fresh worker; ``(message or None, why none, worker pid)``."""
+    import select
+    import subprocess
+
+    r, w = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _BOOT.format(path=list(sys.path)), str(w), str(os.getpid())],
+            stdin=subprocess.PIPE, pass_fds=(w,))
+    except BaseException:
+        os.close(r)
+        raise
+    finally:
+        os.close(w)  # the worker holds the only write end: EOF when it exits
+    chunks: list[bytes] = []
+    reason = None
+    answered = False
+    try:
+        try:
+            proc.stdin.write(json.dumps(wire).encode())
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # died before reading: its exit status says why
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                reason = f"timed out after {timeout_s:g} s"
+                break
+            ready, _, _ = select.select([r], [], [], min(left, 1.0))
+            if ready:
+                data = os.read(r, 1 << 20)
+                if not data:
+                    answered = True
+                    break
+                chunks.append(data)
+    finally:  # Ctrl-C, timeout or done: never leave the worker behind
+        os.close(r)
+        if not answered:
+            _stop(proc)
+        else:
+            try:
+                proc.wait(10.0)
+            except subprocess.TimeoutExpired:  # sent its result but will not exit
+                _stop(proc)
+    message = None
+    if chunks and reason is None:
+        try:
+            message = json.loads(b"".join(chunks))
+        except ValueError:
+            message = None
+    if message is None and reason is None:
+        reason = _death_reason(proc.returncode)
+    return message, reason, proc.pid
+
+
+class IsolatedRunner:
+    """Run the request in a fresh worker process, with a timeout (``timeout_s``, else the
+    request's ``config.timeout_s``, else the timing plan's caps plus
+    ``DEFAULT_TIMEOUT_BASE_S``). A request that cannot cross (an in-memory module, a
+    backend class found neither by name nor by import path) runs inline, with a note."""
+
+    name = "isolated"
+
+    def __init__(self, timeout_s: float | None = None):
+        if timeout_s is not None and not (isinstance(timeout_s, (int, float))
+                                          and timeout_s > 0):
+            raise UserError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+        self.timeout_s = timeout_s
+
+    def _timeout(self, request: MeasureRequest) -> float:
+        t = self.timeout_s or request.config.timeout_s
+        if t is None:
+            return default_timeout_s(plan_from_config(request.config))
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
+            raise UserError(f"timeout_s must be a positive number of seconds, got {t!r}")
+        return float(t)
+
+    def run(self, request: MeasureRequest) -> BenchmarkResult:
+        timeout_s = self._timeout(request)
+        wire, why = wire_request(request)
+        if wire is None:
+            note = f"{why}; it ran in-process, not isolated"
+            try:
+                record = InlineRunner().run(request)
+            except MeasureFailure as f:
+                if f.partial is not None:
+                    f.partial.notes.append(note)
+                raise
+            record.notes.append(note)
+            return record
+        message, reason, pid = spawn_worker(wire, timeout_s)
+        if message is None:
+            partial = BenchmarkResult(
+                backend=request.backend, model=request.model_name,
+                requested_precision=request.config.precision, executed_precision=None,
+                status="failed", batch_size=request.batch_size, device=request.config.device,
+                config=request.config.to_dict(),
+                notes=[f"ran in an isolated worker process (pid {pid})"])
+            raise MeasureFailure(None, WorkerLost(reason), partial)
+        if "result" in message:
+            return BenchmarkResult.from_dict(message["result"])
+        if "failure" in message:
+            f = message["failure"]
+            partial = BenchmarkResult.from_dict(f["partial"]) if f.get("partial") else None
+            raise MeasureFailure(f.get("phase"), decode_error(f["error"]), partial)
+        raise decode_error(message["error"])
+
+
+def default_runner(request_or_config: Any):
+    """:class:`IsolatedRunner` when the config asks for isolation or a timeout (a timeout
+    can only be enforced on another process), else :class:`InlineRunner`."""
+    config = getattr(request_or_config, "config", request_or_config)
+    if config.isolate or config.timeout_s is not None:
+        return IsolatedRunner()
+    return InlineRunner()
+
+
+__all__ = ["DEFAULT_TIMEOUT_BASE_S", "InlineRunner", "IsolatedRunner", "WorkerLost",
+           "backend_class", "decode_error", "default_runner", "default_timeout_s",
+           "encode_error", "spawn_worker", "wire_request"]

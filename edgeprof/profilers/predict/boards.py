@@ -1,0 +1,189 @@
+"""The shipped board calibrations, built from ``data/device_measurements_train.csv`` only.
+
+That file holds 38 published latencies (Raspberry Pi 4, Jetson Nano, STM32H743 and its
+sibling STM32H7A3), each with its source and a quote. :data:`ROWS` says, for each row, which
+target and runtime family it measures, the precision, and the ``builtin:`` model that
+rebuilds the network (``edgeprof.zoo.reference``) -- or why the row is left out. The build
+estimates each model on the target's descriptor, fits the target's few parameters (fit.py)
+and writes ``data/calibrations/<target>--published.json`` and ``data/prior.json``.
+
+Runtime families: an edgeprof backend name where the runtime is one (``tflite`` for
+XNNPACK/TFLite on the Pi and for TFLite Micro + CMSIS-NN on the MCU, as the mcu descriptor
+says; ``torch_eager``; ``onnxruntime``; ``tensorrt``), else the runtime's own name (``ncnn``,
+``tvm``, ``opencv``, ``xcubeai`` ...): those rows inform the board's shared efficiencies and
+overheads, not a backend's factor. End-to-end application timings (pre/post-processing
+included) get their own family (``tensorrt_app``) so they do not bias TensorRT's factor.
+MCU rows measured at another clock are scaled to the descriptor's 480 MHz (latency x
+f/480 MHz: compute and the AXI bus both run off the core clock).
+
+Run ``python benchmarks/predict_boards.py --write`` to rebuild (needs torch).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).parent / "data"
+TRAIN_CSV = DATA / "device_measurements_train.csv"
+BOARDS = ("raspberry_pi_4", "jetson_nano", "mcu")
+
+_MCUNET = ("left out: MCUNet/ProxylessNAS networks are defined by the MCUNet model zoo's "
+           "searched configs, which edgeprof does not rebuild")
+
+#: row index -> (target, family, precision, builtin model or None, clock Hz or None, note)
+ROWS: dict[int, tuple[str, str, str, str | None, float | None, str]] = {
+    0: ("raspberry_pi_4", "tflite", "fp32", "mobilenet_v2", None, "XNNPACK end2end"),
+    1: ("raspberry_pi_4", "tflite", "fp32", "mobilenet_v3_small", None, "XNNPACK end2end"),
+    2: ("raspberry_pi_4", "tflite", "int8", "mobilenet_v2", None, "XNNPACK end2end"),
+    3: ("raspberry_pi_4", "torch_eager", "int8", "mobilenet_v2", None, "qnnpack"),
+    4: ("raspberry_pi_4", "torch_eager", "int8", "resnet18", None,
+        "precision not stated; the tutorial's table lists quantized models: taken as int8"),
+    5: ("raspberry_pi_4", "ncnn", "fp32", "mobilenet_v2", None, ""),
+    6: ("raspberry_pi_4", "ncnn", "fp32", "resnet18", None, ""),
+    7: ("raspberry_pi_4", "tvm", "int8", "tiny_resnet8", None, "Latent AI LEIP (TVM)"),
+    8: ("raspberry_pi_4", "tvm", "int8", "tiny_ds_cnn", None, "Latent AI LEIP (TVM)"),
+    9: ("raspberry_pi_4", "tvm", "fp32", "tiny_resnet8", None, "Latent AI LEIP (TVM)"),
+    10: ("raspberry_pi_4", "opencv", "fp32", "mobilenet_v2", None, "OpenCV DNN"),
+    11: ("raspberry_pi_4", "tflite", "int8", "ssd_mobilenet_v2", None,
+         "uint8 quantized TFLite, Python loop; NMS not in the rebuilt model"),
+    12: ("raspberry_pi_4", "ncnn", "fp32", "yolov8n", None, "Ultralytics export"),
+    13: ("raspberry_pi_4", "onnxruntime", "fp32", "yolov8n", None, "Ultralytics benchmark"),
+    14: ("jetson_nano", "tensorrt", "fp16", "alexnet", None, "torch2trt"),
+    15: ("jetson_nano", "tensorrt", "fp16", "resnet18", None, "torch2trt"),
+    16: ("jetson_nano", "tensorrt", "fp16", "vgg16", None, "torch2trt"),
+    17: ("jetson_nano", "torch_eager", "fp16", "resnet18", None, "PyTorch CUDA, model.half()"),
+    18: ("jetson_nano", "ncnn_vulkan", "fp16", "mobilenet_v2", None, "ncnn Vulkan GPU"),
+    19: ("jetson_nano", "opencv_cuda", "fp32", "resnet50_vd", None,
+         "OpenCV DNN CUDA, pre/post-processing included"),
+    20: ("jetson_nano", "tf_trt", "fp16", "ssd_mobilenet_v2", None, "TF-TRT"),
+    21: ("jetson_nano", "tensorflow", "fp32", "ssd_mobilenet_v2", None, "TensorFlow GPU"),
+    22: ("jetson_nano", "tensorrt_app", "fp16", "ssd_mobilenet_v2", None,
+         "TensorRT (UFF) application FPS, pre/post-processing included"),
+    23: ("jetson_nano", "tensorrt_app", "fp16", "yolov4_tiny", None,
+         "TensorRT application FPS, pre/post-processing included"),
+    24: ("jetson_nano", "tensorrt_app", "fp16", "yolov3", None,
+         "TensorRT application FPS, pre/post-processing included"),
+    25: ("mcu", "tflm_reference", "int8", None, None, _MCUNET),
+    26: ("mcu", "tflite", "int8", None, None, _MCUNET),
+    27: ("mcu", "xcubeai", "int8", None, None, _MCUNET),
+    28: ("mcu", "tinyengine", "int8", None, None, _MCUNET),
+    29: ("mcu", "xcubeai", "int8", None, None, _MCUNET),
+    30: ("mcu", "tinyengine", "int8", None, None, _MCUNET),
+    31: ("mcu", "xcubeai", "int8", None, None, _MCUNET),
+    32: ("mcu", "xcubeai", "int8", None, None, _MCUNET),
+    33: ("mcu", "tflite", "int8", "mobilenet_v1_025_160", 4.0e8,
+         "CMSIS-NN (uint8 extension) on a NUCLEO-H743ZI at 400 MHz"),
+    34: ("mcu", "xcubeai", "int8", "tiny_resnet8", 2.8e8, "STM32H7A3 at 280 MHz (proxy)"),
+    35: ("mcu", "xcubeai", "int8", "tiny_vww_mobilenet", 2.8e8, "STM32H7A3 at 280 MHz (proxy)"),
+    36: ("mcu", "xcubeai", "int8", "tiny_ds_cnn", 2.8e8, "STM32H7A3 at 280 MHz (proxy)"),
+    37: ("mcu", "xcubeai", "int8", "tiny_fc_autoencoder", 2.8e8, "STM32H7A3 at 280 MHz (proxy)"),
+}
+
+
+def training_rows() -> list[dict[str, str]]:
+    with TRAIN_CSV.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def board_samples(target_id: str, *, targets_dir=None) -> tuple[list[dict[str, Any]],
+                                                                 list[dict[str, Any]], dict]:
+    """(samples, left-out rows, per-class kernel ranges) for one board."""
+    from edgeprof.core.models import resolve_model
+    from edgeprof.profilers.estimate.analytic import estimate_model
+    from edgeprof.profilers.predict.kernels import features, kernel_ranges, kernels_of
+    from edgeprof.targets import get_target_registry
+
+    target = get_target_registry(targets_dir).get(target_id)
+    rows = training_rows()
+    samples, skipped, ranges = [], [], {}
+    handles: dict[str, Any] = {}
+    for i, row in enumerate(rows):
+        tid, family, precision, model, clock, note = ROWS[i]
+        if tid != target_id:
+            continue
+        if model is None:
+            skipped.append({"id": i, "model": row["model"], "reason": note})
+            continue
+        handle = handles.setdefault(model, resolve_model(f"builtin:{model}"))
+        est = estimate_model(handle, target, precision)
+        kernels = kernels_of(est)
+        published = float(row["latency_ms"])
+        scale = 1.0
+        if clock is not None and target.frequency is not None:
+            scale = clock / float(target.frequency.value)
+        for c, (lo, hi) in kernel_ranges(kernels).items():
+            r = ranges.setdefault(c, [lo, hi])
+            ranges[c] = [min(r[0], lo), max(r[1], hi)]
+        samples.append({
+            "id": i, "model": model, "published_model": row["model"], "family": family,
+            "precision": precision, "latency_ms": published * scale,
+            "published_latency_ms": published, "clock_scale": scale,
+            "framework": row["framework"], "source": row["source"], "note": note,
+            "features": features(kernels)})
+    return samples, skipped, ranges
+
+
+def build_board(target_id: str, *, targets_dir=None) -> tuple[Any, list[dict[str, Any]]]:
+    """Fit one board's calibration (with its leave-one-out error); returns (calibration,
+    left-out rows)."""
+    from edgeprof._version import __version__
+    from edgeprof.profilers.predict.calibration import Calibration
+    from edgeprof.profilers.predict.fit import cv_summary, fit, leave_one_out
+    from edgeprof.profilers.predict.predictor import fingerprint_of
+    from edgeprof.targets import get_target_registry
+
+    target = get_target_registry(targets_dir).get(target_id)
+    samples, skipped, ranges = board_samples(target_id, targets_dir=targets_dir)
+    params = fit(samples)
+    loo = leave_one_out(samples, params["grouping"])
+    cv = cv_summary(samples, loo)
+    runtimes = {}
+    for key, v in params.pop("factors").items():
+        family, precision = key.split("/")
+        runtimes[key] = {"family": family, "precision": precision, "version": None,
+                         "factor": v["factor"], "n": v["n"],
+                         "sources": sorted({s["framework"] for s in samples
+                                            if s["family"] == family
+                                            and s["precision"] == precision})}
+    cal = Calibration(
+        name=f"{target_id}--published", target=target_id, fingerprint=fingerprint_of(target),
+        runtimes=runtimes, parameters=params, cv=cv, ranges=ranges, samples=samples,
+        created_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        edgeprof_version=__version__,
+        note=(f"fitted only to edgeprof/profilers/predict/data/device_measurements_train.csv "
+              f"({len(samples)} rows used, {len(skipped)} left out: "
+              + "; ".join(f"row {s['id']} {s['reason']}" for s in skipped[:1])
+              + (" (and the same for the others)" if len(skipped) > 1 else "")
+              + "); runtime versions as published (see samples)"))
+    return cal, skipped
+
+
+def prior_from(cals: list[Any]) -> dict[str, Any]:
+    """The uncalibrated prior: measured/roofline over every sample of ``cals``."""
+    import numpy as np
+
+    ratios = [s["latency_ms"] / s["features"]["roofline_total_ms"]
+              for c in cals for s in c.samples if s["features"]["roofline_total_ms"] > 0]
+    return {"median_ratio": float(np.median(ratios)), "p10_ratio": float(np.percentile(ratios, 10)),
+            "p90_ratio": float(np.percentile(ratios, 90)), "n": len(ratios),
+            "source": "measured/roofline of the published board measurements in "
+                      "device_measurements_train.csv used by the shipped calibrations "
+                      "(Raspberry Pi 4, Jetson Nano, STM32H743/H7A3)"}
+
+
+def build_all(write: bool = False, *, targets_dir=None) -> dict[str, tuple[Any, list]]:
+    """Every board's calibration; with ``write`` also the package's data files."""
+    import json
+
+    from edgeprof.core.io import write_json
+
+    out = {t: build_board(t, targets_dir=targets_dir) for t in BOARDS}
+    if write:
+        for t, (cal, _) in out.items():
+            cal.save(DATA / "calibrations" / f"{t}--published.json")
+        write_json(DATA / "prior.json", prior_from([c for c, _ in out.values()]))
+        json.loads((DATA / "prior.json").read_text())
+    return out

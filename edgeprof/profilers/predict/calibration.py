@@ -1,0 +1,164 @@
+"""Calibration files: versioned JSON, shipped for the built-in boards, written by
+``edgeprof calibrate`` into the user's folder (which wins over the shipped ones).
+
+A file ``<target>--<label>.json`` holds::
+
+    {"format": "edgeprof-calibration", "format_version": 1, "name": ..., "target": ...,
+     "fingerprint": {...},            # the device (descriptor sha256, or the host's CPU)
+     "runtimes": {"tflite/fp32": {"family", "precision", "version", "factor", "n"}, ...},
+     "parameters": {"grouping", "per_inference_ms", "per_layer_ms",
+                    "efficiency_multiplier": {class: theta}},  # the roofline basis, or
+                    # "basis": "work", "floor", "ms_per_gmac"/"ms_per_mb": {class: ...}
+     "cv": {"method": "leave-one-out", "n", "median_abs_error", "within_25", "spearman",
+            "log_sigma", "errors": [...]},
+     "ranges": {class: [min roofline ms, max roofline ms]},   # of the samples' kernels
+     "samples": [{"id", "model", "family", "precision", "latency_ms", "features", "source"}],
+     "created_utc", "edgeprof_version", "note"}
+
+Search order: ``$EDGEPROF_CALIBRATIONS_DIR``, else ``<cache>/calibrations`` (the user's
+cache folder, ``edgeprof.core.cache``), then the package's ``data/calibrations``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgeprof.core.errors import ConfigError
+
+FORMAT = "edgeprof-calibration"
+FORMAT_VERSION = 1
+ENV_DIR = "EDGEPROF_CALIBRATIONS_DIR"
+SHIPPED_DIR = Path(__file__).parent / "data" / "calibrations"
+REQUIRED = ("name", "target", "fingerprint", "runtimes", "parameters", "cv", "ranges", "samples")
+
+
+class CalibrationError(ConfigError):
+    """A calibration file is corrupted or of a format this edgeprof cannot read (exit 2)."""
+
+
+@dataclass
+class Calibration:
+    name: str
+    target: str
+    fingerprint: dict[str, Any]
+    runtimes: dict[str, dict[str, Any]]
+    parameters: dict[str, Any]
+    cv: dict[str, Any]
+    ranges: dict[str, list[float]]
+    samples: list[dict[str, Any]]
+    created_utc: str = ""
+    edgeprof_version: str = ""
+    note: str = ""
+    path: Path | None = field(default=None, compare=False)
+
+    def entry(self, family: str, precision: str) -> dict[str, Any] | None:
+        return self.runtimes.get(f"{family}/{precision}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "format_version": FORMAT_VERSION, "name": self.name,
+                "target": self.target, "fingerprint": self.fingerprint,
+                "runtimes": self.runtimes, "parameters": self.parameters, "cv": self.cv,
+                "ranges": self.ranges, "samples": self.samples,
+                "created_utc": self.created_utc, "edgeprof_version": self.edgeprof_version,
+                "note": self.note}
+
+    @classmethod
+    def from_dict(cls, d: Any, path: Path | None = None) -> Calibration:
+        def bad(what: str) -> CalibrationError:
+            return CalibrationError(f"not a usable calibration ({what}); delete it or redo it "
+                                    "with 'edgeprof calibrate'", path=path)
+
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise bad(f"'format' is not '{FORMAT}'")
+        if d.get("format_version") != FORMAT_VERSION:
+            raise bad(f"format_version {d.get('format_version')!r}, this edgeprof reads "
+                      f"{FORMAT_VERSION}")
+        missing = [k for k in REQUIRED if k not in d]
+        if missing:
+            raise bad("missing " + ", ".join(missing))
+        p = d["parameters"]
+        try:
+            numbers = [float(p["per_inference_ms"]), float(p["per_layer_ms"])]
+            numbers += [float(v) for v in p["efficiency_multiplier"].values()]
+            if p.get("basis", "roofline") not in ("roofline", "work"):
+                raise ValueError(f"basis {p.get('basis')!r}")
+            if p.get("basis") == "work":
+                numbers += [float(v) for v in p["ms_per_gmac"].values()]
+                numbers += [float(v) for v in p["ms_per_mb"].values()]
+            numbers += [float(r["factor"]) for r in d["runtimes"].values()]
+            numbers.append(float(d["cv"]["log_sigma"]))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise bad(f"parameters unreadable: {type(e).__name__} {e}") from e
+        if not all(n == n and n >= 0 and n != float("inf") for n in numbers):
+            raise bad("a parameter is negative, NaN or infinite")
+        return cls(name=str(d["name"]), target=str(d["target"]), fingerprint=d["fingerprint"],
+                   runtimes=d["runtimes"], parameters=p, cv=d["cv"], ranges=d["ranges"],
+                   samples=d["samples"], created_utc=d.get("created_utc", ""),
+                   edgeprof_version=d.get("edgeprof_version", ""), note=d.get("note", ""),
+                   path=path)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        from edgeprof.core.io import write_json
+
+        return write_json(path, self.to_dict())
+
+
+def load_calibration(path: str | os.PathLike) -> Calibration:
+    """Read and validate one calibration file (:class:`CalibrationError` if unusable)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CalibrationError(f"cannot read calibration ({type(e).__name__}: "
+                               f"{str(e).splitlines()[0] if str(e) else ''}); delete it or redo "
+                               "it with 'edgeprof calibrate'", path=path) from e
+    return Calibration.from_dict(data, path)
+
+
+def user_dir(create: bool = False) -> Path | None:
+    """The user's calibration folder (``$EDGEPROF_CALIBRATIONS_DIR`` or the cache's)."""
+    env = os.environ.get(ENV_DIR)
+    if env:
+        p = Path(env)
+        if create:
+            p.mkdir(parents=True, exist_ok=True)
+        return p
+    from edgeprof.core.cache import cache_dir
+
+    try:
+        return cache_dir("calibrations")
+    except OSError:
+        return None
+
+
+def search_dirs(extra: list[Path] | None = None) -> list[Path]:
+    dirs = list(extra or [])
+    u = user_dir()
+    if u is not None:
+        dirs.append(u)
+    dirs.append(SHIPPED_DIR)
+    return dirs
+
+
+def calibrations_for(target_id: str, dirs: list[Path] | None = None) -> list[Calibration]:
+    """Every calibration of ``target_id``, the user's first, then the shipped ones."""
+    out = []
+    for d in dirs if dirs is not None else search_dirs():
+        if not d.is_dir():
+            continue
+        for f in sorted(d.glob(f"{target_id}--*.json")):
+            out.append(load_calibration(f))
+    return out
+
+
+def find_calibration(target_id: str, family: str, precision: str,
+                     dirs: list[Path] | None = None) -> Calibration | None:
+    """The first calibration of ``target_id`` with an entry for ``family/precision``."""
+    for cal in calibrations_for(target_id, dirs):
+        if cal.target == target_id and cal.entry(family, precision) is not None:
+            return cal
+    return None

@@ -1,0 +1,206 @@
+"""Fit a calibration's few parameters to measured samples, and cross-validate the fit.
+
+The model of one inference on a target, for runtime family F at precision P::
+
+    latency = f[F, P] x (per_inference_ms + sum over unfused kernels k of
+                         (per_layer_ms + theta[class(k)] x roofline_ms(k)))
+
+* ``roofline_ms(k)`` is the kernel's roofline on the target's *descriptor* peaks (the
+  datasheet's); ``theta >= 1`` is the inverse of the efficiency a runtime reaches on that
+  class of kernel, so the descriptor stays the datasheet's and the efficiency lives here;
+* ``per_layer_ms`` (dispatch, kernel launch) and ``per_inference_ms`` (the call, input and
+  output copies) are the overheads that dominate tiny models;
+* ``f[F, P]`` is a per-runtime-family factor, shrunk towards 1 (``log f = sum of the
+  family's log residuals / (n + SHRINK)``) so a family seen once moves the prediction only
+  half-way.
+
+The linear part is fitted by non-negative least squares on relative errors (scikit-learn's
+``LinearRegression(positive=True)`` with weights 1/y^2), alternating with the family
+factors. Classes share one theta inside a *group* when samples are few (``GROUPINGS``).
+Leave-one-out refits without each sample and predicts it; its log errors give the
+prediction interval.
+
+A device edgeprof measures itself (``edgeprof calibrate``: dozens of samples, one runtime)
+gets the ``work`` basis instead: per class a cost per GMAC and a cost per MB moved, fitted
+to the measured kernels directly, so the fit neither leans on the device's roofline (on the
+host its peaks are themselves measured, under whatever load there was, and a model that
+lives in the caches beats the DRAM roofline) nor needs ``theta >= 1``::
+
+    latency = per_inference_ms + per_layer_ms x n_kernels
+              + sum over classes c of (ms_per_gmac[c] x GMACs_c + ms_per_mb[c] x MB_c)
+
+(non-negative least squares on relative errors; the ``floor`` parameter says whether the
+prediction is clamped to the roofline: yes on a board's datasheet peaks, no on the host).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from edgeprof.profilers.predict.kernels import CLASSES
+
+SHRINK = 1.0
+ITERATIONS = 25
+#: class groups sharing one efficiency: "split" needs ~10 samples, "tied" is one efficiency
+GROUPINGS: dict[str, dict[str, tuple[str, ...]]] = {
+    "per_class": {c: (c,) for c in CLASSES},
+    "split": {"compute": ("conv", "pointwise", "linear", "attention"),
+              "depthwise": ("depthwise",), "memory": ("pooling", "elementwise")},
+    "tied": {"all": CLASSES},
+}
+Z90 = 1.645
+
+
+def key_of(family: str, precision: str) -> str:
+    return f"{family}/{precision}"
+
+
+def _design(samples: list[dict[str, Any]], groups: dict[str, tuple[str, ...]]):
+    rows, nk, roof = [], [], []
+    for s in samples:
+        f = s["features"]
+        rows.append([sum(f["roofline_ms"].get(c, 0.0) for c in cls) for cls in groups.values()])
+        nk.append(f["n_kernels"])
+        roof.append(f["roofline_total_ms"])
+    return np.asarray(rows, float), np.asarray(nk, float), np.asarray(roof, float)
+
+
+def choose_grouping(n_samples: int) -> str:
+    """Few parameters for few points: one efficiency below 10 samples."""
+    return "split" if n_samples >= 10 else "tied"
+
+
+def _work_design(samples: list[dict[str, Any]]) -> np.ndarray:
+    rows = []
+    for s in samples:
+        f = s["features"]
+        row = [1.0, float(f["n_kernels"])]
+        for c in CLASSES:
+            row += [float(f["gmacs"].get(c, 0.0)), float(f["mbytes"].get(c, 0.0))]
+        rows.append(row)
+    return np.asarray(rows, float)
+
+
+def fit_work(samples: list[dict[str, Any]], floor: bool = False) -> dict[str, Any]:
+    """The ``work`` basis (module docstring): one runtime family, many samples."""
+    from sklearn.linear_model import LinearRegression
+
+    A = _work_design(samples)
+    y = np.asarray([s["latency_ms"] for s in samples], float)
+    reg = LinearRegression(positive=True, fit_intercept=False)
+    reg.fit(A, y, sample_weight=1.0 / y ** 2)
+    c = reg.coef_
+    keys = [key_of(s["family"], s["precision"]) for s in samples]
+    return {"basis": "work", "grouping": "per_class", "floor": "roofline" if floor else "none",
+            "per_inference_ms": float(c[0]), "per_layer_ms": float(c[1]),
+            "ms_per_gmac": {cl: float(c[2 + 2 * i]) for i, cl in enumerate(CLASSES)},
+            "ms_per_mb": {cl: float(c[3 + 2 * i]) for i, cl in enumerate(CLASSES)},
+            "efficiency_multiplier": {},
+            "factors": {k: {"factor": 1.0, "n": keys.count(k)} for k in set(keys)}}
+
+
+def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
+        basis: str = "roofline", floor: bool = True) -> dict[str, Any]:
+    """Fitted parameters (the calibration's ``parameters`` and ``runtimes`` factors)."""
+    from sklearn.linear_model import LinearRegression
+
+    if not samples:
+        raise ValueError("no samples to fit")
+    if basis == "work":
+        return fit_work(samples, floor)
+    grouping = grouping or choose_grouping(len(samples))
+    groups = GROUPINGS[grouping]
+    R, nk, roof = _design(samples, groups)
+    y = np.asarray([s["latency_ms"] for s in samples], float)
+    keys = [key_of(s["family"], s["precision"]) for s in samples]
+    factors = {k: 1.0 for k in keys}
+    A = np.column_stack([np.ones(len(y)), nk, R])
+    coef = np.zeros(A.shape[1])
+    for _ in range(ITERATIONS):
+        f = np.asarray([factors[k] for k in keys])
+        yt = y / f
+        target = yt - R.sum(axis=1)  # theta = 1 + phi, phi >= 0: never faster than the roofline
+        reg = LinearRegression(positive=True, fit_intercept=False)
+        reg.fit(A, target, sample_weight=1.0 / yt ** 2)
+        coef = reg.coef_
+        base = np.maximum(A @ coef + R.sum(axis=1), roof)
+        logr = np.log(y / base)
+        new = {}
+        for k in set(keys):
+            idx = [i for i, kk in enumerate(keys) if kk == k]
+            new[k] = math.exp(float(logr[idx].sum()) / (len(idx) + SHRINK))
+        factors = new
+    theta = {}
+    for (gname, classes), phi in zip(groups.items(), coef[2:]):
+        for c in classes:
+            theta[c] = 1.0 + float(phi)
+    counts = {k: keys.count(k) for k in factors}
+    return {"basis": "roofline", "grouping": grouping, "per_inference_ms": float(coef[0]),
+            "per_layer_ms": float(coef[1]), "efficiency_multiplier": theta,
+            "factors": {k: {"factor": float(v), "n": counts[k]} for k, v in factors.items()}}
+
+
+def kernel_ms(params: dict[str, Any], kclass: str, roofline_ms: float, macs: float,
+              nbytes: float) -> float:
+    """One unfused kernel's share of the prediction (without the per-layer overhead)."""
+    if params.get("basis") == "work":
+        return (params["ms_per_gmac"].get(kclass, 0.0) * macs / 1e9
+                + params["ms_per_mb"].get(kclass, 0.0) * nbytes / 1e6)
+    return params["efficiency_multiplier"].get(kclass, 1.0) * roofline_ms
+
+
+def base_ms(params: dict[str, Any], feats: dict[str, Any]) -> float:
+    """The prediction before the family factor (never below the roofline, unless the
+    calibration's ``floor`` is ``none``)."""
+    if params.get("basis") == "work":
+        t = params["per_inference_ms"] + params["per_layer_ms"] * feats["n_kernels"]
+        t += sum(params["ms_per_gmac"].get(c, 0.0) * v for c, v in feats["gmacs"].items())
+        t += sum(params["ms_per_mb"].get(c, 0.0) * v for c, v in feats["mbytes"].items())
+        return max(t, feats["roofline_total_ms"]) if params.get("floor") == "roofline" else t
+    theta = params["efficiency_multiplier"]
+    t = params["per_inference_ms"] + params["per_layer_ms"] * feats["n_kernels"]
+    t += sum(theta.get(c, 1.0) * v for c, v in feats["roofline_ms"].items())
+    return max(t, feats["roofline_total_ms"])
+
+
+def predict_sample(params: dict[str, Any], sample: dict[str, Any]) -> float:
+    f = params["factors"].get(key_of(sample["family"], sample["precision"]), {"factor": 1.0})
+    value = f["factor"] * base_ms(params, sample["features"])
+    if params.get("floor", "roofline") == "none":
+        return value
+    return max(value, sample["features"]["roofline_total_ms"])
+
+
+def leave_one_out(samples: list[dict[str, Any]], grouping: str | None = None, *,
+                  basis: str = "roofline", floor: bool = True) -> list[float]:
+    """Each sample predicted by a fit to all the others (same grouping and basis as the
+    full fit)."""
+    grouping = grouping or choose_grouping(len(samples))
+    out = []
+    for i, s in enumerate(samples):
+        rest = samples[:i] + samples[i + 1:]
+        out.append(predict_sample(fit(rest, grouping, basis=basis, floor=floor), s))
+    return out
+
+
+def cv_summary(samples: list[dict[str, Any]], predicted: list[float]) -> dict[str, Any]:
+    """Median |error|, share within +-10 % / +-25 %, Spearman, and the log-error spread."""
+    from scipy.stats import spearmanr
+
+    y = np.asarray([s["latency_ms"] for s in samples], float)
+    p = np.asarray(predicted, float)
+    rel = (p - y) / y
+    logerr = np.log(y / p)
+    rho = float(spearmanr(y, p).statistic) if len(y) > 2 else float("nan")
+    return {"method": "leave-one-out", "n": int(len(y)),
+            "median_abs_error": float(np.median(np.abs(rel))),
+            "within_10": float(np.mean(np.abs(rel) <= 0.10)),
+            "within_25": float(np.mean(np.abs(rel) <= 0.25)),
+            "spearman": rho if math.isfinite(rho) else None,
+            "log_sigma": float(math.sqrt(float(np.mean(logerr ** 2)))),
+            "errors": [{"id": s.get("id"), "model": s.get("model"), "family": s["family"],
+                        "measured_ms": float(a), "predicted_ms": float(b),
+                        "error": float(r)} for s, a, b, r in zip(samples, y, p, rel)]}

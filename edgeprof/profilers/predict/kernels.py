@@ -1,0 +1,149 @@
+"""From an estimate's rows to the kernels a runtime runs, each in one latency class.
+
+The classes (nn-Meter's kernel split, reduced to what the estimate's rows can tell):
+
+* ``conv`` -- a dense convolution with a kernel larger than 1x1 (or grouped),
+* ``depthwise`` -- one filter per channel,
+* ``pointwise`` -- 1x1 (``macs == input elements x output channels``),
+* ``linear`` -- fully connected, GEMM, recurrent cells,
+* ``attention`` -- activation x activation matmuls and attention blocks,
+* ``pooling`` -- max/average/global pooling and reductions,
+* ``elementwise`` -- everything else that moves data (add, mul, concat, softmax, norms ...).
+
+The shape of a convolution is read from the row's figures (format-agnostic: torch, ONNX,
+TFLite and OpenVINO rows look alike): ``macs / output elements`` is the reduction depth
+(in/groups x k x k); ``parameters / depth`` is the number of output channels; ``macs /
+(input elements x output channels)`` is k^2/s^2, which is 1 for a pointwise convolution.
+
+Fusion: runtimes fold batch-norm and fuse the activation into the kernel before it (conv
++ BN + ReLU runs as one kernel). A normalisation or activation row right after a kernel with
+the same number of output elements is therefore *fused*: it costs no time and no per-layer
+overhead of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+CLASSES = ("conv", "depthwise", "pointwise", "linear", "attention", "pooling", "elementwise")
+
+_CONV = {"conv1d", "conv2d", "conv3d", "conv", "convolution", "conv_2d", "conv_3d",
+         "depthwise_conv_2d", "groupconvolution", "convtranspose2d", "conv_transpose",
+         "convtranspose", "transpose_conv", "convolutionbackpropdata", "_convolution"}
+_LINEAR = {"linear", "gemm", "fully_connected", "addmm", "mm", "lstm", "gru", "rnn",
+           "unidirectional_sequence_lstm", "bidirectional_sequence_lstm", "lstmcell", "grucell",
+           "rnncell", "embedding_lookup"}
+_MATMUL = {"matmul", "bmm", "batch_matmul", "einsum", "baddbmm"}
+_ATTENTION = {"multiheadattention", "scaled_dot_product_attention", "attention",
+              "multiheadattention_", "_scaled_dot_product_flash_attention"}
+_POOL = {"maxpool1d", "maxpool2d", "maxpool3d", "avgpool1d", "avgpool2d", "avgpool3d",
+         "adaptiveavgpool1d", "adaptiveavgpool2d", "adaptivemaxpool2d", "mean", "max_pool_2d",
+         "average_pool_2d", "globalaveragepool", "globalmaxpool", "maxpool", "averagepool",
+         "reducemean", "reduce_max", "sum", "avg_pool", "max_pool", "reducemax"}
+_FUSABLE = {"batchnorm1d", "batchnorm2d", "batchnorm3d", "batchnormalization", "relu", "relu6",
+            "leakyrelu", "leaky_relu", "silu", "swish", "hardswish", "hard_swish", "hardsigmoid",
+            "gelu", "clip", "clamp", "prelu", "elu", "mish", "sigmoid", "tanh", "hardtanh",
+            "relu_", "relu6_", "relu_n1_to_1", "logistic", "batch_norm", "fusedbatchnorm"}
+_ANCHORS = {"conv", "depthwise", "pointwise", "linear", "elementwise", "attention"}
+
+
+@dataclass
+class Kernel:
+    """One estimate row as a kernel: its class, its work on the target, fused or not."""
+
+    layer: str
+    op_type: str
+    kclass: str
+    macs: int
+    bytes: float
+    roofline_ms: float
+    fused_into: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fused(self) -> bool:
+        return self.fused_into is not None
+
+
+def _conv_class(row) -> tuple[str, dict[str, Any]]:
+    out = max(int(row.output_elements), 1)
+    depth = row.macs / out  # (in / groups) x kernel area
+    cout = row.parameter_count / depth if depth else 0.0
+    in_elems = row.input_bytes / row.activation_bytes * out if row.activation_bytes else 0.0
+    k2s = row.macs / (in_elems * cout) if in_elems and cout else 0.0
+    detail = {"depth": round(depth, 3), "out_channels": round(cout, 1), "k2_over_s2": round(k2s, 3)}
+    if depth <= 81 and in_elems and 0.7 <= in_elems / out <= 5.0 and \
+            round(depth ** 0.5) ** 2 == round(depth) and round(depth) >= 4:
+        return "depthwise", detail
+    if 0 < k2s <= 1.2:
+        return "pointwise", detail  # 1x1 (k2s 1), strided (1/s^2) or grouped (1/groups)
+    return "conv", detail
+
+
+def classify(row) -> tuple[str, dict[str, Any]]:
+    """The latency class of one estimate row (see the module docstring)."""
+    op = row.op_type.lower()
+    if op in _CONV or (op.startswith("conv") and row.macs > 0):
+        return _conv_class(row) if row.macs > 0 else ("elementwise", {})
+    if op in _ATTENTION:
+        return "attention", {}
+    if op in _MATMUL:
+        return ("linear" if row.parameter_count > 0 else "attention"), {}
+    if op in _LINEAR:
+        return "linear", {}
+    if op in _POOL:
+        return "pooling", {}
+    if row.macs > 0:  # an op with MACs we do not know by name: a GEMM-like kernel
+        return "linear", {}
+    return "elementwise", {}
+
+
+def kernels_of(estimate) -> list[Kernel]:
+    """The estimate's rows as kernels, with fused rows marked."""
+    out: list[Kernel] = []
+    anchor: Kernel | None = None
+    anchor_elems = -1
+    for row in estimate.layers:
+        kclass, detail = classify(row)
+        k = Kernel(layer=row.layer, op_type=row.op_type, kclass=kclass, macs=int(row.macs),
+                   bytes=float(row.parameter_bytes + row.input_bytes + row.activation_bytes),
+                   roofline_ms=float(row.roofline_latency_ms), detail=detail)
+        if (row.op_type.lower() in _FUSABLE and anchor is not None
+                and int(row.output_elements) == anchor_elems):
+            k.fused_into = anchor.layer
+        else:
+            anchor = k if kclass in _ANCHORS else None
+            anchor_elems = int(row.output_elements)
+        out.append(k)
+    return out
+
+
+def features(kernels: list[Kernel]) -> dict[str, Any]:
+    """Aggregates a calibration is fitted on: unfused kernel count, and per class the
+    roofline (the ``roofline`` basis), the work in GMACs and the MB moved (``work``)."""
+    roof = {c: 0.0 for c in CLASSES}
+    count = {c: 0 for c in CLASSES}
+    gmacs = {c: 0.0 for c in CLASSES}
+    mbytes = {c: 0.0 for c in CLASSES}
+    for k in kernels:
+        if k.fused:
+            continue
+        roof[k.kclass] += k.roofline_ms
+        count[k.kclass] += 1
+        gmacs[k.kclass] += k.macs / 1e9
+        mbytes[k.kclass] += k.bytes / 1e6
+    return {"n_kernels": int(sum(count.values())), "roofline_ms": roof, "count": count,
+            "gmacs": gmacs, "mbytes": mbytes,
+            "roofline_total_ms": float(sum(k.roofline_ms for k in kernels))}
+
+
+def kernel_ranges(kernels: list[Kernel]) -> dict[str, list[float]]:
+    """Per class: [min, max] roofline ms of the unfused kernels (for extrapolation checks)."""
+    out: dict[str, list[float]] = {}
+    for k in kernels:
+        if k.fused:
+            continue
+        lo, hi = out.get(k.kclass, [k.roofline_ms, k.roofline_ms])
+        out[k.kclass] = [min(lo, k.roofline_ms), max(hi, k.roofline_ms)]
+    return out

@@ -1,0 +1,258 @@
+"""The predictor: kernel classes, the fit, calibration files, predictions and their labels."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from edgeprof.core.errors import ConfigError, UserError
+from edgeprof.profilers.predict import CalibrationError, load_calibration, predict_latency
+from edgeprof.profilers.predict.calibration import SHIPPED_DIR, Calibration, calibrations_for
+from edgeprof.profilers.predict.fit import cv_summary, fit, leave_one_out
+from edgeprof.profilers.predict.kernels import features, kernels_of
+from edgeprof.profilers.predict.predictor import load_prior
+from edgeprof.targets import get_target
+
+PI_FILE = SHIPPED_DIR / "raspberry_pi_4--published.json"
+
+
+@pytest.fixture(scope="module")
+def pi():
+    return get_target("raspberry_pi_4")
+
+
+@pytest.fixture(scope="module")
+def est_mobilenet(pi, registry):
+    from edgeprof.core.models import resolve_model
+    from edgeprof.profilers.estimate.analytic import estimate_model
+
+    return estimate_model(resolve_model("builtin:small_mobilenet", registry=registry), pi, "int8")
+
+
+@pytest.fixture()
+def no_user_dir(tmp_path, monkeypatch):
+    d = tmp_path / "user-calibrations"
+    d.mkdir()
+    monkeypatch.setenv("EDGEPROF_CALIBRATIONS_DIR", str(d))
+    return d
+
+
+# ------------------------------------------------------------------------------- zoo
+@pytest.mark.parametrize("name,macs", [
+    # MLPerf Tiny (Banbury et al. 2021, Table 1): ResNet-8 12.5 M, DS-CNN 2.7 M,
+    # MobileNetV1-0.25 VWW 7.5 M, FC autoencoder 0.264 M multiply-accumulates
+    ("tiny_resnet8", 12.5e6), ("tiny_ds_cnn", 2.7e6), ("tiny_vww_mobilenet", 7.5e6),
+    ("tiny_fc_autoencoder", 0.264e6)])
+def test_reference_models_are_builtin_and_match_published_macs(registry, pi, name, macs):
+    from edgeprof.core.models import resolve_model
+    from edgeprof.profilers.estimate.analytic import estimate_model
+
+    est = estimate_model(resolve_model(f"builtin:{name}", registry=registry), pi, "fp32")
+    assert est.total_macs == pytest.approx(macs, rel=0.03)
+
+
+# --------------------------------------------------------------------------- kernels
+def test_kernel_classes_and_fusion(est_mobilenet):
+    ks = kernels_of(est_mobilenet)
+    classes = {k.kclass for k in ks if not k.fused}
+    assert {"conv", "depthwise", "pointwise", "linear", "pooling"} <= classes
+    by_layer = {k.layer: k for k in ks}
+    # conv + batch-norm + ReLU6 run as one kernel
+    assert by_layer["stem.1"].fused_into == "stem.0"
+    assert by_layer["stem.2"].fused_into == "stem.0"
+    assert by_layer["blocks.1.block.3"].kclass == "depthwise"
+    assert by_layer["blocks.1.block.0"].kclass == "pointwise"
+    f = features(ks)
+    assert f["n_kernels"] == sum(1 for k in ks if not k.fused) < len(ks)
+
+
+# ------------------------------------------------------------------------------- fit
+def _synthetic(params, n=14):
+    import random
+
+    rng = random.Random(1)
+    samples = []
+    for i in range(n):
+        roof = {"conv": rng.uniform(0.5, 50), "pointwise": rng.uniform(0.1, 10),
+                "depthwise": rng.uniform(0.1, 8), "linear": rng.uniform(0, 2),
+                "attention": 0.0, "pooling": rng.uniform(0, 0.5), "elementwise": rng.uniform(0, 2)}
+        nk = rng.randint(10, 200)
+        feats = {"n_kernels": nk, "roofline_ms": roof, "roofline_total_ms": sum(roof.values())}
+        y = params["inf"] + params["layer"] * nk + 3.0 * (roof["conv"] + roof["pointwise"]
+                                                         + roof["linear"]) \
+            + 6.0 * roof["depthwise"] + 2.0 * (roof["pooling"] + roof["elementwise"])
+        samples.append({"id": i, "family": "rt", "precision": "fp32", "latency_ms": y,
+                        "features": feats})
+    return samples
+
+
+def test_fit_recovers_known_parameters_and_cross_validates():
+    samples = _synthetic({"inf": 0.5, "layer": 0.02})
+    p = fit(samples, "split")
+    theta = p["efficiency_multiplier"]
+    assert theta["conv"] == pytest.approx(3.0, rel=0.05)
+    assert theta["depthwise"] == pytest.approx(6.0, rel=0.05)
+    assert p["per_layer_ms"] == pytest.approx(0.02, rel=0.2)
+    cv = cv_summary(samples, leave_one_out(samples, "split"))
+    assert cv["n"] == 14 and cv["median_abs_error"] < 0.02 and cv["spearman"] > 0.99
+
+
+# --------------------------------------------------------------------- calibrations
+def test_shipped_board_calibrations_are_fitted_to_the_training_file_only():
+    from edgeprof.profilers.predict.boards import training_rows
+
+    rows = training_rows()
+    assert len(rows) == 38
+    for target, n_min in (("raspberry_pi_4", 10), ("jetson_nano", 10), ("mcu", 5)):
+        (cal,) = calibrations_for(target, [SHIPPED_DIR])
+        assert cal.target == target and cal.cv["method"] == "leave-one-out"
+        assert cal.cv["n"] == len(cal.samples) >= n_min
+        for s in cal.samples:
+            row = rows[s["id"]]
+            assert s["source"] == row["source"] and "http" in s["source"]
+            assert s["published_latency_ms"] == float(row["latency_ms"]) > 0
+    prior = load_prior()
+    assert prior["n"] >= 25 and 1.0 <= prior["p10_ratio"] <= prior["median_ratio"] \
+        <= prior["p90_ratio"]
+
+
+def test_prediction_with_a_matching_calibration(est_mobilenet, pi, no_user_dir):
+    p = predict_latency(est_mobilenet, pi, "tflite", "int8")
+    assert p.provenance == "predicted" and p.calibration == "raspberry_pi_4--published"
+    assert p.roofline_ms == pytest.approx(est_mobilenet.roofline_latency_ms)
+    assert p.roofline_ms <= p.low_ms <= p.value_ms <= p.high_ms
+    assert "raspberry_pi_4--published" in p.note
+
+
+def test_no_calibration_is_the_roofline_with_the_prior_labelled_uncalibrated(
+        est_mobilenet, pi, no_user_dir):
+    p = predict_latency(est_mobilenet, pi, "openvino", "int8")
+    prior = load_prior()
+    roof = est_mobilenet.roofline_latency_ms
+    assert p.provenance == "uncalibrated" and p.calibration is None
+    assert p.value_ms == pytest.approx(roof * prior["median_ratio"])
+    assert p.low_ms == pytest.approx(roof * max(1.0, prior["p10_ratio"]))
+    assert "uncalibrated" in p.note and "edgeprof calibrate" in p.note
+
+
+def _write(dirpath, name, data):
+    path = dirpath / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_user_calibration_wins_over_the_shipped_one(est_mobilenet, pi, no_user_dir):
+    data = json.loads(PI_FILE.read_text())
+    data["name"] = "mine"
+    data["runtimes"]["tflite/int8"]["factor"] *= 2
+    _write(no_user_dir, "raspberry_pi_4--mine.json", data)
+    shipped = predict_latency(est_mobilenet, pi, "tflite", "int8", dirs=[SHIPPED_DIR])
+    mine = predict_latency(est_mobilenet, pi, "tflite", "int8")
+    assert mine.calibration == "mine"
+    assert mine.value_ms > shipped.value_ms
+
+
+def test_never_below_the_roofline(est_mobilenet, pi, tmp_path):
+    data = json.loads(PI_FILE.read_text())
+    data["parameters"].update(per_inference_ms=0.0, per_layer_ms=0.0)
+    data["parameters"]["efficiency_multiplier"] = {c: 1.0 for c in
+                                                   data["parameters"]["efficiency_multiplier"]}
+    data["runtimes"]["tflite/int8"]["factor"] = 0.05  # a runtime "20x faster than peak"
+    _write(tmp_path, "raspberry_pi_4--fast.json", data)
+    p = predict_latency(est_mobilenet, pi, "tflite", "int8", dirs=[tmp_path])
+    assert p.value_ms == pytest.approx(est_mobilenet.roofline_latency_ms)
+    assert p.low_ms == pytest.approx(est_mobilenet.roofline_latency_ms)
+
+
+@pytest.mark.parametrize("content,words", [
+    ("{not json", "cannot read calibration"),
+    (json.dumps({"format": "edgeprof-calibration", "format_version": 99}), "format_version 99"),
+    (json.dumps({"format": "edgeprof-calibration", "format_version": 1, "name": "x"}),
+     "missing"),
+])
+def test_corrupted_or_incompatible_calibration_is_a_one_line_user_error(
+        est_mobilenet, pi, tmp_path, content, words):
+    (tmp_path / "raspberry_pi_4--broken.json").write_text(content)
+    with pytest.raises(CalibrationError) as e:
+        predict_latency(est_mobilenet, pi, "tflite", "int8", dirs=[tmp_path])
+    assert isinstance(e.value, ConfigError) and isinstance(e.value, UserError)
+    assert e.value.exit_code == 2 and words in str(e.value) and "\n" not in str(e.value)
+    assert "raspberry_pi_4--broken.json" in str(e.value)
+
+
+def test_negative_parameter_is_refused(tmp_path):
+    data = json.loads(PI_FILE.read_text())
+    data["parameters"]["per_layer_ms"] = -1
+    path = _write(tmp_path, "raspberry_pi_4--neg.json", data)
+    with pytest.raises(CalibrationError, match="negative"):
+        load_calibration(path)
+
+
+def test_other_device_fingerprint_or_runtime_version_warns_and_is_used(est_mobilenet, pi,
+                                                                        tmp_path):
+    data = json.loads(PI_FILE.read_text())
+    data["fingerprint"]["descriptor_sha256"] = "0" * 64
+    data["runtimes"]["tflite/int8"]["version"] = "2.10"
+    _write(tmp_path, "raspberry_pi_4--other.json", data)
+    p = predict_latency(est_mobilenet, pi, "tflite", "int8", dirs=[tmp_path],
+                        runtime_version="2.16")
+    assert p.provenance == "predicted"
+    codes = {w.code: w.message for w in p.warnings}
+    assert "descriptor_sha256" in codes["calibration_device_differs"]
+    assert "2.10" in codes["calibration_runtime_differs"] and \
+        "2.16" in codes["calibration_runtime_differs"]
+
+
+def test_layers_outside_the_range_are_named_and_widen_the_interval(est_mobilenet, pi, tmp_path):
+    data = json.loads(PI_FILE.read_text())
+    full = predict_latency(est_mobilenet, pi, "tflite", "int8", dirs=[tmp_path / "none"] +
+                           [SHIPPED_DIR])
+    data["ranges"].pop("depthwise")  # as if it had never seen a depthwise kernel
+    _write(tmp_path, "raspberry_pi_4--nodw.json", data)
+    p = predict_latency(est_mobilenet, pi, "tflite", "int8", dirs=[tmp_path])
+    dw = [k.layer for k in kernels_of(est_mobilenet) if k.kclass == "depthwise" and not k.fused]
+    assert set(dw) <= set(p.extrapolated_layers) and not full.extrapolated_layers
+    assert p.value_ms == pytest.approx(full.value_ms)
+    assert math.log(p.high_ms / p.value_ms) > math.log(full.high_ms / full.value_ms)
+    assert "outside the calibration's range" in p.note
+
+
+def test_calibration_round_trip(tmp_path):
+    cal = load_calibration(PI_FILE)
+    path = cal.save(tmp_path / "raspberry_pi_4--copy.json")
+    again = load_calibration(path)
+    assert again.to_dict() == cal.to_dict() and isinstance(again, Calibration)
+
+
+def test_the_work_basis_recovers_per_class_costs_and_is_not_floored_on_the_host():
+    """Samples made from known costs (ms per GMAC / per MB per class, overheads): the work
+    basis gets them back, predicts below a (measured, hence no-bound) roofline when its
+    floor is 'none', and is clamped to it when the floor is 'roofline'."""
+    from edgeprof.profilers.predict.fit import base_ms, predict_sample
+
+    truth = {"conv": (20.0, 0.02), "depthwise": (60.0, 0.05), "linear": (5.0, 0.08)}
+    samples = []
+    for i in range(24):
+        cls = list(truth)[i % 3]
+        g, mb, n = 0.001 * (1 + i), 0.05 * (1 + (i * 7) % 11), 1 + i % 4
+        a, b = truth[cls]
+        feats = {"n_kernels": n, "gmacs": {cls: g}, "mbytes": {cls: mb},
+                 "roofline_ms": {cls: 1.0}, "roofline_total_ms": 100.0}
+        samples.append({"family": "onnxruntime", "precision": "fp32", "features": feats,
+                        "latency_ms": 0.01 + 0.003 * n + a * g + b * mb})
+    params = fit(samples, basis="work", floor=False)
+    assert params["basis"] == "work" and params["floor"] == "none"
+    assert params["per_inference_ms"] == pytest.approx(0.01, rel=1e-3)
+    assert params["per_layer_ms"] == pytest.approx(0.003, rel=1e-3)
+    for cls, (a, b) in truth.items():
+        assert params["ms_per_gmac"][cls] == pytest.approx(a, rel=1e-3)
+        assert params["ms_per_mb"][cls] == pytest.approx(b, rel=1e-3)
+    s = samples[0]
+    assert predict_sample(params, s) == pytest.approx(s["latency_ms"], rel=1e-6)
+    assert s["latency_ms"] < s["features"]["roofline_total_ms"]
+    floored = fit(samples, basis="work", floor=True)
+    assert predict_sample(floored, s) == base_ms(floored, s["features"]) == 100.0
+    loo = leave_one_out(samples, basis="work", floor=False)
+    assert cv_summary(samples, loo)["median_abs_error"] < 1e-3

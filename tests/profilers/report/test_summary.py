@@ -1,0 +1,135 @@
+"""The summary's target latency: predicted / uncalibrated / measured, never below the
+roofline, independent of the host's timings; host figures keep their own labels."""
+
+from __future__ import annotations
+
+import pytest
+
+from edgeprof.core.results import BenchmarkResult, LatencyStats
+from edgeprof.profilers.report.summary import summarize
+from edgeprof.targets import get_target
+
+
+def _bench(median_ms, backend="tflite", precision="int8", device="cpu", status="ok"):
+    stats = None
+    if status == "ok":
+        stats = LatencyStats(n=20, median_ms=median_ms, mean_ms=median_ms, std_ms=0.01, cv=0.01,
+                             iqr_ms=0.01, min_ms=median_ms, max_ms=median_ms, p50_ms=median_ms,
+                             p90_ms=median_ms, p99_ms=None, ci_low_ms=median_ms * 0.99,
+                             ci_high_ms=median_ms * 1.01)
+    return BenchmarkResult(backend=backend, model="m", requested_precision=precision,
+                           executed_precision=precision if status == "ok" else None,
+                           status=status, reason=None if status == "ok" else "not here",
+                           stats=stats, device=device)
+
+
+@pytest.fixture(scope="module")
+def handle(registry):
+    from edgeprof.core.models import resolve_model
+
+    return resolve_model("builtin:small_mobilenet", registry=registry)
+
+
+def _est(handle, target_id, precision):
+    from edgeprof.profilers.estimate.analytic import estimate_model
+
+    return estimate_model(handle, get_target(target_id), precision)
+
+
+@pytest.fixture(autouse=True)
+def _only_shipped(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGEPROF_CALIBRATIONS_DIR", str(tmp_path))
+
+
+@pytest.fixture(scope="module")
+def host():  # a stand-in host: a descriptor, so no calibration run is needed
+    return get_target("desktop_ddr4")
+
+
+def test_prediction_does_not_move_with_the_host_timings(handle, host):
+    pi, est, host_est = get_target("raspberry_pi_4"), _est(handle, "raspberry_pi_4", "int8"), \
+        _est(handle, "desktop_ddr4", "int8")
+    fast = summarize(est, _bench(0.5), pi, host, host_est)
+    slow = summarize(est, _bench(50.0), pi, host, host_est)
+    a, b = fast.figures["latency_ms"], slow.figures["latency_ms"]
+    assert a.provenance == b.provenance == "predicted"
+    assert a.value == b.value >= est.roofline_latency_ms
+    assert fast.figures["host_latency_ms"].value != slow.figures["host_latency_ms"].value
+    low, high = fast.figures["latency_low_ms"], fast.figures["latency_high_ms"]
+    assert est.roofline_latency_ms <= low.value <= a.value <= high.value
+    assert fast.prediction["calibration"] == "raspberry_pi_4--published"
+    assert fast.to_dict()["prediction"]["provenance"] == "predicted"
+    # everything derived from the latency inherits its label
+    assert fast.figures["bandwidth_utilization"].provenance == "predicted"
+
+
+def test_without_a_calibration_the_roofline_prior_is_labelled_uncalibrated(handle, host):
+    pi, est = get_target("raspberry_pi_4"), _est(handle, "raspberry_pi_4", "fp32")
+    s = summarize(est, _bench(3.0, backend="openvino", precision="fp32"), pi, host,
+                  _est(handle, "desktop_ddr4", "fp32"))
+    f = s.figures["latency_ms"]
+    assert f.provenance == "uncalibrated" and f.value >= est.roofline_latency_ms
+    assert any("uncalibrated" in n for n in s.notes)
+
+
+def test_host_efficiency_ratio_is_estimated_not_measured(handle, host):
+    s = summarize(_est(handle, "raspberry_pi_4", "int8"), _bench(2.0), get_target("raspberry_pi_4"),
+                  host, _est(handle, "desktop_ddr4", "int8"))
+    assert s.figures["host_efficiency_ratio"].provenance == "estimated"
+    assert s.figures["host_latency_ms"].provenance == "measured"
+
+
+def test_host_measurement_below_its_roofline_is_surfaced_in_the_target_summary(handle, host):
+    host_est = _est(handle, "desktop_ddr4", "int8")
+    s = summarize(_est(handle, "raspberry_pi_4", "int8"),
+                  _bench(host_est.roofline_latency_ms / 10), get_target("raspberry_pi_4"), host,
+                  host_est)
+    assert "measurement_below_roofline" in {w.code for w in s.warnings}
+    ok = summarize(_est(handle, "raspberry_pi_4", "int8"),
+                   _bench(host_est.roofline_latency_ms * 3), get_target("raspberry_pi_4"), host,
+                   host_est)
+    assert "measurement_below_roofline" not in {w.code for w in ok.warnings}
+
+
+def test_carry_over_is_a_named_method_floored_at_the_roofline(handle, host):
+    pi, est, host_est = get_target("raspberry_pi_4"), _est(handle, "raspberry_pi_4", "int8"), \
+        _est(handle, "desktop_ddr4", "int8")
+    # the host ran faster than its roofline: the old code carried an efficiency < 1 over
+    s = summarize(est, _bench(host_est.roofline_latency_ms / 4), pi, host, host_est,
+                  method="carry_over")
+    f = s.figures["latency_ms"]
+    assert f.provenance == "estimated" and f.value == pytest.approx(est.roofline_latency_ms)
+    assert any("carry-over" in n for n in s.notes)
+
+
+def test_a_gpu_measurement_is_never_divided_by_the_cpu_roofline(handle, host):
+    nano = get_target("jetson_nano")
+    est, host_est = _est(handle, "jetson_nano", "fp16"), _est(handle, "desktop_ddr4", "fp16")
+    gpu = _bench(1.0, backend="torch_eager", precision="fp16", device="cuda")
+    s = summarize(est, gpu, nano, host, host_est, method="carry_over")
+    assert s.figures["latency_ms"].value is None
+    assert "carry-over refused" in s.figures["latency_ms"].reason
+    assert "host_efficiency_ratio" not in s.figures
+    p = summarize(est, gpu, nano, host, host_est)
+    assert p.figures["latency_ms"].provenance == "predicted"
+    assert "host_efficiency_ratio" not in p.figures
+
+
+def test_an_unavailable_backend_still_gets_its_prediction(handle):
+    nano = get_target("jetson_nano")
+    est = _est(handle, "jetson_nano", "fp16")
+    s = summarize(est, _bench(0, backend="tensorrt", precision="fp16", status="unavailable"),
+                  nano)
+    f = s.figures["latency_ms"]
+    assert f.provenance == "predicted" and f.value >= est.roofline_latency_ms
+    assert s.prediction["calibration"] == "jetson_nano--published"
+
+
+def test_on_the_host_the_latency_is_measured(handle, host):
+    est = _est(handle, "desktop_ddr4", "fp32")
+    host_like = type("H", (), {"is_host": True, "id": "host",
+                               "bandwidth_bytes_per_s": host.bandwidth_bytes_per_s,
+                               "peak_macs": host.peak_macs, "typical_power": host.typical_power})
+    s = summarize(est, _bench(7.0, precision="fp32"), host_like())
+    assert s.figures["latency_ms"].provenance == "measured"
+    assert s.figures["latency_ms"].value == 7.0 and s.prediction is None
