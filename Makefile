@@ -30,6 +30,7 @@ demo: $(STAMP)
 	$(VENV)/bin/edgeprof profile builtin:small_cnn --target raspberry_pi_4 --backend torch_eager --out $(OUT)
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[bench]'
 	$(PY) benchmarks/run_all.py
 
 clean:

@@ -145,7 +145,8 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 2
         config = RunConfig(precision=args.precision, threads=args.threads,
-                           min_time_s=args.min_time, options={**options, "memory": False})
+                           min_time_s=args.min_time, options=options,
+                           harness_options={"memory": False})
         ep_medians, bare_medians = [], []
         for r in range(args.rounds):
             order = ("edgeprof", "bare") if r % 2 == 0 else ("bare", "edgeprof")

@@ -2,24 +2,27 @@
 zoo of architectures defined in the project.
 
     .venv/bin/python benchmarks/predict_host.py [--backends onnxruntime,openvino,tflite]
-        [--kernels default|tiny] [--models N] [--runs 20] [--max-time 3] [--write]
+        [--kernels default|tiny] [--models N] [--runs 20] [--max-time 3] [--cold] [--write]
 
 Per backend at fp32: calibrate here (``calibrate_host``: the kernel set measured with the
 harness, fitted, leave-one-out cross-validated; timed), then for every zoo model PREDICT its
 host latency from that calibration (``predict_with``: nothing of the model is measured yet),
-then MEASURE it with ``edgeprof.api.benchmark`` (short runs). The zoo leaves out the whole
+then MEASURE it with ``edgeprof.api.benchmark`` (short runs; measured again, up to twice,
+when the harness saw other processes keep the cores busy, keeping the quietest -- the same
+rule ``calibrate`` applies to its kernels). The zoo leaves out the whole
 models the calibration measures (small_cnn, mlp, small_resnet, small_mobilenet and the
 MLPerf Tiny CNNs): every prediction below is out of sample. Image models run at reduced
-input sizes (noted) so the whole run fits on 2 cores; vgg16 and yolov3 are left out (their
-250-550 MB of fp32 weights make the TFLite conversion alone take minutes).
+input sizes (noted) so the whole run fits on 2 cores; vgg16 and yolov3 (250-550 MB of fp32
+weights each) are left out to keep it short.
 
 Prints per backend: calibration time and samples, its leave-one-out error, then on the zoo
 % within +-10 % / +-25 %, median |error| and Spearman's rho; then the per-model table, and
 the load average before and after, and per model the cores other processes kept busy
 while it was measured (this machine is shared: the load moves the measured side, never the
-prediction; "quiet only" repeats the figures for the measurements the load spared). ``--write`` saves the output to
-benchmarks/results/predict_host.txt. The calibrations are written to a temporary folder,
-not to the user's.
+prediction; "quiet only" repeats the figures for the measurements the load spared).
+``--write`` saves the output to benchmarks/results/predict_host.txt (with ``--cold``:
+predict_host_cold.txt). The calibrations are written to a temporary folder, not to the
+user's.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ KINDS = {"resnet18": "CNN", "resnet50": "CNN", "resnet50_vd": "CNN", "alexnet": 
 
 #: a measurement is "quiet" when other processes kept fewer cores than this busy during it
 #: (the harness's own reading, ``config.harness.other_processes_cores``)
-QUIET_CORES = 0.5
+from edgeprof.profilers.predict.host import QUIET_CORES  # noqa: E402
 
 
 def load() -> str:
@@ -95,7 +98,7 @@ def run_backend(backend: str, zoo, args, say) -> dict:
     from edgeprof.core.models import resolve_model
     from edgeprof.core.plugins import get_registry
     from edgeprof.profilers.estimate.analytic import estimate_model
-    from edgeprof.profilers.predict.host import calibrate_host
+    from edgeprof.profilers.predict.host import _quietest, busy_cores, calibrate_host
     from edgeprof.profilers.predict.predictor import predict_with
     from edgeprof.targets import get_target
 
@@ -114,13 +117,15 @@ def run_backend(backend: str, zoo, args, say) -> dict:
         pred = predict_with(cal, est, host, backend, "fp32")  # before any measurement
         config = RunConfig(precision="fp32", runs=args.runs, min_time_s=0.05,
                            max_time_s=args.max_time)
-        res = api.benchmark(handle, backend, "fp32", config=config)
+        # measured again (up to twice) when other processes kept the cores busy during it,
+        # keeping the quietest: the same rule as the calibration's kernels
+        res = _quietest(lambda: api.benchmark(handle, backend, "fp32", config=config))
         row = {"model": label, "kind": KINDS.get(name, "?"), "macs": est.total_macs,
                "predicted_ms": pred.value_ms, "low_ms": pred.low_ms, "high_ms": pred.high_ms,
                "extrapolated": len(pred.extrapolated_layers), "status": res.status,
                "measured_ms": res.stats.median_ms if res.ok else None,
                "reason": "" if res.ok else (res.reason or "")[:80],
-               "busy": ((res.config or {}).get("harness") or {}).get("other_processes_cores")}
+               "busy": busy_cores(res)}
         if res.ok:
             row["error"] = (pred.value_ms - row["measured_ms"]) / row["measured_ms"]
         rows.append(row)
@@ -143,7 +148,10 @@ def pct(x: float) -> str:
 
 def table(results: list[dict], args, load_before: str, load_after: str) -> str:
     lines = [f"host {platform_line()}; kernel set '{args.kernels}', runs>={args.runs}, "
-             f"max-time {args.max_time} s; {load_before} (start), {load_after} (end)", "",
+             f"max-time {args.max_time} s; {load_before} (start), {load_after} (end)",
+             "calibration times: " + ("cold (an empty edgeprof cache: every kernel converted "
+                                      "afresh)" if args.cold else "with edgeprof's conversion "
+                                      "cache as it was (--cold: from an empty one)"), "",
              "backend      calibration  samples  LOO med|err|  LOO +-10%  | zoo  ok  "
              "within +-10%  within +-25%  median |err|  Spearman",
              "-" * 118]
@@ -159,13 +167,14 @@ def table(results: list[dict], args, load_before: str, load_after: str) -> str:
         lines.append(f"{'  quiet only':38s}{'':13s}  | {'':3s} {q['n']:3d} "
                      f"{pct(q['within_10']):>13s} {pct(q['within_25']):>13s} "
                      f"{pct(q['median']):>13s} {qrho:>9s}")
-    lines += ["", "fit per backend (grouping, per-inference ms, per-layer ms, efficiency "
-              "multipliers theta by class):"]
+    lines += ["", "fit per backend (work basis: per-inference ms, per-layer ms, ms per "
+              "spilled MB; per class ms/GMAC and ms/MB):"]
     for r in results:
         p = r["cal"].parameters
-        th = ", ".join(f"{k} {v:.2f}" for k, v in p["efficiency_multiplier"].items())
-        lines.append(f"  {r['backend']}: {p['grouping']}, {p['per_inference_ms']:.3g}, "
-                     f"{p['per_layer_ms']:.3g}; {th}")
+        th = ", ".join(f"{k} {p['ms_per_gmac'][k]:.3g}/{p['ms_per_mb'][k]:.3g}"
+                       for k in p.get("ms_per_gmac", {}))
+        lines.append(f"  {r['backend']}: {p['per_inference_ms']:.3g}, {p['per_layer_ms']:.3g}, "
+                     f"{p.get('ms_per_spilled_mb', 0):.3g}; {th}")
     lines.append(f"'quiet only': the models whose measurement saw other processes keep < "
                  f"{QUIET_CORES} cores busy (the harness's reading)")
     lines += ["", "model                   kind         GMACs  backend      predicted ms "
@@ -206,8 +215,18 @@ def main() -> int:
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--dump", metavar="FILE.json",
                     help="also save the calibrations and the per-model rows as JSON")
+    ap.add_argument("--cold", action="store_true",
+                    help="start from an empty edgeprof cache (every conversion redone, the "
+                         "host roofline measured again): the calibration times a first run has")
     args = ap.parse_args()
-    os.environ["EDGEPROF_CALIBRATIONS_DIR"] = tempfile.mkdtemp(prefix="edgeprof-predict-host-")
+    import atexit
+    import shutil
+
+    scratch = tempfile.mkdtemp(prefix="edgeprof-predict-host-")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    os.environ["EDGEPROF_CALIBRATIONS_DIR"] = os.path.join(scratch, "calibrations")
+    if args.cold:
+        os.environ["EDGEPROF_CACHE_DIR"] = os.path.join(scratch, "cache")
 
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
@@ -225,8 +244,10 @@ def main() -> int:
               "rows": r["rows"], "summary": r["summary"], "quiet": r["quiet"]}
              for r in results], default=str))
     if args.write:
-        out = Path(__file__).parent / "results" / "predict_host.txt"
-        out.write_text("$ .venv/bin/python benchmarks/predict_host.py --write\n" + text + "\n")
+        out = Path(__file__).parent / "results" / ("predict_host_cold.txt" if args.cold
+                                                   else "predict_host.txt")
+        cmd = " ".join(["$ .venv/bin/python benchmarks/predict_host.py"] + sys.argv[1:])
+        out.write_text(cmd + "\n" + text + "\n")
     return 0
 
 

@@ -23,6 +23,11 @@ RUNS = [
                                   "builtin:small_resnet"]),
     ("backend_matrix", ["backend_matrix.py", "--max-autotune"]),
     ("optimize_vs_sweep", ["optimize_vs_sweep.py"]),
+    ("estimate_speed", ["estimate_speed.py", "--rounds", "9"]),
+    ("profile_speed", ["profile_speed.py", "--rounds", "3"]),
+    ("conversion_routes", ["conversion_routes.py"]),
+    ("openvino_vs_benchmark_app", ["openvino_vs_benchmark_app.py"]),
+    ("predict_boards", ["predict_boards.py"]),
     ("html_report", ["html_report.py"]),
     ("sweep_vs_profile", ["sweep_vs_profile.py"]),
 ]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof._version import __version__
-from edgeprof.core.backend import Backend, RunConfig
+from edgeprof.core.backend import Backend, RunConfig, check_backend_options, option_specs
 from edgeprof.core.errors import EdgeprofError, InputSpecError, OutputError, UserError
 from edgeprof.core.models import ModelHandle, check_batch_size, resolve_model
 from edgeprof.core.plugins import Registry, get_registry
@@ -46,7 +46,9 @@ def list_backends(plugins: str | os.PathLike | None = None) -> list[dict[str, An
         rows.append({"name": name, "available": available, "reason": reason, "hint": hint,
                      "precisions": list(caps.precisions), "devices": list(caps.devices),
                      "model_formats": list(caps.model_formats), "plugin": entry.plugin,
-                     "description": getattr(cls, "description", "")})
+                     "description": getattr(cls, "description", ""),
+                     "options": [{"name": n, "type": t, "default": d}
+                                 for n, t, d in option_specs(cls.Options)]})
     return rows
 
 
@@ -273,6 +275,8 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
     if latency_budget_ms is not None and not latency_budget_ms > 0:
         raise UserError(f"--latency-budget-ms must be a positive number, got {latency_budget_ms!r}")
     chosen = resolve_backends(backends, reg)
+    check_backend_options((run_options or {}).get("options") or {},
+                          [reg.backend(n) for n, _ in chosen])  # exit 2 before any work
     treg = _target_registry(targets_dir, plugins)
     tgt = target if not isinstance(target, str) else treg.get(target, recalibrate=recalibrate)
     handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,

@@ -27,6 +27,7 @@ import os
 import random
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from edgeprof.core.backend import Backend, Capabilities, PreparedModel
@@ -64,12 +65,34 @@ def fake_model():
     return FakeModule(), [[1, 8]]
 
 
+@dataclass(frozen=True)
+class FakeOptions:
+    """The fakes' knobs (see the module docstring), declared like any backend's options."""
+
+    fake_ms: float = 1.0
+    fake_first_ms: float = 0.0
+    fake_slow_calls: int = 0
+    fake_slow_ms: float = 0.0
+    fake_noise: float = 0.0
+    fake_warm_factor: float = 0.0
+    fake_warm_rate: float = 0.95
+    fake_threads: int | None = None
+    fake_sync: bool = False
+    fake_prepare_s: float = 0.0
+    fake_oom_above_batch: int | None = None
+    fake_scale_with_batch: bool = False
+    fake_when: str = "run"
+    fake_alloc_bytes: int = 64_000_000
+    fake_run_alloc_bytes: int = 0
+
+
 def _opt(config, name, default):
     return (config.options or {}).get(name, default)
 
 
 class FakeBusyBackend(Backend):
     name = "fake_busy"
+    Options = FakeOptions
     description = "busy-waits a known time per inference (tests)"
     capabilities = Capabilities(precisions=("fp32", "fp16", "int8"), model_formats=("torch",))
 
@@ -128,6 +151,7 @@ class FakeBusyBackend(Backend):
 
 class FakeSegfaultBackend(Backend):
     name = "fake_segfault"
+    Options = FakeOptions
     description = "kills itself with SIGSEGV (tests; run isolated only)"
 
     def prepare(self, model, config, inputs):
@@ -143,6 +167,7 @@ class FakeSegfaultBackend(Backend):
 
 class FakeHangBackend(Backend):
     name = "fake_hang"
+    Options = FakeOptions
     description = "never returns from run (tests; run isolated only)"
 
     def prepare(self, model, config, inputs):
@@ -155,6 +180,7 @@ class FakeHangBackend(Backend):
 
 class FakeRaiseBackend(Backend):
     name = "fake_raise"
+    Options = FakeOptions
     description = "raises RuntimeError in run or prepare (tests)"
 
     def prepare(self, model, config, inputs):
@@ -170,6 +196,7 @@ class FakeRaiseBackend(Backend):
 
 class FakeMemoryBackend(Backend):
     name = "fake_memory"
+    Options = FakeOptions
     description = "allocates a known amount of memory (tests)"
     requires = ("numpy",)
 
@@ -201,6 +228,7 @@ class FakeMemoryBackend(Backend):
 
 class FakeUnsupportedBackend(Backend):
     name = "fake_unsupported"
+    Options = FakeOptions
     description = "supports nothing (tests)"
 
     def prepare(self, model, config, inputs):
@@ -209,6 +237,7 @@ class FakeUnsupportedBackend(Backend):
 
 class FakeUnavailableBackend(Backend):
     name = "fake_unavailable"
+    Options = FakeOptions
     description = "its runtime is missing (tests)"
     requires = ("edgeprof_no_such_runtime_pkg",)
     install_hint = "pip install nothing"

@@ -9,7 +9,7 @@ default. On torch 2.13 both exporters convert all five built-in models with fixe
 exporter is ~10x faster (0.3 s vs 3 s per small model) and names nodes after the modules
 that produced them (``/encoder/layers.0/self_attn/MatMul``), which lets per-operator
 timings be joined to the estimate's per-module rows. ``exporter="dynamo"`` (the
-``torch.export``-based exporter) is available through ``RunConfig.options["onnx_exporter"]``
+``torch.export``-based exporter) is available through ``export_onnx(..., exporter="dynamo")``
 and is tried automatically when the TorchScript exporter fails.
 
 Every conversion is cached with :func:`edgeprof.core.cache.cached_artifact`, keyed by the

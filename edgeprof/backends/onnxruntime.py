@@ -21,8 +21,9 @@ import json
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from edgeprof.backends.common import arrays_to_numpy as _to_numpy
 from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig
@@ -37,11 +38,29 @@ MAC_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul", "FusedConv", "FusedGemm", 
 CALIBRATION_SEEDS = tuple(range(1001, 1017))
 
 
-def session_options(threads: dict[str, int], *, profile_prefix: str | None = None):
+#: the ``graph_optimization`` option -> ORT's GraphOptimizationLevel
+GRAPH_OPTIMIZATION = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
+                      "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
+
+
+@dataclass(frozen=True)
+class OnnxRuntimeOptions:
+    """ONNX Runtime session knobs."""
+
+    #: execution providers in order, names or ``[name, {provider options}]``; None: the CPU
+    #: provider (CUDA first on ``cuda`` devices)
+    providers: tuple[str | tuple[str, dict[str, Any]], ...] | None = None
+    #: graph optimization level (ORT_DISABLE_ALL / ENABLE_BASIC / ENABLE_EXTENDED / ENABLE_ALL)
+    graph_optimization: Literal["disable", "basic", "extended", "all"] = "all"
+
+
+def session_options(threads: dict[str, int], *, profile_prefix: str | None = None,
+                    graph_optimization: str = "all"):
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel,
+                                          GRAPH_OPTIMIZATION[graph_optimization])
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.intra_op_num_threads = threads["intra_op"]
     so.inter_op_num_threads = threads["inter_op"]
@@ -53,7 +72,7 @@ def session_options(threads: dict[str, int], *, profile_prefix: str | None = Non
 
 
 def _providers(device: str, override: list | None = None) -> list:
-    """Execution providers: ``override`` (``config.options["providers"]``, e.g. TensorRT's
+    """Execution providers: ``override`` (the ``providers`` option, e.g. TensorRT's
     with its options) when given, else CUDA on ``cuda`` devices, else the CPU."""
     if override:
         return [tuple(p) if isinstance(p, list) else p for p in override]
@@ -222,13 +241,14 @@ def _executed_input_types(events: list[dict]) -> dict[str, set[str]]:
     return seen
 
 
-def _probe_fp16(path: Path, threads: dict[str, int], device: str, feed: dict) -> tuple[str, str | None]:
+def _probe_fp16(path: Path, threads: dict[str, int], device: str, feed: dict,
+                graph_optimization: str = "all") -> tuple[str, str | None]:
     """Run one profiled inference of the fp16 model; return (executed precision, note)."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="edgeprof-ort-probe-") as d:
-        sess = _session(path, session_options(threads, profile_prefix=os.path.join(d, "probe")),
-                        device)
+        sess = _session(path, session_options(threads, profile_prefix=os.path.join(d, "probe"),
+                                              graph_optimization=graph_optimization), device)
         sess.run(None, feed)
         events = node_events(_profile_events(sess.end_profiling()))
     types = _executed_input_types(events)
@@ -252,6 +272,7 @@ class OnnxRuntimeBackend(Backend):
     quantizes = ("fp16", "int8", "int8_static", "int8_dynamic")
     requires = ("onnxruntime", "onnx")
     install_hint = "pip install 'edgeprof[onnx]'"
+    Options = OnnxRuntimeOptions
 
     def build(self, model, precision: str, calibration: Any = None):
         """torch/tflite/... -> ONNX by the conversion graph, then ORT's own quantization."""
@@ -292,8 +313,9 @@ class OnnxRuntimeBackend(Backend):
         t0 = time.perf_counter()
         path = artifact.entry_path
         precision = artifact.manifest.stored_precision or "fp32"
-        sess = _session(path, session_options(threads), config.device,
-                        config.options.get("providers"))
+        opts = self.options_for(config)
+        sess = _session(path, session_options(threads, graph_optimization=opts.graph_optimization),
+                        config.device, list(opts.providers) if opts.providers else None)
         names = [i.name for i in sess.get_inputs()]
         feed = onnx_feed(names, inputs)
         output_names = [o.name for o in sess.get_outputs()]
@@ -301,7 +323,8 @@ class OnnxRuntimeBackend(Backend):
         notes: list[str] = []
         executed = precision
         if precision == "fp16":
-            executed, note = _probe_fp16(path, threads, config.device, feed)
+            executed, note = _probe_fp16(path, threads, config.device, feed,
+                                         opts.graph_optimization)
             if note:
                 notes.append(note)
         providers = sess.get_providers()
@@ -316,7 +339,7 @@ class OnnxRuntimeBackend(Backend):
             executed_precision=executed, threads=threads, device=device, load_time_s=load_time,
             notes=notes, to_numpy=_to_numpy, feed=lambda xs: onnx_feed(names, xs),
             extra={"providers": providers, "requested_precision": config.precision,
-                   "graph_optimization_level": "ORT_ENABLE_ALL"})
+                   "graph_optimization_level": GRAPH_OPTIMIZATION[opts.graph_optimization]})
         describe_artifact(prepared, artifact, self.name)
         return prepared
 
@@ -339,7 +362,10 @@ class OnnxRuntimeBackend(Backend):
         if runs < 1:
             raise UnsupportedError("operator_profile needs runs >= 1", backend=self.name)
         with tempfile.TemporaryDirectory(prefix="edgeprof-ort-prof-") as d:
-            so = session_options(prepared.threads, profile_prefix=os.path.join(d, "ort"))
+            level = {v: k for k, v in GRAPH_OPTIMIZATION.items()}.get(
+                prepared.extra.get("graph_optimization_level"), "all")
+            so = session_options(prepared.threads, profile_prefix=os.path.join(d, "ort"),
+                                 graph_optimization=level)
             sess = _session(prepared.extra["model_path"], so, prepared.device)
             for _ in range(runs + 1):
                 sess.run(None, prepared.inputs)

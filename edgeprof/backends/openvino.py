@@ -17,12 +17,13 @@ import json
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from edgeprof.backends.common import arrays_to_numpy as _to_numpy
 from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig
-from edgeprof.core.errors import ModelError, UnsupportedError
+from edgeprof.core.errors import ModelError, UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
 
 #: requested precision -> INFERENCE_PRECISION_HINT
@@ -236,6 +237,18 @@ def _bind_inputs(ov, request, feed: Sequence[Any]) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class OpenVINOOptions:
+    """CPU plugin knobs. The defaults are how ``benchmark_app -hint none -nstreams 1 -api sync``
+    measures latency (benchmarks/results/openvino_vs_benchmark_app.txt); the harness runs one
+    synchronous infer request whatever these say, so more streams only split the threads."""
+
+    #: the plugin's PERFORMANCE_HINT; "none" sets none (measured faster than "latency" here)
+    performance_hint: Literal["none", "latency", "throughput"] = "none"
+    #: NUM_STREAMS (CPU streams the threads are split into)
+    num_streams: int = 1
+
+
 class OpenVINOBackend(Backend):
     name = "openvino"
     description = ("OpenVINO CPU plugin (latency: 1 stream, inputs bound once); NNCF for int8 "
@@ -246,6 +259,7 @@ class OpenVINOBackend(Backend):
     quantizes = ("fp16", "bf16", "int8", "int8_static", "int8_weight", "int4_weight")
     requires = ("openvino",)
     install_hint = "pip install 'edgeprof[openvino]'"
+    Options = OpenVINOOptions
 
     def build(self, model, precision: str, calibration: Any = None):
         """Any format -> IR by the conversion graph, then NNCF for int8 / weight compression."""
@@ -286,7 +300,13 @@ class OpenVINOBackend(Backend):
         notes: list[str] = []
         core = ov.Core()
         ov_model = read_ov_model(artifact.entry_path)
-        properties = self.compile_properties(precision, threads["intra_op"])
+        opts = self.options_for(config)
+        if opts.num_streams < 1:
+            raise UserError(f"backend '{self.name}' option 'num_streams' must be >= 1, got "
+                            f"{opts.num_streams}")
+        properties = self.compile_properties(precision, threads["intra_op"],
+                                             num_streams=opts.num_streams,
+                                             performance_hint=opts.performance_hint)
         compiled = core.compile_model(ov_model, "CPU", properties)
         request = compiled.create_infer_request()
         load_time = time.perf_counter() - t0
@@ -317,16 +337,20 @@ class OpenVINOBackend(Backend):
         return prepared
 
     @staticmethod
-    def compile_properties(precision: str, threads: int, *, perf_count: bool = False
+    def compile_properties(precision: str, threads: int, *, perf_count: bool = False,
+                           num_streams: int = 1, performance_hint: str = "none"
                            ) -> dict[str, Any]:
         # latency as `benchmark_app -hint none -nstreams 1 -nthreads n -api sync` runs it: no
         # performance hint (the plugin's default mode is latency; setting the hint explicitly
         # measured slower here), one stream, the threads asked for, and the precision asked
         # for (left alone, the CPU plugin runs bf16 where the CPU has it, as benchmark_app
         # does by default). benchmarks/results/openvino_vs_benchmark_app.txt
-        return {"NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": threads,
-                "INFERENCE_PRECISION_HINT": PRECISION_HINT[precision],
-                "PERF_COUNT": perf_count}
+        properties = {"NUM_STREAMS": num_streams, "INFERENCE_NUM_THREADS": threads,
+                      "INFERENCE_PRECISION_HINT": PRECISION_HINT[precision],
+                      "PERF_COUNT": perf_count}
+        if performance_hint != "none":
+            properties["PERFORMANCE_HINT"] = performance_hint.upper()
+        return properties
 
     def operator_profile(self, prepared: PreparedModel, runs: int = 10,
                          trace_path: str | None = None):
@@ -342,9 +366,13 @@ class OpenVINOBackend(Backend):
             raise UnsupportedError("operator_profile needs runs >= 1", backend=self.name)
         precision = prepared.extra["requested_precision"]
         precision = "int8_static" if precision == "int8" else precision
+        used = prepared.extra.get("compile_properties") or {}  # the timed run's streams/hint
         compiled = ov.Core().compile_model(
             read_ov_model(prepared.extra["model_path"]), "CPU",
-            self.compile_properties(precision, prepared.threads["intra_op"], perf_count=True))
+            self.compile_properties(precision, prepared.threads["intra_op"], perf_count=True,
+                                    num_streams=int(used.get("NUM_STREAMS", 1)),
+                                    performance_hint=str(used.get("PERFORMANCE_HINT",
+                                                                  "none")).lower()))
         request = compiled.create_infer_request()
         request.infer(prepared.inputs)  # warm-up
         measured: list[dict[str, Any]] = []

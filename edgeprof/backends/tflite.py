@@ -12,7 +12,8 @@ calibrated). A model with quantized inputs gets its float inputs quantized in ``
 
 XNNPACK: LiteRT applies it by default; ``prepare`` checks that it really did (delegate nodes
 in the graph) and records which operators stayed on LiteRT's own kernels.
-``options={"xnnpack": False}`` runs without the default delegates (for comparison).
+The backend option ``xnnpack=false`` (:class:`TFLiteOptions`) runs without the default
+delegates (for comparison).
 
 Per-operator profiling: LiteRT's Python API exposes no op profiler (the C++
 ``benchmark_model --enable_op_profiling`` tool has one), so ``operator_profile`` returns None.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -122,6 +124,15 @@ def _dequantize(y, detail):
     return np.asarray(y, dtype=np.float32) if np.asarray(y).dtype.kind == "f" else np.asarray(y)
 
 
+@dataclass(frozen=True)
+class TFLiteOptions:
+    """LiteRT interpreter knobs. Threads are ``RunConfig.threads`` (``--threads``; default
+    the physical cores), passed as the interpreter's ``num_threads``, which XNNPACK uses too."""
+
+    #: apply the default delegates (XNNPACK); False: LiteRT's builtin kernels only
+    xnnpack: bool = True
+
+
 class TFLiteBackend(Backend):
     name = "tflite"
     description = "LiteRT (TensorFlow Lite) interpreter with the XNNPACK delegate"
@@ -132,6 +143,7 @@ class TFLiteBackend(Backend):
     )
     requires = ("ai_edge_litert",)
     install_hint = "pip install 'edgeprof[tflite]'"
+    Options = TFLiteOptions
 
     def build(self, model, precision: str, calibration: Any = None):
         """Any format -> .tflite by the conversion graph (the last converter produces the
@@ -173,7 +185,7 @@ class TFLiteBackend(Backend):
         converted = bool(artifact.manifest.route)
         stored = self._file_precision(path)
         threads = int(config.threads or physical_cores())
-        use_xnnpack = bool((config.options or {}).get("xnnpack", True))
+        use_xnnpack = self.options_for(config).xnnpack
         resolver = OpResolverType.AUTO if use_xnnpack else \
             OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
         try:

@@ -225,8 +225,163 @@ def _silence_warnings():
 
 # ----------------------------------------------------------- conversion-graph converters
 def torch_to_tflite(source, out: Path, precision: str) -> dict[str, Any]:
-    """The torch -> tflite converter of the conversion graph (litert-torch)."""
+    """The torch -> tflite converter of the conversion graph (litert-torch).
+
+    litert-torch can abort, segfault or call ``sys.exit`` inside the process; so when the
+    model can be rebuilt from its spec (``builtin:``, ``file.py:factory``, ``module:factory``,
+    a model file or an earlier route step's file) the conversion runs in a spawned
+    subprocess that writes the .tflite into ``out`` (the cache's staging folder; the parent
+    publishes it). A crash there is a :class:`MeasurementError` naming the converter: that
+    run fails and the others go on. An ``nn.Module`` object given to the Python API, or a
+    module built in this process, has no spec to rebuild it from: it converts in this
+    process (said in a note)."""
     _need("litert_torch", "pip install 'edgeprof[tflite]'")
+    recipe = _child_recipe(source)
+    if recipe is None:
+        result = _torch_to_tflite_here(source, out, precision)
+        result["notes"].append("converted in this process (an in-memory module has no spec "
+                               "to rebuild it in a subprocess): a converter crash here ends "
+                               "the whole run")
+        return result
+    return _convert_in_child(recipe, source, out, precision)
+
+
+#: the converter, as a crash names it
+_TORCH_CONVERTER = "litert-torch (torch -> tflite)"
+
+
+def _child_recipe(source) -> dict[str, Any] | None:
+    """How a subprocess rebuilds ``source`` (None: it cannot, convert in this process)."""
+    spec = str(source.spec)
+    base = {"spec": spec, "name": source.name, "inputs": [s.to_dict() for s in source.input_specs],
+            "calibration": str(source.calibration) if source.calibration else None}
+    if spec.startswith("object:"):
+        return None
+    if source.path is not None:
+        return {**base, "kind": "resolve", "spec": str(Path(source.path).resolve())}
+    if getattr(source, "_factory", None) is None:
+        return None  # a module built here (trained, compressed)
+    if Path(spec).is_file():  # an earlier route step's file, opened by its format's opener
+        from edgeprof.core.formats import get_graph
+
+        fmt = get_graph().formats.get(source.format)
+        opener = getattr(fmt, "opener", None)
+        return {**base, "kind": "open", "opener": opener} if isinstance(opener, str) else None
+    return {**base, "kind": "resolve"}
+
+
+def _rebuild(recipe: dict[str, Any]):
+    """The model handle ``recipe`` describes (in the subprocess)."""
+    import importlib
+
+    from edgeprof.core.models import InputSpec, ModelHandle, resolve_model
+
+    specs = [InputSpec(tuple(d["shape"]), d["dtype"], d.get("name")) for d in recipe["inputs"]]
+    calibration = Path(recipe["calibration"]) if recipe["calibration"] else None
+    if recipe["kind"] == "open":
+        module, _, attr = recipe["opener"].partition(":")
+        opener = getattr(importlib.import_module(module), attr)
+        path = Path(recipe["spec"])
+        return ModelHandle(spec=recipe["spec"], name=recipe["name"], format="torch",
+                           input_specs=specs, calibration=calibration,
+                           _factory=lambda: opener(path))
+    handle = resolve_model(recipe["spec"], input_shapes=[s.shape for s in specs],
+                           input_dtypes=[s.dtype for s in specs], calibration=calibration)
+    return handle
+
+
+def _convert_in_child(recipe: dict[str, Any], source, out: Path, precision: str
+                      ) -> dict[str, Any]:
+    """Run the conversion in a spawned interpreter; its crash is this conversion's error."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+
+    from edgeprof.core.cache import model_fingerprint
+    from edgeprof.core.errors import MeasurementError
+
+    fd, result_path = tempfile.mkstemp(prefix="edgeprof-tflite-convert-", suffix=".json")
+    os.close(fd)
+    request = {"recipe": recipe, "out": str(out), "precision": precision,
+               "result": result_path, "fingerprint": model_fingerprint(source)}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", "from edgeprof.backends.tflite_convert import _child_main; "
+             "_child_main()"], input=json.dumps(request), capture_output=True, text=True)
+        text = Path(result_path).read_text() if os.path.getsize(result_path) else ""
+    finally:
+        os.unlink(result_path)
+    if not text:  # died before reporting: a crash, an abort, a kill
+        if proc.returncode < 0:
+            try:
+                how = f"was killed by {signal.Signals(-proc.returncode).name}"
+            except ValueError:
+                how = f"was killed by signal {-proc.returncode}"
+        else:
+            how = f"exited with status {proc.returncode}"
+        # the last error line it printed, if any (not the libraries' warnings)
+        last = next((ln.strip() for ln in reversed(proc.stderr.splitlines())
+                     if re.search(r"Error|error:|Fatal|Abort", ln)), "")
+        raise MeasurementError(f"converter {_TORCH_CONVERTER} crashed on '{source.spec}' at "
+                               f"{precision}: its subprocess {how}"
+                               + (f" ({last[:160]})" if last else ""))
+    reply = json.loads(text)
+    if reply["status"] == "ok":
+        return reply["result"]
+    if reply["status"] == "mismatch":  # the spec rebuilt another model (unseeded weights ...)
+        result = _torch_to_tflite_here(source, out, precision)
+        result["notes"].append("converted in this process: the model rebuilt from its spec in "
+                               "a subprocess differed from this one (unseeded weights?)")
+        return result
+    if reply["status"] == "exit":
+        raise MeasurementError(f"converter {_TORCH_CONVERTER} called sys.exit({reply['code']}) "
+                               f"on '{source.spec}' at {precision}")
+    kind, message = reply["type"], reply["message"]
+    if kind == "UnsupportedError":
+        raise UnsupportedError(message, backend=BACKEND, precision=precision)
+    if kind == "BackendUnavailableError":
+        raise BackendUnavailableError(BACKEND, message)
+    if kind == "ModelError":
+        raise ModelError(message, spec=str(source.spec))
+    raise RuntimeError(f"{kind}: {message}")
+
+
+def _child_main() -> None:
+    """The subprocess side of :func:`_convert_in_child`: request on stdin, reply in a file."""
+    import json
+    import sys
+
+    from edgeprof.core.cache import model_fingerprint
+
+    request = json.loads(sys.stdin.read())
+
+    def reply(status: str, **fields: Any) -> None:
+        Path(request["result"]).write_text(json.dumps({"status": status, **fields}))
+
+    try:
+        handle = _rebuild(request["recipe"])
+        if model_fingerprint(handle) != request["fingerprint"]:
+            reply("mismatch")
+            return
+        result = _torch_to_tflite_here(handle, Path(request["out"]), request["precision"])
+    except SystemExit as e:
+        reply("exit", code=e.code if isinstance(e.code, int) else str(e.code))
+        return
+    except Exception as e:  # every error is reported to the parent; Ctrl-C ends the child
+        if isinstance(e, BackendUnavailableError):
+            message = getattr(e, "reason", None) or str(e)
+        else:
+            message = str(e)
+        reply("error", type=type(e).__name__, message=message)
+        return
+    reply("ok", result=result)
+
+
+def _torch_to_tflite_here(source, out: Path, precision: str) -> dict[str, Any]:
+    """The conversion itself, in this process."""
     import litert_torch
     import torch
 

@@ -1,6 +1,6 @@
 """PyTorch ``torch.compile`` backend (TorchInductor).
 
-Modes come from ``config.options["mode"]`` ("default" unless given; "max-autotune",
+Options (:class:`TorchCompileOptions`): ``mode`` ("default" unless given; "max-autotune",
 "reduce-overhead" and "max-autotune-no-cudagraphs" are torch's others). Precisions: fp32 and
 bf16 (weights and float inputs cast). Inductor compiles on the first call, so ``prepare``
 makes that call itself and reports it apart from the steady state: ``load_time_s`` and
@@ -18,13 +18,22 @@ import copy
 import shutil
 import time
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from edgeprof.core.backend import Availability, Backend, Capabilities, PreparedModel, RunConfig
-from edgeprof.core.errors import UnknownNameError, UnsupportedError
+from edgeprof.core.errors import UnsupportedError
 from edgeprof.core.hookspecs import hookimpl
 
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+@dataclass(frozen=True)
+class TorchCompileOptions:
+    """``torch.compile``'s mode (torch's own names)."""
+
+    mode: Literal["default", "reduce-overhead", "max-autotune",
+                  "max-autotune-no-cudagraphs"] = "default"
 
 
 class TorchCompileBackend(Backend):
@@ -34,6 +43,7 @@ class TorchCompileBackend(Backend):
                                 model_formats=("torch",))
     requires = ("torch",)
     install_hint = "pip install 'edgeprof[torch]'"
+    Options = TorchCompileOptions
 
     @classmethod
     def availability(cls) -> Availability:
@@ -56,10 +66,7 @@ class TorchCompileBackend(Backend):
         self.ensure_available()
         self.check_request(model, config)
         model, artifact = torch_source(self, model, config.precision)
-        mode = str((config.options or {}).get("mode", "default"))
-        if mode not in MODES:
-            raise UnknownNameError("torch.compile mode", mode, MODES,
-                                   "Set it with the backend option mode=NAME")
+        mode = self.options_for(config).mode  # validated: one of MODES
         device = config.device
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise UnsupportedError("CUDA was asked for but torch sees no CUDA device",

@@ -110,11 +110,14 @@ def cmd_backends(args) -> int:
         return 0
     from rich.table import Table
 
-    table = Table("backend", "available", "precisions", "devices", "formats", "why not / how")
+    table = Table("backend", "available", "precisions", "devices", "formats",
+                  "options (--backend-option)", "why not / how")
     for r in rows:
         why = "" if r["available"] else f"{r['reason']}" + (f"; {r['hint']}" if r["hint"] else "")
+        opts = "\n".join(f"{o['name']}={o['default']!r} ({o['type']})"
+                         for o in r.get("options", ())) or "-"
         table.add_row(r["name"], "yes" if r["available"] else "no", ",".join(r["precisions"]),
-                      ",".join(r["devices"]), ",".join(r["model_formats"]), why)
+                      ",".join(r["devices"]), ",".join(r["model_formats"]), opts, why)
     _console().print(table)
     return 0
 
@@ -139,6 +142,8 @@ def _run_options(args) -> dict[str, Any]:
             opts[key] = v
     if getattr(args, "isolate", False):
         opts["isolate"] = True
+    if getattr(args, "backend_option", None):  # validated against each Backend.Options
+        opts["options"] = dict(args.backend_option)
     return opts
 
 
@@ -147,9 +152,7 @@ def cmd_profile(args) -> int:
     from edgeprof.cli.fleet import print_boards, profile_fleet
 
     progress = Progress(enabled=not args.json)
-    unwritten = None
-    try:
-        report = profile(
+    report, unwritten = _keeping_results(progress, lambda: profile(
             args.model, target=args.target, backends=args.backend, precisions=args.precision,
             batch_size=args.batch_size, input_shapes=args.input_shape or None,
             input_dtypes=args.input_dtype or None, threads=args.threads,
@@ -157,13 +160,7 @@ def cmd_profile(args) -> int:
             run_options=_run_options(args), out=args.out, trace=args.trace,
             calibration_data=args.calibration_data, plugins=args.plugins,
             targets_dir=args.targets_dir, recalibrate=args.recalibrate, progress=progress,
-            fleet=profile_fleet(args))
-    except OutputError as e:  # measured, but --out could not be written: show it, then fail
-        if e.result is None:
-            raise
-        report, unwritten = e.result, e
-    finally:
-        progress.stop()
+            fleet=profile_fleet(args)))
     if args.json:
         from edgeprof.profilers.report.artifacts import dumps
 
@@ -177,13 +174,32 @@ def cmd_profile(args) -> int:
         _print_problems(report, _console(stderr=True))
         if args.out and unwritten is None:
             _console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
-    if args.html:  # html helper: the self-contained report
-        from edgeprof.profilers.report.html import render_profile_html, write_html
+    _html_then_deferred_error(args, unwritten, "render_profile_html", report.to_dict)
+    return report.exit_code
 
-        write_html(args.html, render_profile_html(report.to_dict()))
+
+def _keeping_results(progress, call):
+    """Run ``call``; when it measured but ``--out`` could not be written, keep the results
+    (to print them) and the error (to raise after printing)."""
+    try:
+        return call(), None
+    except OutputError as e:
+        if e.result is None:
+            raise
+        return e.result, e
+    finally:
+        progress.stop()
+
+
+def _html_then_deferred_error(args, unwritten, renderer: str, document) -> None:
+    """After the results are printed: the ``--html`` page, then the ``--out`` failure that
+    was held back so the results could still be shown."""
+    if args.html:
+        from edgeprof.profilers.report import html
+
+        html.write_html(args.html, getattr(html, renderer)(document()))
     if unwritten is not None:
         raise unwritten
-    return report.exit_code
 
 
 def _print_problems(report, console) -> None:
@@ -356,9 +372,7 @@ def cmd_optimize(args) -> int:
 
     run_options = _run_options(args)
     progress = Progress(enabled=not args.json)
-    unwritten = None
-    try:
-        report = optimize(
+    report, unwritten = _keeping_results(progress, lambda: optimize(
             args.model, args.target, latency_budget_ms=args.latency_budget_ms,
             memory_budget_mb=args.memory_budget_mb, max_accuracy_drop=args.max_accuracy_drop,
             stream_rate_fps=args.stream_rate, data=args.data, out=args.out,
@@ -368,25 +382,14 @@ def cmd_optimize(args) -> int:
             batch_size=args.batch_size,
             input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
             plugins=args.plugins, targets_dir=args.targets_dir, progress=progress,
-            recalibrate=args.recalibrate)
-    except OutputError as e:  # measured, but --out could not be written: show it, then fail
-        if e.result is None:
-            raise
-        report, unwritten = e.result, e
-    finally:
-        progress.stop()
+            recalibrate=args.recalibrate))
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, allow_nan=False))
     else:
         print(report.to_text())
         if args.out and unwritten is None:
             _console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
-    if args.html:  # html helper: the self-contained report
-        from edgeprof.profilers.report.html import render_optimize_html, write_html
-
-        write_html(args.html, render_optimize_html(report.to_dict()))
-    if unwritten is not None:
-        raise unwritten
+    _html_then_deferred_error(args, unwritten, "render_optimize_html", report.to_dict)
     err = report.constraint_error()
     if err is not None:
         print(f"edgeprof: error: {err}", file=sys.stderr)
@@ -428,34 +431,34 @@ def _names(text: str) -> str:
     return text
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {v}")
-    return v
+def _number(kind: type, minimum: float, inclusive: bool, words: str):
+    """An argparse type: ``kind`` parsed from text, at least ``minimum``, finite."""
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"'{text}' is not {'an integer' if kind is int else 'a number'}") from None
+        if v != v or v in (float("inf"), float("-inf")) or v < minimum \
+                or (not inclusive and v == minimum):
+            raise argparse.ArgumentTypeError(f"must be {words}, got {text}")
+        return v
+
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    if not v > 0 or v != v or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return v
+_positive_int = _number(int, 0, False, "a positive integer")
+_positive_float = _number(float, 0.0, False, "a positive number")
+_non_negative_int = _number(int, 0, True, "zero or a positive integer")
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be zero or a positive integer, got {v}")
-    return v
+def _key_value(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` or ``BACKEND.KEY=VALUE`` (a backend option; its type is the backend's)."""
+    key, eq, value = text.partition("=")
+    if not eq or not key.strip():
+        raise argparse.ArgumentTypeError(f"backend option must be KEY=VALUE (or "
+                                         f"BACKEND.KEY=VALUE), got '{text}'")
+    return key.strip(), value
 
 
 def _html_file(text: str) -> str:  # html helper: --html FILE, checked before any work
@@ -539,6 +542,10 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--timeout", type=_positive_float, metavar="S",
                     help="per-benchmark timeout in seconds; implies --isolate (only a "
                          "separate process can be stopped)")
+    pr.add_argument("--backend-option", type=_key_value, action="append", metavar="KEY=VALUE",
+                    help="a backend's own option, e.g. torch_compile.mode=max-autotune (repeat; "
+                         "BACKEND.KEY for one backend, KEY for all; 'edgeprof backends' lists "
+                         "them)")
     pr.add_argument("--out", "-o", metavar="DIR", help="write CSV/PNG/JSON artifacts here")
     pr.add_argument("--html", metavar="FILE", type=_html_file,
                     help="also write the self-contained HTML report to FILE (--out DIR "
@@ -622,6 +629,8 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--min-time", type=_positive_float, metavar="S")
     bs.add_argument("--max-time", type=_positive_float, metavar="S")
     bs.add_argument("--warmup", type=_positive_int)
+    bs.add_argument("--backend-option", type=_key_value, action="append", metavar="KEY=VALUE",
+                    help="a backend option, e.g. xnnpack=false (repeat)")
     bs.add_argument("--out", "-o", metavar="DIR", help="write batch_sizes.csv/.json here")
     bs.set_defaults(func=cmd_batch)
 

@@ -2,6 +2,13 @@
 
 A backend turns ``(model, precision, options)`` into a :class:`PreparedModel`: a ``run``
 callable over runtime-native inputs plus metadata (versions, threads, executed precision).
+
+Options are typed. A backend declares its own knobs as a frozen dataclass, ``Backend.Options``
+(default: none); ``RunConfig.options`` carries them by name (``KEY`` for every backend of the
+request, ``BACKEND.KEY`` for one) and :meth:`Backend.options_for` validates them into that
+dataclass: an unknown key or a wrong type is a ``UserError`` naming the backend, the key and
+the valid keys with their types. The harness's own knobs (confidence-interval width, memory
+sampling ...) are :class:`HarnessOptions`, ``RunConfig.harness_options``; they are not backend options.
 The harness (``edgeprof.profilers.measure.harness``) times that callable; backends never time
 themselves and the harness knows nothing of any runtime.
 
@@ -12,12 +19,17 @@ Nothing heavy is imported here: a backend imports its runtime inside ``prepare``
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
-from collections.abc import Callable, Sequence
+import json
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union
 
-from edgeprof.core.errors import BackendUnavailableError, InputSpecError, UnsupportedError
+from edgeprof.core.errors import (BackendUnavailableError, InputSpecError, UnknownNameError,
+                                  UnsupportedError, UserError)
 
 if TYPE_CHECKING:  # pragma: no cover
     from edgeprof.core.artifact import Artifact
@@ -41,9 +53,198 @@ class Availability:
     hint: str = ""
 
 
+# --------------------------------------------------------------------------- options
+@dataclass(frozen=True)
+class NoOptions:
+    """The options of a backend that has none."""
+
+
+def _type_text(tp: Any) -> str:
+    """A short, readable name of an option's type (``bool``, ``'a'|'b'``, ``int|None``)."""
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "|".join(repr(a) for a in typing.get_args(tp))
+    if origin in (Union, types.UnionType):
+        return "|".join(_type_text(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "None"
+    if origin in (tuple, list):
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis or origin is list:
+            return f"list[{_type_text(args[0]) if args else 'Any'}]"
+        return "[" + ", ".join(_type_text(a) for a in args) + "]"
+    if origin is dict:
+        return "dict"
+    return getattr(tp, "__name__", str(tp))
+
+
+_TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}
+
+
+def _coerce(tp: Any, value: Any) -> Any:
+    """``value`` as type ``tp`` or ValueError. A string (a CLI ``KEY=VALUE``) is read as the
+    type asks: a bool from true/false/yes/no/on/off/1/0, numbers, JSON lists/objects."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin is Literal:
+        if value in typing.get_args(tp):
+            return value
+        raise ValueError
+    if origin in (Union, types.UnionType):
+        for arm in typing.get_args(tp):
+            if arm is type(None):
+                if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+                    return None
+                continue
+            try:
+                return _coerce(arm, value)
+            except ValueError:
+                pass
+        raise ValueError
+    if tp is type(None):
+        if value is None:
+            return None
+        raise ValueError
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        raise ValueError
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            return int(value.strip())
+        raise ValueError
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            return float(value.strip())
+        raise ValueError
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ValueError
+    if origin in (tuple, list):
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ValueError
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis or len(args) == 1:
+            return tuple(_coerce(args[0], v) for v in value)
+        if args and len(args) != len(value):
+            raise ValueError
+        return tuple(_coerce(a, v) for a, v in zip(args, value)) if args else tuple(value)
+    if origin is dict or tp is dict:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                raise ValueError from None
+        if not isinstance(value, Mapping):
+            raise ValueError
+        return dict(value)
+    if isinstance(tp, type) and isinstance(value, tp):
+        return value
+    raise ValueError
+
+
+def option_specs(options_cls: type) -> list[tuple[str, str, Any]]:
+    """``(name, type text, default)`` of each field of an options dataclass."""
+    hints = typing.get_type_hints(options_cls)
+    out = []
+    for f in dataclasses.fields(options_cls):
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        out.append((f.name, _type_text(hints[f.name]), default))
+    return out
+
+
+def describe_options(options_cls: type) -> str:
+    """``key: type = default, ...`` (or ``none``) for messages and listings."""
+    specs = option_specs(options_cls)
+    return ", ".join(f"{n}: {t} = {d!r}" for n, t, d in specs) if specs else "none"
+
+
+def parse_options(options_cls: type, values: Mapping[str, Any], owner: str,
+                  hint: str = "") -> Any:
+    """``values`` validated into ``options_cls`` (a dataclass): UserError (one line) naming
+    ``owner``, the key and the valid keys with their types for an unknown key or a bad value."""
+    hints = typing.get_type_hints(options_cls)
+    names = {f.name for f in dataclasses.fields(options_cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in names:
+            raise UserError(f"{owner} has no option '{key}'; valid options: "
+                            f"{describe_options(options_cls)}{hint}")
+        tp = hints[key]
+        try:
+            kwargs[key] = _coerce(tp, value)
+        except (ValueError, TypeError):
+            if typing.get_origin(tp) is Literal:
+                raise UnknownNameError(f"value of {owner} option '{key}'", str(value),
+                                       [str(a) for a in typing.get_args(tp)]) from None
+            raise UserError(f"{owner} option '{key}' must be {_type_text(tp)}, got {value!r}; "
+                            f"valid options: {describe_options(options_cls)}") from None
+    return options_cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class HarnessOptions:
+    """The timing harness's knobs (``edgeprof.profilers.measure.harness``); None = its default."""
+
+    #: stop once the CI of the median is narrower than this fraction of it
+    ci_width: float | None = None
+    #: confidence level of the median's CI (default 0.95)
+    ci_level: float | None = None
+    #: force timing in blocks of this many calls (1 disables blocking)
+    block_size: int | None = None
+    #: largest clock-read cost, as a fraction of a call, before calls are timed in blocks
+    max_timer_overhead: float | None = None
+    warmup_tolerance: float | None = None
+    warmup_min_time_s: float | None = None
+    warmup_max_time_s: float | None = None
+    #: measure peak memory (False skips the sampler)
+    memory: bool = True
+    #: RSS sampling period (default: edgeprof.profilers.measure.memory's)
+    memory_interval_s: float | None = None
+    #: keep every sample in the result (False drops ``samples_ms``)
+    keep_samples: bool = True
+    #: processes measuring at once on this host (for the oversubscription check)
+    concurrent_workers: int = 1
+
+    @classmethod
+    def of(cls, value: HarnessOptions | Mapping[str, Any] | None) -> HarnessOptions:
+        """``value`` as HarnessOptions: unknown names are a UserError; the harness checks
+        values (``plan_from_config``) so a bad one names its rule there."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, Mapping):
+            raise UserError(f"harness options must be a mapping of names to values, got "
+                            f"{type(value).__name__}")
+        unknown = sorted(set(value) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise UserError(f"unknown harness option(s) {', '.join(unknown)}; valid: "
+                            f"{describe_options(cls)}")
+        return cls(**value)
+
+
 @dataclass
 class RunConfig:
-    """A benchmark request: small and serializable, so it can travel to a worker or a node."""
+    """A benchmark request: small and serializable, so it can travel to a worker or a node.
+
+    ``options``: backend options by name (``KEY`` or ``BACKEND.KEY``), validated against the
+    backend's ``Options`` (:meth:`Backend.options_for`); ``harness_options``: the harness's
+    knobs (the record's ``config["harness"]`` is what the harness did)."""
 
     precision: str = "fp32"
     batch_size: int = 1
@@ -58,9 +259,39 @@ class RunConfig:
     timeout_s: float | None = None
     seed: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+    harness_options: HarnessOptions = field(default_factory=HarnessOptions)
+
+    def __post_init__(self) -> None:
+        self.harness_options = HarnessOptions.of(self.harness_options)  # a dict (from JSON) becomes the type
+        self.options = dict(self.options or {})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise UserError(f"unknown run config field(s) {unknown}")
+        return cls(**d)
+
+
+def check_backend_options(options: Mapping[str, Any], backends: Sequence[type[Backend]]) -> None:
+    """Validate ``options`` for every backend of a run before anything runs (UserError): a
+    ``BACKEND.KEY`` must name one of ``backends`` (a misspelt backend is not silently
+    ignored), and each backend's ``Options`` must accept what applies to it."""
+    if not isinstance(options, Mapping):
+        raise UserError(f"backend options must be a mapping of names to values, got "
+                        f"{type(options).__name__}")
+    names = [b.name for b in backends]
+    for key in options:
+        owner, dot, _ = str(key).rpartition(".")
+        if dot and owner not in names:
+            raise UserError(f"option '{key}' is for backend '{owner}', which is not among "
+                            f"the backends of this run ({', '.join(names)})")
+    for backend in backends:
+        backend.options_for(options)
 
 
 @dataclass
@@ -105,9 +336,8 @@ class PreparedModel:
 
 
 def add_warning(prepared: PreparedModel, code: str, message: str) -> None:
-    """A warning of a preparation, as a record and as a note line."""
+    """A named warning of a preparation; the harness carries it into the run's warnings."""
     prepared.warnings.append({"code": code, "message": message})
-    prepared.notes.append(f"warning: {code}: {message}")
 
 
 def modules_present(*names: str) -> str | None:
@@ -139,6 +369,25 @@ class Backend:
     #: precisions the backend produces itself from an fp32 model of a format it loads
     #: (the conversion graph routes other precisions through converters that produce them)
     quantizes: ClassVar[tuple[str, ...]] = ()
+    #: the backend's own knobs: a frozen dataclass (fields with types and defaults)
+    Options: ClassVar[type] = NoOptions
+
+    # -- options ------------------------------------------------------------------------
+    @classmethod
+    def options_for(cls, config: RunConfig | Mapping[str, Any] | None) -> Any:
+        """This backend's ``Options`` from ``config.options`` (or a mapping): ``KEY`` and
+        ``<this backend>.KEY`` apply, ``<other backend>.KEY`` is skipped. An unknown key or
+        a wrong type is a UserError naming the backend, the key and the valid keys."""
+        values = config.options if isinstance(config, RunConfig) else (config or {})
+        mine: dict[str, Any] = {}
+        for key, value in values.items():
+            owner, dot, name = key.rpartition(".")
+            if not dot:
+                mine.setdefault(key, value)
+            elif owner == cls.name:
+                mine[name] = value  # the qualified key wins over a plain one
+        return parse_options(cls.Options, mine, f"backend '{cls.name}'",
+                             "; write BACKEND.KEY=VALUE to give an option to one backend only")
 
     # -- availability -------------------------------------------------------------------
     @classmethod
@@ -168,8 +417,10 @@ class Backend:
     @classmethod
     def check_request(cls, model: ModelHandle, config: RunConfig) -> None:
         """Refuse (UnsupportedError) what the capabilities rule out: the precision, the
-        model's format, the device kind. Every backend's ``prepare`` starts here."""
+        model's format, the device kind, and the backend options. Every backend's
+        ``prepare`` starts here."""
         cls.check_precision(config.precision)
+        cls.options_for(config)
         caps = cls.capabilities
         if model.format not in caps.model_formats:
             cls.route(model.format, config.precision)  # UnsupportedError names the missing edge

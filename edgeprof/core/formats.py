@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.core.artifact import Artifact
-from edgeprof.core.errors import PluginError, UnsupportedError
+from edgeprof.core.errors import MeasurementError, PluginError, UnsupportedError
 
 
 @dataclass(frozen=True)
@@ -264,8 +264,8 @@ class ConversionGraph:
             def build(folder: Path, conv=conv, source=source, precision=precision):
                 try:
                     out = conv.run(source, folder, precision)
-                except (UnsupportedError, PluginError):
-                    raise
+                except (UnsupportedError, PluginError, MeasurementError):
+                    raise  # MeasurementError: a converter's process died (it names itself)
                 except Exception as e:  # a converter's crash names the edge
                     line = (str(e).strip().splitlines() or [""])[0][:240]
                     raise UnsupportedError(

@@ -188,6 +188,17 @@ def _call_factory(factory: Callable[[], Any], spec: str) -> tuple[Any, list | No
     return result, shapes
 
 
+def import_python_file(path: Path, module_name: str):
+    """Import the Python file ``path`` as module ``module_name`` (kept in sys.modules, so
+    pickling and dataclasses inside it work). The caller checks that the file exists."""
+    mspec = importlib.util.spec_from_file_location(module_name, path)
+    assert mspec and mspec.loader
+    module = importlib.util.module_from_spec(mspec)
+    sys.modules[module_name] = module
+    mspec.loader.exec_module(module)
+    return module
+
+
 def _import_callable(spec: str) -> Callable[..., Any]:
     target, _, attr = spec.rpartition(":")
     if not target or not attr:
@@ -197,12 +208,7 @@ def _import_callable(spec: str) -> Callable[..., Any]:
             path = Path(target)
             if not path.is_file():
                 raise ModelError(f"model file '{target}' does not exist", spec=spec)
-            mod_name = f"edgeprof_usermodel_{path.stem}"
-            mspec = importlib.util.spec_from_file_location(mod_name, path)
-            assert mspec and mspec.loader
-            module = importlib.util.module_from_spec(mspec)
-            sys.modules[mod_name] = module
-            mspec.loader.exec_module(module)
+            module = import_python_file(path, f"edgeprof_usermodel_{path.stem}")
         else:
             module = importlib.import_module(target)
     except ModelError:

@@ -28,6 +28,7 @@ from typing import Any
 import pluggy
 
 from edgeprof.core import hookspecs
+from edgeprof.core.models import import_python_file
 from edgeprof.core.errors import ConfigError, PluginError, UnknownNameError
 
 if sys.version_info >= (3, 11):
@@ -90,12 +91,7 @@ def _import_plugin(entry: str, source: str) -> ModuleType:
             if not path.is_file():
                 raise PluginError(f"plugin file {entry} (listed in {source}) does not exist")
             name = f"edgeprof_userplugin_{path.stem}_{abs(hash(str(path))) & 0xFFFFFF:x}"
-            spec = importlib.util.spec_from_file_location(name, path)
-            assert spec and spec.loader
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-            return module
+            return import_python_file(path, name)
         return importlib.import_module(entry)
     except PluginError:
         raise

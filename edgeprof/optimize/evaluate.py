@@ -392,10 +392,9 @@ def _run_config(ctx: EvalContext, cand: Candidate, handle: Any,
     from edgeprof.core.backend import RunConfig
 
     opts = {**ctx.run_options, **(override or {})}
-    options = dict(opts.pop("options", {}) or {})
-    options.setdefault("keep_samples", False)
-    return RunConfig(precision=cand.precision, batch_size=handle.batch_size, options=options,
-                     **opts)
+    harness = {"keep_samples": False, **dict(opts.pop("harness_options", {}) or {})}
+    return RunConfig(precision=cand.precision, batch_size=handle.batch_size,
+                     harness_options=harness, **opts)
 
 
 def _measure(ctx: EvalContext, backend: str, handle: Any, config: Any) -> Any:

@@ -15,7 +15,7 @@ machine has none, so this path has not been run here (say so in any figure you r
 from __future__ import annotations
 
 import shutil
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from edgeprof import Availability, Backend, Capabilities, UnsupportedError, hookimpl
@@ -41,6 +41,14 @@ def nvidia_gpu_present() -> tuple[bool, str]:
     return False, "no NVIDIA GPU found (no /proc/driver/nvidia/gpus, nvidia-smi lists none)"
 
 
+@dataclass(frozen=True)
+class TensorRTOptions:
+    """TensorRT (through ONNX Runtime's TensorRT provider) knobs."""
+
+    #: reuse built engines from edgeprof's cache (``trt_engine_cache_enable``)
+    engine_cache: bool = True
+
+
 class TensorRTBackend(Backend):
     name = "tensorrt"
     description = "NVIDIA TensorRT engines via ONNX Runtime's TensorRT provider (GPU only)"
@@ -50,6 +58,7 @@ class TensorRTBackend(Backend):
     requires = ("onnxruntime", "onnx")
     install_hint = ("needs an NVIDIA GPU with its driver, then: pip install onnxruntime-gpu "
                     "tensorrt")
+    Options = TensorRTOptions
 
     @classmethod
     def availability(cls) -> Availability:
@@ -91,18 +100,18 @@ class TensorRTBackend(Backend):
         from edgeprof.core.cache import cache_dir
 
         self.ensure_available()
+        opts = self.options_for(config)
         engines = cache_dir("tensorrt")
         trt_options = {
             "device_id": int(config.device.partition(":")[2] or 0),
             "trt_fp16_enable": config.precision == "fp16",
             "trt_int8_enable": config.precision == "int8",  # explicit: reads the QDQ scales
-            "trt_engine_cache_enable": True,
+            "trt_engine_cache_enable": opts.engine_cache,
             "trt_engine_cache_path": str(engines),
         }
         ort_config = replace(
             config, device="cuda", precision="int8_static" if config.precision == "int8" else "fp32",
-            options={**config.options,
-                     "providers": [(TRT_PROVIDER, trt_options), "CUDAExecutionProvider"]})
+            options={"providers": [(TRT_PROVIDER, trt_options), "CUDAExecutionProvider"]})
         prepared = OnnxRuntimeBackend().load(artifact, ort_config, inputs)
         providers = prepared.extra.get("providers") or []
         if not providers or providers[0] != TRT_PROVIDER:

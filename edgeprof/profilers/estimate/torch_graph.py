@@ -135,9 +135,8 @@ def _storage_key(t) -> int | None:
         return None
     if not st.nbytes():
         return None
-    if _is_fake(t):  # fake storages have no data: key them by the storage object itself
-        return st._cdata
-    return st.data_ptr()
+    # meta storages hold no data (every data_ptr is 0): key them by the storage itself
+    return st._cdata if st.device.type == "meta" else st.data_ptr()
 
 
 def _op_name(func) -> str:
@@ -224,10 +223,6 @@ def op_cost(name: str, args: tuple, kwargs: dict, out) -> tuple[int, int | None]
 
 
 # ------------------------------------------------------------------------- liveness
-def _is_fake(t) -> bool:
-    return type(t).__name__ == "FakeTensor"
-
-
 class _Liveness:
     """Storages created during the walk (and the model inputs), tracked with weak references."""
 
@@ -251,9 +246,7 @@ class _Liveness:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
             return False
-        if st.nbytes() == 0:
-            return False
-        if _storage_key(t) in self.excluded:
+        if st.nbytes() == 0 or _storage_key(t) in self.excluded:
             return False
         key = st._cdata
         entry = self.live.get(key)
@@ -287,7 +280,8 @@ class _Frame:
 
 
 class _Walker:
-    def __init__(self, module, extra_atomic: tuple[type, ...] = ()) -> None:
+    def __init__(self, module, extra_atomic: tuple[type, ...] = (),
+                 twins: dict[str, Any] | None = None) -> None:
         import torch
 
         self.torch = torch
@@ -300,14 +294,20 @@ class _Walker:
         self.internal = False
         self.live = _Liveness()
         # parameters and buffers by storage, so reads of them are not activations
+        # ``twins``: name -> the meta tensor that stands in for that parameter or buffer
+        # while the forward runs on the meta device; rows always name the real parameter
+        twins = twins or {}
+        self.real_of: dict[int, Any] = {}
         self.param_by_ptr: dict[int, list] = {}
-        for p in module.parameters():
+        for n, p in module.named_parameters():
+            seen = twins.get(n, p)
+            self.real_of[id(seen)] = p
             if p.numel():
-                self.param_by_ptr.setdefault(p.untyped_storage().data_ptr(), []).append(p)
+                self.param_by_ptr.setdefault(_storage_key(seen), []).append(p)
         self.const_ptrs = set(self.param_by_ptr)
-        for b in module.buffers():
+        for n, b in module.named_buffers():
             if b.numel():
-                self.const_ptrs.add(b.untyped_storage().data_ptr())
+                self.const_ptrs.add(_storage_key(twins.get(n, b)))
         self.live.excluded = set(self.const_ptrs)
         self.counted: set[int] = set()  # ids of parameters already attributed to a row
         self.handles: list = []
@@ -356,7 +356,7 @@ class _Walker:
                     label = name or type(m).__name__.lower()
                     f = _Frame(label, type(m).__name__, self._next(), module=m)
                     f.input_elements = self._activation_elements(_tensors((args, kwargs)))
-                    f.params = list(m.parameters())
+                    f.params = [self.real_of.get(id(p), p) for p in m.parameters()]
                     self.frame = f
             finally:
                 self.internal = False
@@ -435,29 +435,14 @@ class _Walker:
         return result
 
     # -- aten ops -----------------------------------------------------------------------
-    def add_fake_constants(self, fake_mode) -> None:
-        """Under FakeTensorMode a parameter reaches ops as its (memoised) fake twin: key
-        the twins' storages like the real ones, so reads of them stay parameter reads."""
-        self.fake_constants = []  # held for the walk: the mode memoises them only weakly
-        for p in self.root.parameters():
-            if p.numel():
-                twin = fake_mode.from_tensor(p)
-                self.fake_constants.append(twin)
-                key = _storage_key(twin)
-                self.param_by_ptr.setdefault(key, []).append(p)
-                self.const_ptrs.add(key)
-        for b in self.root.buffers():
-            if b.numel():
-                twin = fake_mode.from_tensor(b)
-                self.fake_constants.append(twin)
-                self.const_ptrs.add(_storage_key(twin))
-        self.live.excluded = set(self.const_ptrs)
-
     def aten(self, func, args, kwargs, out) -> None:
         self.live.sweep()
         name = _op_name(func)
         new_storage = False
-        for t in _tensors(out):
+        # a batch norm's saved statistics are empty on CPU in eval but sized C on the meta
+        # device: only the normalized output is an activation either way
+        outputs = _tensors(out)[:1] if "batch_norm" in name else _tensors(out)
+        for t in outputs:
             new_storage |= self.live.add(t)
         self.live.mark()
         macs, other = op_cost(name, args, kwargs, out)
@@ -533,40 +518,45 @@ def _name_rows(frames: list[_Frame]) -> list[str]:
 
 
 def walk_torch(module, inputs: list, *, atomic: tuple[type, ...] = (),
-               fake: bool = True) -> GraphWalk:
+               meta: bool = True) -> GraphWalk:
     """Walk ``module`` on ``inputs`` (a list of CPU tensors) and return its rows.
 
     ``atomic`` adds module types whose internals form one row. A forward pass that fails
     raises :class:`InputSpecError` naming the input shapes and the model's first error line.
 
-    With ``fake`` (the default) the forward runs under torch's FakeTensorMode: every op
-    computes its output's shape and dtype but no values, so counting a ResNet-50 costs no
-    convolutions. A model whose forward needs values (data-dependent control flow, ``.item()``)
-    is walked again on real tensors.
+    With ``meta`` (the default) the forward runs on the meta device: parameters, buffers and
+    inputs are swapped for meta tensors (``torch.func.functional_call``), so every op yields
+    its output's shape and dtype without computing a value, and a ResNet-50 is counted
+    without running its convolutions. A model that needs values (data-dependent control
+    flow, ``.item()``, CPU constants mixed in) is walked again on the real tensors.
     """
     import torch
 
     if isinstance(inputs, torch.Tensor):
         inputs = [inputs]
     inputs = list(inputs)
-    if fake:
+    if meta:
         try:
-            return _walk_once(module, inputs, atomic, fake=True)
+            return _walk_once(module, inputs, atomic, meta=True)
         except EdgeprofError:
             raise
-        except Exception:  # values were needed: walk on real tensors
+        except Exception:  # values were needed: walk the real forward
             pass
-    return _walk_once(module, inputs, atomic, fake=False)
+    return _walk_once(module, inputs, atomic, meta=False)
 
 
-def _walk_once(module, inputs: list, atomic: tuple[type, ...], *, fake: bool) -> GraphWalk:
-    import contextlib
-
+def _walk_once(module, inputs: list, atomic: tuple[type, ...], *, meta: bool) -> GraphWalk:
     import torch
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    walker = _Walker(module, atomic)
+    twins: dict[str, Any] = {}
+    run_inputs = inputs
+    if meta:
+        twins = {n: t.to("meta") for n, t in module.named_parameters()}
+        twins.update({n: t.to("meta") for n, t in module.named_buffers()})
+        run_inputs = [t.to("meta") for t in inputs]
+    walker = _Walker(module, atomic, twins)
 
     class _Functions(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -583,35 +573,27 @@ def _walk_once(module, inputs: list, atomic: tuple[type, ...], *, fake: bool) ->
                 walker.aten(func, args, kwargs, out)
             return out
 
-    if not fake:
-        for t in inputs:
-            walker.live.add(t)
+    for t in run_inputs:
+        walker.live.add(t)
+    walker.live.mark()
     input_elements = sum(int(t.numel()) for t in inputs)
 
     training = {m: m.training for m in module.modules()}
     fastpath = torch.backends.mha.get_fastpath_enabled()
     walker.install_hooks()
-    fake_mode = contextlib.nullcontext()
-    run_inputs = inputs
-    if fake:
-        from torch._subclasses.fake_tensor import FakeTensorMode
-
-        fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-        walker.add_fake_constants(fake_mode)
-        run_inputs = [fake_mode.from_tensor(t) for t in inputs]
-        for t in run_inputs:
-            walker.live.add(t)
-    walker.live.mark()
     try:
         module.eval()
         torch.backends.mha.set_fastpath_enabled(False)
-        with torch.no_grad(), fake_mode, _Functions(), _Aten():
-            output = module(*run_inputs)
+        with torch.no_grad(), _Functions(), _Aten():
+            if meta:
+                output = torch.func.functional_call(module, twins, tuple(run_inputs))
+            else:
+                output = module(*inputs)
         del output
     except EdgeprofError:
         raise
     except Exception as e:  # the model rejected these inputs
-        if fake:
+        if meta:
             raise
         shapes = ", ".join("x".join(str(d) for d in t.shape) + f" ({str(t.dtype).split('.')[-1]})"
                            for t in inputs)

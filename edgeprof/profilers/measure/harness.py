@@ -14,7 +14,7 @@ runtime. Phases are timed apart:
    and at most ``warmup_max_time_s`` (``min(3 s, 0.3 x max_time_s)``; reaching it gives the
    ``warmup_not_settled`` warning). ``RunConfig.warmup = N`` runs exactly N calls instead.
 4. **steady state** — timed samples until *both* ``runs`` samples (default 100) and
-   ``min_time_s`` (default 1 s) are reached, and, when ``options["ci_width"]`` is given,
+   ``min_time_s`` (default 1 s) are reached, and, when ``harness.ci_width`` is given,
    until the 95% CI of the median is narrower than that fraction of the median; always
    stopping at ``max_time_s`` (default 10 s; ``time_cap_reached`` /
    ``ci_width_not_reached`` warnings say when the cap cut it short).
@@ -25,7 +25,8 @@ timed region. A call so short that reading the clock would cost more than
 block's mean per call, and p90/p99 are not reported (they would be percentiles of means).
 ``runs`` counts samples (single calls, or blocks when blocked).
 
-Extra knobs travel in ``RunConfig.options``: ``ci_width``, ``ci_level``, ``block_size``
+Extra knobs travel in ``RunConfig.harness_options`` (:class:`~edgeprof.core.backend.HarnessOptions`;
+``RunConfig.options`` holds the backend's own): ``ci_width``, ``ci_level``, ``block_size``
 (force; 1 disables blocking), ``max_timer_overhead``, ``warmup_tolerance``,
 ``warmup_min_time_s``, ``warmup_max_time_s``, ``memory`` (False skips peak-memory
 measurement), ``memory_interval_s`` (RSS sampling period, see ``edgeprof.profilers.measure.memory``), ``keep_samples`` (False drops ``samples_ms``), ``concurrent_workers``
@@ -46,7 +47,7 @@ import importlib
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from edgeprof.core.backend import Backend, RunConfig
@@ -105,7 +106,7 @@ def _number(name: str, value: Any, *, integer: bool = False, minimum: float | No
 
 def plan_from_config(config: RunConfig) -> TimingPlan:
     """Validate the timing knobs of ``config`` (UserError naming the bad one) into a plan."""
-    o = config.options or {}
+    o = {k: v for k, v in asdict(config.harness_options).items() if v is not None}
     min_runs = DEFAULT_MIN_RUNS if config.runs is None else _number(
         "runs", config.runs, integer=True, minimum=1)
     min_time = DEFAULT_MIN_TIME_S if config.min_time_s is None else float(_number(
@@ -119,26 +120,26 @@ def plan_from_config(config: RunConfig) -> TimingPlan:
                                                           minimum=0)
     ci_width = o.get("ci_width")
     if ci_width is not None:
-        ci_width = float(_number("options.ci_width", ci_width, minimum=0, strict=True))
+        ci_width = float(_number("harness.ci_width", ci_width, minimum=0, strict=True))
     block = o.get("block_size")
     if block is not None:
-        block = _number("options.block_size", block, integer=True, minimum=1)
+        block = _number("harness.block_size", block, integer=True, minimum=1)
     wmax_default = min(WARMUP_MAX_TIME_S, 0.3 * max_time)
     return TimingPlan(
         min_runs=min_runs, min_time_s=min_time, max_time_s=max_time, warmup=warmup,
-        warmup_tolerance=float(_number("options.warmup_tolerance",
+        warmup_tolerance=float(_number("harness.warmup_tolerance",
                                        o.get("warmup_tolerance", WARMUP_TOLERANCE), minimum=0)),
-        warmup_min_time_s=float(_number("options.warmup_min_time_s",
+        warmup_min_time_s=float(_number("harness.warmup_min_time_s",
                                         o.get("warmup_min_time_s", min(WARMUP_MIN_TIME_S,
                                                                        wmax_default)),
                                         minimum=0)),
-        warmup_max_time_s=float(_number("options.warmup_max_time_s",
+        warmup_max_time_s=float(_number("harness.warmup_max_time_s",
                                         o.get("warmup_max_time_s", wmax_default), minimum=0)),
         ci_width=ci_width,
-        ci_level=float(_number("options.ci_level", o.get("ci_level", DEFAULT_CI_LEVEL),
+        ci_level=float(_number("harness.ci_level", o.get("ci_level", DEFAULT_CI_LEVEL),
                                minimum=0, strict=True, maximum=0.999)),
         block_size=block,
-        max_timer_overhead=float(_number("options.max_timer_overhead",
+        max_timer_overhead=float(_number("harness.max_timer_overhead",
                                          o.get("max_timer_overhead", MAX_TIMER_OVERHEAD),
                                          minimum=0, strict=True)),
     )
@@ -405,7 +406,7 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
     from edgeprof.profilers.measure.stats import latency_stats
 
     plan = plan or plan_from_config(config)
-    options = config.options or {}
+    options = config.harness_options
     result = _base_result(backend, model, config)
     try:
         backend.ensure_available()
@@ -418,8 +419,9 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
     env = collect_environment()
     inputs = model.make_inputs(config.seed)
     mem = None
-    if options.get("memory", True):
-        mem = PeakMemory(float(options.get("memory_interval_s", DEFAULT_INTERVAL_S)),
+    if options.memory:
+        mem = PeakMemory(float(DEFAULT_INTERVAL_S if options.memory_interval_s is None
+                               else options.memory_interval_s),
                          device=config.device).start()
     prepared = None
     try:
@@ -438,6 +440,10 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
         result.threads = dict(prepared.threads)
         result.device = prepared.device
         result.notes.extend(prepared.notes)
+        # a backend's named warnings (a rebuilt cache entry, an uninformative agreement
+        # check) travel with the run like the harness's own, so tools can read the code
+        result.warnings.extend(WarningRecord(w["code"], w["message"])
+                               for w in getattr(prepared, "warnings", ()))
         result.extra = _json_safe(prepared.extra)
 
         # 2-4. first inference, warm-up, steady state
@@ -462,7 +468,7 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
                 result.notes.append(f"closing the prepared model failed: {one_line(e)}")
 
     stats = latency_stats([s / 1e6 for s in timing.samples_ns], block_size=timing.block_size,
-                          ci_level=plan.ci_level, keep_samples=options.get("keep_samples", True))
+                          ci_level=plan.ci_level, keep_samples=options.keep_samples)
     env.update(runtime=prepared.runtime, runtime_version=prepared.runtime_version,
                threads=dict(prepared.threads))
     result.status = "ok"
@@ -474,7 +480,7 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
     result.steady_time_s = timing.steady_time_s
     result.environment = env
     result.warnings = timing_warnings(stats, timing, plan) + environment_warnings(
-        env, other_cores=cpu.other_cores, workers=int(options.get("concurrent_workers", 1)),
+        env, other_cores=cpu.other_cores, workers=int(options.concurrent_workers),
         steal_cores=cpu.steal_cores)
     result.config["harness"] = {
         "block_size": timing.block_size,

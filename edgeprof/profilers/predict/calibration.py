@@ -89,6 +89,7 @@ class Calibration:
             if p.get("basis") == "work":
                 numbers += [float(v) for v in p["ms_per_gmac"].values()]
                 numbers += [float(v) for v in p["ms_per_mb"].values()]
+                numbers.append(float(p.get("ms_per_spilled_mb", 0.0)))
             numbers += [float(r["factor"]) for r in d["runtimes"].values()]
             numbers.append(float(d["cv"]["log_sigma"]))
         except (KeyError, TypeError, ValueError, AttributeError) as e:

@@ -28,6 +28,10 @@ lives in the caches beats the DRAM roofline) nor needs ``theta >= 1``::
 
     latency = per_inference_ms + per_layer_ms x n_kernels
               + sum over classes c of (ms_per_gmac[c] x GMACs_c + ms_per_mb[c] x MB_c)
+              + ms_per_spilled_mb x max(0, parameter MB - last-level cache MB)
+
+(the last term: a kernel measured alone keeps its weights in the cache from one call to the
+next; a model whose weights exceed the cache streams them from DRAM every call)
 
 (non-negative least squares on relative errors; the ``floor`` parameter says whether the
 prediction is clamped to the roofline: yes on a board's datasheet peaks, no on the host).
@@ -47,7 +51,7 @@ ITERATIONS = 25
 #: class groups sharing one efficiency: "split" needs ~10 samples, "tied" is one efficiency
 GROUPINGS: dict[str, dict[str, tuple[str, ...]]] = {
     "per_class": {c: (c,) for c in CLASSES},
-    "split": {"compute": ("conv", "pointwise", "linear", "attention"),
+    "split": {"compute": ("conv", "pointwise", "linear", "recurrent", "attention"),
               "depthwise": ("depthwise",), "memory": ("pooling", "elementwise")},
     "tied": {"all": CLASSES},
 }
@@ -73,22 +77,31 @@ def choose_grouping(n_samples: int) -> str:
     return "split" if n_samples >= 10 else "tied"
 
 
-def _work_design(samples: list[dict[str, Any]]) -> np.ndarray:
+def spilled_mb(feats: dict[str, Any], cache_mb: float | None) -> float:
+    """The model's parameter MB beyond the device's last-level cache (0 without one)."""
+    if not cache_mb or "params_mb" not in feats:
+        return 0.0
+    return max(0.0, float(feats["params_mb"]) - float(cache_mb))
+
+
+def _work_design(samples: list[dict[str, Any]], cache_mb: float | None) -> np.ndarray:
     rows = []
     for s in samples:
         f = s["features"]
         row = [1.0, float(f["n_kernels"])]
         for c in CLASSES:
             row += [float(f["gmacs"].get(c, 0.0)), float(f["mbytes"].get(c, 0.0))]
+        row.append(spilled_mb(f, cache_mb))
         rows.append(row)
     return np.asarray(rows, float)
 
 
-def fit_work(samples: list[dict[str, Any]], floor: bool = False) -> dict[str, Any]:
+def fit_work(samples: list[dict[str, Any]], floor: bool = False,
+             cache_mb: float | None = None) -> dict[str, Any]:
     """The ``work`` basis (module docstring): one runtime family, many samples."""
     from sklearn.linear_model import LinearRegression
 
-    A = _work_design(samples)
+    A = _work_design(samples, cache_mb)
     y = np.asarray([s["latency_ms"] for s in samples], float)
     reg = LinearRegression(positive=True, fit_intercept=False)
     reg.fit(A, y, sample_weight=1.0 / y ** 2)
@@ -98,19 +111,21 @@ def fit_work(samples: list[dict[str, Any]], floor: bool = False) -> dict[str, An
             "per_inference_ms": float(c[0]), "per_layer_ms": float(c[1]),
             "ms_per_gmac": {cl: float(c[2 + 2 * i]) for i, cl in enumerate(CLASSES)},
             "ms_per_mb": {cl: float(c[3 + 2 * i]) for i, cl in enumerate(CLASSES)},
+            "cache_mb": cache_mb, "ms_per_spilled_mb": float(c[-1]),
             "efficiency_multiplier": {},
             "factors": {k: {"factor": 1.0, "n": keys.count(k)} for k in set(keys)}}
 
 
 def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
-        basis: str = "roofline", floor: bool = True) -> dict[str, Any]:
+        basis: str = "roofline", floor: bool = True,
+        cache_mb: float | None = None) -> dict[str, Any]:
     """Fitted parameters (the calibration's ``parameters`` and ``runtimes`` factors)."""
     from sklearn.linear_model import LinearRegression
 
     if not samples:
         raise ValueError("no samples to fit")
     if basis == "work":
-        return fit_work(samples, floor)
+        return fit_work(samples, floor, cache_mb)
     grouping = grouping or choose_grouping(len(samples))
     groups = GROUPINGS[grouping]
     R, nk, roof = _design(samples, groups)
@@ -159,6 +174,7 @@ def base_ms(params: dict[str, Any], feats: dict[str, Any]) -> float:
         t = params["per_inference_ms"] + params["per_layer_ms"] * feats["n_kernels"]
         t += sum(params["ms_per_gmac"].get(c, 0.0) * v for c, v in feats["gmacs"].items())
         t += sum(params["ms_per_mb"].get(c, 0.0) * v for c, v in feats["mbytes"].items())
+        t += params.get("ms_per_spilled_mb", 0.0) * spilled_mb(feats, params.get("cache_mb"))
         return max(t, feats["roofline_total_ms"]) if params.get("floor") == "roofline" else t
     theta = params["efficiency_multiplier"]
     t = params["per_inference_ms"] + params["per_layer_ms"] * feats["n_kernels"]
@@ -175,14 +191,16 @@ def predict_sample(params: dict[str, Any], sample: dict[str, Any]) -> float:
 
 
 def leave_one_out(samples: list[dict[str, Any]], grouping: str | None = None, *,
-                  basis: str = "roofline", floor: bool = True) -> list[float]:
+                  basis: str = "roofline", floor: bool = True,
+                  cache_mb: float | None = None) -> list[float]:
     """Each sample predicted by a fit to all the others (same grouping and basis as the
     full fit)."""
     grouping = grouping or choose_grouping(len(samples))
     out = []
     for i, s in enumerate(samples):
         rest = samples[:i] + samples[i + 1:]
-        out.append(predict_sample(fit(rest, grouping, basis=basis, floor=floor), s))
+        out.append(predict_sample(fit(rest, grouping, basis=basis, floor=floor,
+                                      cache_mb=cache_mb), s))
     return out
 
 

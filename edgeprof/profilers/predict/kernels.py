@@ -5,7 +5,8 @@ The classes (nn-Meter's kernel split, reduced to what the estimate's rows can te
 * ``conv`` -- a dense convolution with a kernel larger than 1x1 (or grouped),
 * ``depthwise`` -- one filter per channel,
 * ``pointwise`` -- 1x1 (``macs == input elements x output channels``),
-* ``linear`` -- fully connected, GEMM, recurrent cells,
+* ``linear`` -- fully connected, GEMM,
+* ``recurrent`` -- LSTM / GRU / RNN layers (a small GEMM per time step, in sequence),
 * ``attention`` -- activation x activation matmuls and attention blocks,
 * ``pooling`` -- max/average/global pooling and reductions,
 * ``elementwise`` -- everything else that moves data (add, mul, concat, softmax, norms ...).
@@ -26,14 +27,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-CLASSES = ("conv", "depthwise", "pointwise", "linear", "attention", "pooling", "elementwise")
+CLASSES = ("conv", "depthwise", "pointwise", "linear", "recurrent", "attention", "pooling",
+           "elementwise")
 
 _CONV = {"conv1d", "conv2d", "conv3d", "conv", "convolution", "conv_2d", "conv_3d",
          "depthwise_conv_2d", "groupconvolution", "convtranspose2d", "conv_transpose",
          "convtranspose", "transpose_conv", "convolutionbackpropdata", "_convolution"}
-_LINEAR = {"linear", "gemm", "fully_connected", "addmm", "mm", "lstm", "gru", "rnn",
-           "unidirectional_sequence_lstm", "bidirectional_sequence_lstm", "lstmcell", "grucell",
-           "rnncell", "embedding_lookup"}
+_LINEAR = {"linear", "gemm", "fully_connected", "addmm", "mm", "embedding_lookup"}
+_RECURRENT = {"lstm", "gru", "rnn", "unidirectional_sequence_lstm",
+              "bidirectional_sequence_lstm", "lstmcell", "grucell", "rnncell",
+              "unidirectional_sequence_rnn", "bidirectional_sequence_rnn", "rnn_tanh", "rnn_relu"}
 _MATMUL = {"matmul", "bmm", "batch_matmul", "einsum", "baddbmm"}
 _ATTENTION = {"multiheadattention", "scaled_dot_product_attention", "attention",
               "multiheadattention_", "_scaled_dot_product_flash_attention"}
@@ -45,7 +48,8 @@ _FUSABLE = {"batchnorm1d", "batchnorm2d", "batchnorm3d", "batchnormalization", "
             "leakyrelu", "leaky_relu", "silu", "swish", "hardswish", "hard_swish", "hardsigmoid",
             "gelu", "clip", "clamp", "prelu", "elu", "mish", "sigmoid", "tanh", "hardtanh",
             "relu_", "relu6_", "relu_n1_to_1", "logistic", "batch_norm", "fusedbatchnorm"}
-_ANCHORS = {"conv", "depthwise", "pointwise", "linear", "elementwise", "attention"}
+_ANCHORS = {"conv", "depthwise", "pointwise", "linear", "recurrent", "elementwise",
+            "attention"}
 
 
 @dataclass
@@ -59,6 +63,7 @@ class Kernel:
     bytes: float
     roofline_ms: float
     fused_into: str | None = None
+    param_bytes: float = 0.0
     detail: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -90,6 +95,8 @@ def classify(row) -> tuple[str, dict[str, Any]]:
         return "attention", {}
     if op in _MATMUL:
         return ("linear" if row.parameter_count > 0 else "attention"), {}
+    if op in _RECURRENT:
+        return "recurrent", {}
     if op in _LINEAR:
         return "linear", {}
     if op in _POOL:
@@ -108,7 +115,8 @@ def kernels_of(estimate) -> list[Kernel]:
         kclass, detail = classify(row)
         k = Kernel(layer=row.layer, op_type=row.op_type, kclass=kclass, macs=int(row.macs),
                    bytes=float(row.parameter_bytes + row.input_bytes + row.activation_bytes),
-                   roofline_ms=float(row.roofline_latency_ms), detail=detail)
+                   roofline_ms=float(row.roofline_latency_ms), detail=detail,
+                   param_bytes=float(row.parameter_bytes))
         if (row.op_type.lower() in _FUSABLE and anchor is not None
                 and int(row.output_elements) == anchor_elems):
             k.fused_into = anchor.layer
@@ -121,7 +129,8 @@ def kernels_of(estimate) -> list[Kernel]:
 
 def features(kernels: list[Kernel]) -> dict[str, Any]:
     """Aggregates a calibration is fitted on: unfused kernel count, and per class the
-    roofline (the ``roofline`` basis), the work in GMACs and the MB moved (``work``)."""
+    roofline (the ``roofline`` basis), the work in GMACs and the MB moved (``work``), and
+    the model's parameter MB (its weights spill out of the caches when larger)."""
     roof = {c: 0.0 for c in CLASSES}
     count = {c: 0 for c in CLASSES}
     gmacs = {c: 0.0 for c in CLASSES}
@@ -135,6 +144,7 @@ def features(kernels: list[Kernel]) -> dict[str, Any]:
         mbytes[k.kclass] += k.bytes / 1e6
     return {"n_kernels": int(sum(count.values())), "roofline_ms": roof, "count": count,
             "gmacs": gmacs, "mbytes": mbytes,
+            "params_mb": float(sum(k.param_bytes for k in kernels)) / 1e6,
             "roofline_total_ms": float(sum(k.roofline_ms for k in kernels))}
 
 

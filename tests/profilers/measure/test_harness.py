@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from edgeprof.core.backend import RunConfig
+from edgeprof.core.backend import HarnessOptions, RunConfig
 from edgeprof.core.errors import UserError
 from edgeprof.core.results import LatencyStats
 from edgeprof.profilers.measure import environment as envmod
@@ -33,8 +33,9 @@ def busy(ms: float):
 
 def bench(backend=None, **opts):
     cfg = {**FAST, **{k: opts.pop(k) for k in list(opts) if k in RunConfig.__dataclass_fields__}}
+    harness = {k: opts.pop(k) for k in list(opts) if k in HarnessOptions.__dataclass_fields__}
     return benchmark_backend(backend or fakes.FakeBusyBackend(), fakes.fake_handle(),
-                             RunConfig(**cfg, options=opts))
+                             RunConfig(**cfg, options=opts, harness_options=harness))
 
 
 # ------------------------------------------------------------------------- config
@@ -42,9 +43,9 @@ def bench(backend=None, **opts):
     (RunConfig(runs=0), "runs"), (RunConfig(runs=2.5), "runs"),
     (RunConfig(min_time_s=-1), "min_time_s"), (RunConfig(max_time_s=0), "max_time_s"),
     (RunConfig(min_time_s=5, max_time_s=1), "max_time_s"), (RunConfig(warmup=-1), "warmup"),
-    (RunConfig(options={"ci_width": "narrow"}), "ci_width"),
-    (RunConfig(options={"ci_width": 0}), "ci_width"),
-    (RunConfig(options={"block_size": 0}), "block_size"),
+    (RunConfig(harness_options={"ci_width": "narrow"}), "ci_width"),
+    (RunConfig(harness_options={"ci_width": 0}), "ci_width"),
+    (RunConfig(harness_options={"block_size": 0}), "block_size"),
 ])
 def test_bad_timing_knobs_are_user_errors(cfg, word):
     with pytest.raises(UserError, match=word):

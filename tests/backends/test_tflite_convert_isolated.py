@@ -1,0 +1,103 @@
+"""The torch -> tflite conversion (litert-torch) runs in a subprocess: a converter that aborts
+or calls sys.exit fails that run only (issue 9, item 17).
+
+The fault is injected with a ``sitecustomize.py`` on PYTHONPATH that replaces
+``litert_torch.convert`` in every process started with it: on the old code the conversion ran
+inside the profiling process, and an abort there killed the whole run and every result."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("litert_torch")
+
+SITECUSTOMIZE = '''
+import importlib.abc, importlib.machinery, os, sys
+
+MODE = os.environ.get("EDGEPROF_TEST_LITERT_FAULT")
+
+
+class _Hook(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "litert_torch":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+
+            def convert(*args, **kwargs):
+                if MODE == "abort":
+                    os.abort()
+                sys.exit(3)
+
+            module.convert = convert
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if MODE:
+    sys.meta_path.insert(0, _Hook())
+'''
+
+FAST = ["--runs", "10", "--min-time", "0.02", "--max-time", "1", "--threads", "1"]
+
+
+def _profile(tmp_path: Path, fault: str, backends: str) -> tuple[subprocess.CompletedProcess,
+                                                                  dict | None]:
+    hook = tmp_path / "hook"
+    hook.mkdir(exist_ok=True)
+    (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    cache = tmp_path / f"cache-{fault}"  # a fresh cache: the conversion really runs
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(hook), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "EDGEPROF_TEST_LITERT_FAULT": fault, "EDGEPROF_CACHE_DIR": str(cache)}
+    proc = subprocess.run([sys.executable, "-m", "edgeprof", "profile", "builtin:mlp",
+                           "--backend", backends, "--json", *FAST],
+                          capture_output=True, text=True, env=env, timeout=600)
+    try:
+        doc = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        doc = None
+    return proc, doc
+
+
+def test_a_converter_abort_fails_its_run_and_the_others_survive(tmp_path):
+    proc, doc = _profile(tmp_path, "abort", "torch_eager,tflite")
+    assert doc is not None, f"the run was killed (rc {proc.returncode}): {proc.stderr[-400:]}"
+    rows = {r["backend"]: r for r in doc["runs"]}
+    assert rows["torch_eager"]["status"] == "ok"
+    tfl = rows["tflite"]
+    assert tfl["status"] == "failed" and "\n" not in tfl["reason"]
+    assert "litert-torch" in tfl["reason"] and "SIGABRT" in tfl["reason"]
+    # nothing half-made was published in the cache
+    assert not list((tmp_path / "cache-abort").rglob("*.tflite"))
+
+
+def test_a_converter_calling_sys_exit_fails_its_run(tmp_path):
+    proc, doc = _profile(tmp_path, "exit", "tflite")
+    assert doc is not None, f"the run was killed (rc {proc.returncode}): {proc.stderr[-400:]}"
+    (row,) = doc["runs"]
+    assert row["status"] == "failed"
+    assert "litert-torch" in row["reason"] and "sys.exit(3)" in row["reason"]
+
+
+def test_which_models_convert_in_a_subprocess():
+    import torch
+
+    from edgeprof.backends.tflite_convert import _child_recipe
+    from edgeprof.core.models import resolve_model
+
+    built = _child_recipe(resolve_model("builtin:mlp"))
+    assert built["kind"] == "resolve" and built["spec"] == "builtin:mlp"
+    # an nn.Module object (Python API) has no spec to rebuild it from: converted in-process
+    module = torch.nn.Sequential(torch.nn.Linear(4, 2))
+    assert _child_recipe(resolve_model(module, input_shapes=[[1, 4]])) is None
