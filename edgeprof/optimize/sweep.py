@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.core.backend import RunConfig
-from edgeprof.core.errors import ConfigError, EdgeprofError, UnsupportedError, UserError
+from edgeprof.core.errors import ConfigError, EdgeprofError, UserError
 from edgeprof.core.requests import MeasureRequest
 from edgeprof.core.results import BenchmarkResult, clean
 
@@ -396,6 +396,16 @@ def _failed_record(job: Job, status: str, reason: str, handle=None) -> Benchmark
                            batch_size=job.batch_size or (handle.batch_size if handle else 1))
 
 
+def _build_failure(job: Job, error: Exception, handle) -> BenchmarkResult:
+    """A job that failed here, before any board: its status and reason by the same rules
+    as every measurement (``measure.status_of``; a ``UserError`` is raised, not recorded)."""
+    from edgeprof.profilers.measure.harness import MeasureFailure
+    from edgeprof.profilers.measure.measure import status_of
+
+    status, reason = status_of(MeasureFailure("build", error))
+    return _failed_record(job, status, reason, handle)
+
+
 @contextlib.contextmanager
 def _local_cluster(targets: list[str]):
     """One worker process, one thread, every target's resource: the exclusive slot."""
@@ -558,8 +568,8 @@ def _prepare(spec: SweepSpec, job: Job, d, reg, shipments, record, build_shipmen
     config = spec.config(job.precision, handle.batch_size)
     try:
         cls.check_request(handle, config)
-    except UnsupportedError as e:
-        record(job, _failed_record(job, "unsupported", str(e), handle), None, 0)
+    except Exception as e:  # noqa: BLE001 - measure's status rules decide (UserError raises)
+        record(job, _build_failure(job, e, handle), None, 0)
         return None
     why = None if local else d.unroutable(job.target, job.backend)
     if why:
@@ -572,15 +582,8 @@ def _prepare(spec: SweepSpec, job: Job, d, reg, shipments, record, build_shipmen
             while len(shipments) > 8:
                 shipments.popitem(last=False)
         shipment = shipments[skey]
-    except UnsupportedError as e:
-        record(job, _failed_record(job, "unsupported", str(e), handle), None, 0)
-        return None
-    except UserError:
-        raise
     except Exception as e:  # noqa: BLE001 - a conversion's failure is this job's failure
-        msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
-        record(job, _failed_record(job, "failed", f"building the model here failed: "
-                                   f"{type(e).__name__}: {msg}", handle), None, 0)
+        record(job, _build_failure(job, e, handle), None, 0)
         return None
     request = MeasureRequest.for_handle(job.backend, handle, config)
     payload = job_payload(request, shipment, job.target)

@@ -13,9 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-pytest.importorskip("litert_torch")
+import litert_torch  # noqa: F401  (installed by make test: a missing one must fail, not skip)
 
 SITECUSTOMIZE = '''
 import importlib.abc, importlib.machinery, os, sys
