@@ -43,8 +43,12 @@ def list_backends(plugins: str | os.PathLike | None = None) -> list[dict[str, An
         except Exception as e:  # an availability check must never take the listing down
             available, reason, hint = False, f"availability check failed: {e}", ""
         caps = cls.capabilities
+        workload = getattr(cls, "workload", "tensor")
+        generative = workload == "generate"  # a GenerativeBackend: its formats, its devices
         rows.append({"name": name, "available": available, "reason": reason, "hint": hint,
-                     "precisions": list(caps.precisions), "devices": list(caps.devices),
+                     "workload": workload,
+                     "precisions": list(cls.formats if generative else caps.precisions),
+                     "devices": list(cls.devices if generative else caps.devices),
                      "model_formats": list(caps.model_formats), "plugin": entry.plugin,
                      "description": getattr(cls, "description", ""),
                      "options": [{"name": n, "type": t, "default": d}
@@ -235,7 +239,7 @@ def resolve_backends(names: Sequence[str] | str, reg: Registry) -> list[tuple[st
     if not names:
         raise UserError("no backend given; use --backend NAME, a comma-separated list or 'all'")
     if list(names) == ["all"]:
-        return [(n, False) for n in reg.backends]
+        return [(n, False) for n in reg.backends_for("tensor")]
     out = []
     for n in names:
         reg.backend(n)  # raises UnknownNameError with the closest name
@@ -468,3 +472,328 @@ def batch_sizes(model: Any, batch_sizes: Sequence[int], *, target: Any = "host",
     if out is not None:
         _save(report, lambda: report.save(out))
     return report
+
+
+# ------------------------------------------------------------------ generative models
+#: the format each backend profiles when no --precision is given (the first it makes)
+DEFAULT_LLM_FORMATS = ("q4_k_m", "int4")
+
+
+def _llm_model(model: Any) -> Any:
+    """An :class:`~edgeprof.core.llm.LLMModel` from ``llm:NAME``, a .gguf or an HF folder."""
+    from edgeprof.core.llm import LLMModel
+
+    if isinstance(model, LLMModel):
+        return model
+    from edgeprof.zoo.llm import resolve_llm
+
+    return resolve_llm(str(model))
+
+
+def _llm_config(*, prompt_tokens: int, gen_tokens: int, depths: Sequence[int] | int,
+                repetitions: int = 5, warmup: int = 1, threads: int | None = None,
+                device: str = "cpu", seed: int = 0) -> Any:
+    from edgeprof.core.llm import GenerationConfig
+
+    depths = (depths,) if isinstance(depths, int) else tuple(depths or (0,))
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads <= 0):
+        raise UserError(f"--threads must be a positive integer, got {threads!r}")
+    if device not in ("cpu", "cuda"):
+        raise UserError(f"--device must be cpu or cuda for a generative model, got '{device}'")
+    if warmup < 0:
+        raise UserError(f"warm-up runs must be 0 or more, got {warmup}")
+    return GenerationConfig(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
+                            repetitions=repetitions, warmup=warmup, threads=threads,
+                            device=device, seed=seed)
+
+
+def _generative_backends(names: Sequence[str] | str | None, reg: Registry) -> dict[str, type]:
+    """Name -> class of the generative backends named (``None``/``all``: every one)."""
+    known = reg.backends_for("generate")
+    given = split_names(names, "--backend") if names is not None else ["all"]
+    if not given or given == ["all"]:
+        if not known:
+            raise UserError("no generative backend is registered; 'edgeprof backends' lists "
+                            "them (install llama-cpp-python or onnxruntime-genai)")
+        return {n: e.cls for n, e in known.items()}
+    out = {}
+    for n in given:
+        cls = reg.backend(n)  # UnknownNameError names the closest
+        if getattr(cls, "workload", "tensor") != "generate":
+            raise UserError(f"backend '{n}' runs fixed-shape tensor models, not generative "
+                            f"ones; generative backends: {', '.join(known) or '(none)'}")
+        out[n] = cls
+    return out
+
+
+def llm_plan(model: Any, backends: dict[str, type], precisions: Sequence[str] | str | None,
+             device: str = "cpu", *, runnable: bool = True
+             ) -> tuple[list[tuple[str, str]], list[str]]:
+    """The (backend, format) pairs to run, and notes on the pairs left out.
+
+    Each format runs on the named backends that make it; a format none of them makes is a
+    ``UserError`` (exit 2), and so is a pair whose backend cannot run this architecture on
+    ``device`` (its ``supports`` reason). A pair whose backend is not installed is kept: the
+    harness records it ``unavailable``. ``runnable=False`` (estimates: nothing runs here, and
+    asking a backend about this machine's devices may import its runtime) checks formats only."""
+    notes: list[str] = []
+    if precisions is None or (isinstance(precisions, str) and not precisions.strip()):
+        fmts: list[str] = []
+        for name, cls in backends.items():
+            made = tuple(cls.formats)
+            pick = (model.file_format if model.file_format in made else
+                    next((f for f in DEFAULT_LLM_FORMATS if f in made), made[0] if made else None))
+            if pick and pick not in fmts:
+                fmts.append(pick)
+    else:
+        fmts = split_names(precisions, "--precision")
+    pairs: list[tuple[str, str]] = []
+    for fmt in fmts:
+        makers = [n for n, cls in backends.items() if fmt in cls.formats]
+        if not makers:
+            made = "; ".join(f"{n} makes {', '.join(cls.formats)}" for n, cls in backends.items())
+            raise UserError(f"no backend given makes format '{fmt}' ({made}); choose one of "
+                            "those or add a backend that makes it")
+        for n in backends:
+            if n in makers:
+                pairs.append((n, fmt))
+            elif precisions is not None:
+                notes.append(f"{n} {fmt}: skipped, {n} does not make {fmt} "
+                             f"(made by {', '.join(makers)})")
+    for n, fmt in pairs if runnable else ():
+        cls = backends[n]
+        if not cls.availability().available:
+            continue  # the harness says unavailable (exit 3), as for tensor backends
+        why = cls().supports(model, fmt, device)
+        if why:
+            raise UserError(f"{n} cannot run {model.spec.name} ({model.spec.family}) as {fmt} "
+                            f"on {device}: {why}")
+    return pairs, notes
+
+
+def _fit(est: dict[str, Any], tgt: Any, context: int) -> dict[str, Any]:
+    """The fit verdict of one estimate on ``tgt``'s memory (the estimate's own when it
+    gives one)."""
+    from edgeprof.profilers.report.llm_outputs import figure_value
+
+    own = est.get("fit") or est.get("fits")
+    if isinstance(own, dict) and "fits" in own:
+        verdict = dict(own)
+    else:
+        weights = figure_value(est, "weight_bytes") or 0
+        kv = (figure_value(est, "kv_cache_bytes_per_token") or 0) * context
+        ram = float(tgt.ram.value)
+        verdict = {"fits": weights + kv <= ram, "required_bytes": weights + kv,
+                   "usable_bytes": ram, "ram_bytes": ram, "context_tokens": context,
+                   "provenance": "analytic"}
+        if figure_value(est, "max_context_tokens") is not None:
+            verdict["max_context_tokens"] = figure_value(est, "max_context_tokens")
+    fits = bool(verdict.get("fits"))
+    verdict.setdefault("verdict", "fits" if fits else "does not fit")
+    if not fits and "does not fit" not in str(verdict["verdict"]):
+        verdict["verdict"] = f"does not fit: {verdict['verdict']}"
+    return verdict
+
+
+def _llm_estimates(model: Any, pairs: Sequence[tuple[str, str]], config: Any, tgt: Any,
+                   device: str, notes: list[str]) -> tuple[list[dict], list[dict]]:
+    """Estimates (per format and depth, with the fit on ``tgt``) and, for a target,
+    predictions (per backend, format and depth). Analytic: nothing is built or run."""
+    from edgeprof.profilers.estimate.llm import BACKEND_FORMATS
+    from edgeprof.profilers.estimate.llm import estimate_llm as _estimate
+
+    predict = None
+    if tgt is not None:
+        try:
+            from edgeprof.profilers.predict.llm import predict_llm as predict
+        except ImportError:
+            notes.append("no LLM predictor in this edgeprof: the target's figures are not "
+                         "predicted")
+    context = max(config.depths) + config.prompt_tokens + config.gen_tokens
+    estimates, predictions = [], []
+    for backend, fmt in pairs:
+        for depth in config.depths:  # a plugin's backend: the format's generic accounting
+            est = _estimate(model.spec, fmt, prompt_tokens=config.prompt_tokens,
+                            gen_tokens=config.gen_tokens, depth=depth, target=tgt,
+                            device=device,
+                            backend=backend if backend in BACKEND_FORMATS else None)
+            row = {**est.to_dict(), "backend": backend, "format": fmt, "depth": depth}
+            if tgt is not None:
+                row["fit"] = _fit(row, tgt, context)
+            estimates.append(row)
+            if predict is not None:
+                try:
+                    pred = predict(est, tgt, device=device, runtime=backend)
+                except UserError:
+                    raise
+                except EdgeprofError as e:
+                    notes.append(f"{backend} {fmt}: no prediction for {tgt.id}: {e}")
+                    continue
+                predictions.append({**dict(pred), "backend": backend, "format": fmt,
+                                    "depth": depth, "target": tgt.id, "device": device})
+    return estimates, predictions
+
+
+def _llm_target(target: Any, targets_dir=None, plugins=None) -> Any:
+    if target is None:
+        return None
+    return _target(target, targets_dir, plugins)
+
+
+def estimate_llm(model: Any, target: Any = None, *, backends: Sequence[str] | str | None =
+                 "llama_cpp", precisions: Sequence[str] | str | None = None,
+                 prompt_tokens: int = 512, gen_tokens: int = 128,
+                 depths: Sequence[int] | int = (0,), device: str = "cpu", plugins=None,
+                 targets_dir=None) -> dict[str, Any]:
+    """A generative model's estimate and, for a ``target``, its prediction (with interval)
+    and fit verdict, per backend and format: no build, no run, no runtime imported. Returns
+    the LLM payload (``edgeprof.profilers.report.llm_outputs``)."""
+    from edgeprof.profilers.measure.generate import check_context
+    from edgeprof.profilers.report.llm_outputs import build_payload
+
+    config = _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
+                         device=device)
+    reg = get_registry(plugins)
+    chosen = _generative_backends(backends, reg)
+    tgt = _llm_target(target, targets_dir, plugins)
+    llm = _llm_model(model)
+    check_context(llm, config)
+    pairs, notes = llm_plan(llm, chosen, precisions, device, runnable=False)
+    estimates, predictions = _llm_estimates(llm, pairs, config, tgt, device, notes)
+    return build_payload(llm, target=tgt, device=device, config=config,
+                         parameters=_llm_parameters(llm), estimates=estimates,
+                         predictions=predictions, notes=[llm.note, *notes], command="estimate")
+
+
+def _llm_parameters(model: Any) -> int | None:
+    from edgeprof.profilers.estimate.llm import parameter_count
+
+    return int(parameter_count(model.spec))
+
+
+def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp",
+                precisions: Sequence[str] | str | None = None, prompt_tokens: int = 512,
+                gen_tokens: int = 128, depths: Sequence[int] | int = (0,),
+                repetitions: int = 5, warmup: int = 1, threads: int | None = None,
+                target: Any = None, device: str = "cpu", out: str | os.PathLike | None = None,
+                plugins=None, targets_dir=None, workdir: str | os.PathLike | None = None,
+                progress: Progress | None = None) -> dict[str, Any]:
+    """Measure a generative model on this machine per backend and format (llama-bench's
+    pp/tg, TTFT, TPOT, load time, peak RSS; ``measure_generation``), beside its estimate
+    and, with a ``target``, the target's prediction. Writes ``out`` as a whole when given.
+    Returns the LLM payload; :func:`llm_exit_code` gives the CLI's exit status."""
+    from edgeprof.profilers.measure.generate import check_context, measure_generation
+    from edgeprof.profilers.report.llm_outputs import build_payload, write_llm_outputs
+
+    say = progress or (lambda msg: None)
+    config = _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
+                         repetitions=repetitions, warmup=warmup, threads=threads, device=device)
+    reg = get_registry(plugins)
+    chosen = _generative_backends(backends, reg)
+    tgt = _llm_target(target, targets_dir, plugins)
+    llm = _llm_model(model)
+    check_context(llm, config)
+    pairs, notes = llm_plan(llm, chosen, precisions, device)
+    _check_out(out)
+    say(f"estimating {llm.spec.name}")
+    estimates, predictions = _llm_estimates(llm, pairs, config, tgt, device, notes)
+    runs = []
+    for backend, fmt in pairs:
+        say(f"measuring {backend} {fmt}")
+        runs.extend(measure_generation(chosen[backend], llm, fmt, config, workdir,
+                                       registry=reg, progress=say))
+    recommendation = None
+    from edgeprof.profilers.estimate.llm import BACKEND_FORMATS
+
+    known = [n for n in chosen if n in BACKEND_FORMATS]  # backends whose formats have bytes
+    if tgt is not None and known:  # analytic, a fraction of a second: the report's card
+        from edgeprof.optimize.llm import choose_llm_format
+
+        recommendation = choose_llm_format(
+            llm, tgt, device=device, backends=known,
+            context_tokens=config.context_needed(), prompt_tokens=prompt_tokens,
+            gen_tokens=gen_tokens).to_dict()
+    payload = build_payload(llm, target=tgt, device=device, config=config,
+                            parameters=_llm_parameters(llm), estimates=estimates,
+                            predictions=predictions, runs=runs, notes=[llm.note, *notes],
+                            recommendation=recommendation, host=_host_info(None),
+                            command="profile")
+    if out is not None:
+        say(f"writing artifacts to {out}")
+        _save(payload, lambda: write_llm_outputs(out, payload))
+    return payload
+
+
+def llm_exit_code(payload: dict[str, Any]) -> int:
+    """0 complete (a run skipped because the model is too big for this machine counts as
+    complete: it was estimated and predicted); 3 when a run produced no measurement."""
+    return 3 if any(r.get("status") not in ("ok", "skipped") for r in payload.get("runs") or ()) \
+        else 0
+
+
+def recommend_llm(model: Any, target: Any, *, device: str = "cpu",
+                  backends: Sequence[str] | str | None = None,
+                  context_tokens: int | None = None, tokens_per_s: float | None = None,
+                  prompt_tokens: int = 512, gen_tokens: int = 128, plugins=None,
+                  targets_dir=None) -> Any:
+    """The format (and backend) for ``model`` on ``target``: fits the RAM with room for
+    ``context_tokens`` (default prompt + generated tokens), meets ``tokens_per_s`` when
+    given, else keeps the most bits (``edgeprof.optimize.llm.choose_llm_format``: an
+    ``LLMChoice`` whose reasons name the binding constraint). Analytic: nothing runs."""
+    from edgeprof.optimize.llm import choose_llm_format
+
+    if target is None:
+        raise UserError("choosing a format for a generative model needs --target BOARD "
+                        "(e.g. raspberry_pi_5); 'edgeprof targets' lists them")
+    reg = get_registry(plugins)
+    names = list(_generative_backends(backends, reg)) if backends is not None else None
+    tgt = _target(target, targets_dir, plugins)
+    llm = _llm_model(model)
+    return choose_llm_format(llm, tgt, device=device, backends=names,
+                             context_tokens=context_tokens, tokens_per_s=tokens_per_s,
+                             prompt_tokens=prompt_tokens, gen_tokens=gen_tokens)
+
+
+#: the presets `edgeprof calibrate --backend <generative>` measures by default: three sizes,
+#: so the fit can separate bandwidth from per-layer overhead
+LLM_CALIBRATION_MODELS = ("smollm2-135m", "smollm2-360m", "qwen2.5-0.5b")
+
+
+def calibrate_llm(backend: str, precision: str | None = None, *,
+                  models: Sequence[str] | str = LLM_CALIBRATION_MODELS,
+                  prompt_tokens: int = 128, gen_tokens: int = 32, repetitions: int = 3,
+                  threads: int | None = None, plugins=None, workdir=None,
+                  path: str | os.PathLike | None = None,
+                  progress: Progress | None = None) -> tuple[dict[str, Any], list[Any]]:
+    """Measure presets of several sizes on this machine with a generative backend and fit
+    this host's LLM calibration (effective bandwidth, per-layer overhead, prefill
+    efficiency: ``edgeprof.profilers.predict.llm.calibrate_llm_host``). Returns the
+    calibration and the measured records."""
+    from edgeprof.profilers.measure.generate import measure_generation
+    from edgeprof.profilers.predict.llm import calibrate_llm_host
+
+    say = progress or (lambda msg: None)
+    reg = get_registry(plugins)
+    cls = _generative_backends(backend, reg)[backend]
+    fmt = precision or next((f for f in ("q4_0", "int4") if f in cls.formats), cls.formats[0])
+    names = split_names(models, "--models")
+    llms = {n: _llm_model(n if ":" in n else f"llm:{n}") for n in names}
+    config = _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=(0,),
+                         repetitions=repetitions, warmup=1, threads=threads, device="cpu")
+    records = []
+    for name, llm in llms.items():
+        reason = cls().supports(llm, fmt, "cpu")
+        if reason:
+            raise UserError(f"cannot calibrate {backend} {fmt} on {name}: {reason}")
+        say(f"measuring {backend} {fmt} on {name}")
+        records.extend(measure_generation(cls, llm, fmt, config, workdir, registry=reg,
+                                          progress=say))
+    failed = [r for r in records if not r.ok]
+    if failed:
+        r = failed[0]
+        raise UserError(f"calibration run {r.backend} {r.format} on {r.model} {r.status}: "
+                        f"{r.reason}")
+    specs = {llm.spec.name: llm.spec for llm in llms.values()}  # records name the spec
+    cal = calibrate_llm_host(records, specs.__getitem__, path=path)
+    return cal, records

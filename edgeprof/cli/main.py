@@ -318,15 +318,20 @@ def cmd_calibrate(args) -> int:  # predict helper: edgeprof calibrate
     from edgeprof.core.plugins import get_registry
     from edgeprof.profilers.predict.host import calibrate_fleet, calibrate_host
 
+    reg = get_registry(args.plugins)
+    if spec is None and getattr(reg.backend(args.backend), "workload", "tensor") == "generate":
+        return _calibrate_llm(args)
     progress = Progress(enabled=not args.json)
     try:
         if spec is not None:
-            cal, path = calibrate_fleet(spec, args.target, args.backend, args.precision,
+            cal, path = calibrate_fleet(spec, args.target, args.backend,
+                                        args.precision or "fp32",
                                         kernels=args.kernels, runs=args.runs,
                                         registry=get_registry(args.plugins),
                                         targets_dir=args.targets_dir, progress=progress)
         else:
-            cal, path = calibrate_host(args.backend, args.precision, kernels=args.kernels,
+            cal, path = calibrate_host(args.backend, args.precision or "fp32",
+                                       kernels=args.kernels,
                                        runs=args.runs, registry=get_registry(args.plugins),
                                        progress=progress)
     finally:
@@ -346,6 +351,37 @@ def cmd_calibrate(args) -> int:  # predict helper: edgeprof calibrate
           f"within +-25 % {100 * cv['within_25']:.0f} %, Spearman "
           f"{_fmt(cv['spearman']) if cv['spearman'] is not None else '-'}")
     print(f"saved to {path}")
+    return 0
+
+
+def _calibrate_llm(args) -> int:
+    """``calibrate --backend llama_cpp``: presets of three sizes measured here, then this
+    host's LLM calibration (effective bandwidth, per-layer overhead, prefill efficiency)."""
+    from edgeprof import api
+
+    progress = Progress(enabled=not args.json)
+    try:
+        cal, records = api.calibrate_llm(
+            args.backend, args.precision, models=args.models or api.LLM_CALIBRATION_MODELS,
+            plugins=args.plugins, progress=progress)
+    finally:
+        progress.stop()
+    if args.json:
+        print(json.dumps({"calibration": cal.get("name"), "path": cal.get("path"),
+                          "calibration_data": cal,
+                          "runs": [r.to_dict() for r in records]}, indent=2, default=str))
+        return 0
+    for r in records:
+        print(f"{r.model:14s} {r.backend} {r.format}: pp{r.n_prompt} "
+              f"{_fmt((r.prefill_tokens_per_s or {}).get('median'))} tok/s, tg{r.n_gen} "
+              f"{_fmt((r.decode_tokens_per_s or {}).get('median'))} tok/s (measured)")
+    for key, e in (cal.get("entries") or {}).items():
+        for runtime, fit in ((e.get("decode") or {}).get("runtimes") or {}).items():
+            bw = fit.get("bandwidth_fraction") or 0.0
+            print(f"{key} {runtime}: effective bandwidth {_fmt(bw)} x "
+                  f"{_fmt((e.get('peak_bandwidth') or 0) / 1e9)} GB/s, per-layer overhead "
+                  f"{_fmt(1e3 * (fit.get('per_layer_s') or 0.0))} ms (fitted)")
+    print(f"calibration {cal.get('name')} saved to {cal.get('path')}")
     return 0
 
 
@@ -505,7 +541,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def model_args(sp):
         sp.add_argument("model", help="builtin:NAME, package.module:factory, file.py:factory, "
-                                      "or a model file (.onnx, .tflite, .xml, .keras)")
+                                      "or a model file (.onnx, .tflite, .xml, .keras); a "
+                                      "generative model (llm:NAME, .gguf, HF folder) has its "
+                                      "own flags: edgeprof profile llm:NAME --help")
         sp.add_argument("--target", "-t", default="host", help="target id (default: host)")
         sp.add_argument("--batch-size", type=_positive_int, help="sets the first dimension of "
                                                                  "every input")
@@ -649,9 +687,13 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--target", default="host",
                      help="'host' (measured here), or a board's target with --fleet")
     cal.add_argument("--backend", required=True, help="the runtime to calibrate")
-    cal.add_argument("--precision", default="fp32")
+    cal.add_argument("--precision", default=None,
+                     help="default fp32; a generative backend: q4_0 or int4 where it makes it")
     cal.add_argument("--kernels", default="default", help="kernel set: default or tiny")
     cal.add_argument("--runs", type=int, default=20, help="minimum timed runs per kernel")
+    cal.add_argument("--models", type=_names, default=None,
+                     help="generative backends: the presets to measure (default "
+                          "smollm2-135m,smollm2-360m,qwen2.5-0.5b)")
     add_fleet_flag(cal)  # --fleet SCHEDULER: measure the kernels on a board of --target
     cal.set_defaults(func=cmd_calibrate)
     add_fleet_parsers(sub, common, _positive_int, _positive_float, _non_negative_int)
@@ -659,6 +701,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    from edgeprof.cli.llm import is_llm_command, main_llm
+
+    if is_llm_command(argv):  # a generative model (llm:NAME, .gguf, HF folder): cli/llm.py
+        return main_llm(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -131,6 +131,12 @@ class Registry:
                               "edgeprof.core.plugins.get_registry()")
         return self.pm.hook
 
+    def backends_for(self, workload: str = "tensor") -> dict[str, BackendEntry]:
+        """The backends of one workload: ``tensor`` (one fixed-shape tensor in, one out) or
+        ``generate`` (generative models, :class:`edgeprof.core.llm.GenerativeBackend`)."""
+        return {n: e for n, e in self.backends.items()
+                if getattr(e.cls, "workload", "tensor") == workload}
+
     def backend(self, name: str) -> type:
         try:
             return self.backends[name].cls

@@ -162,7 +162,7 @@ def sweep_precisions(cls: type) -> list[str]:
 def reference_backend(reg: Any, handle: Any) -> str | None:
     """torch_eager for torch models (the reference every conversion is checked against),
     else the first available backend that loads the model's format at fp32."""
-    names = list(reg.backends)
+    names = list(reg.backends_for("tensor"))
     if handle.format == "torch" and "torch_eager" in names:
         return "torch_eager"
     for n in names:
@@ -221,7 +221,7 @@ def default_candidates(plan: Any, reg: Any, handle: Any, target: Any, *,
     pc = plan_candidate(plan, reg) if plan is not None else None
     if pc is not None and (backends is None or pc.backend in backends):
         add(pc)
-    names = list(backends) if backends else list(reg.backends)
+    names = list(backends) if backends else list(reg.backends_for("tensor"))
     for name in names:
         cls = reg.backend(name)
         for p in sweep_precisions(cls):

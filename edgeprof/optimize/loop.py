@@ -101,7 +101,7 @@ def _plan(handle: Any, tgt: Any, constraints: Any, reg: Any, precision: str = "f
     from edgeprof.profilers.estimate.analytic import estimate_model
 
     est = estimate_model(handle, tgt, precision)
-    return recommend(est, tgt, constraints, backends={n: e.cls for n, e in reg.backends.items()},
+    return recommend(est, tgt, constraints, backends={n: e.cls for n, e in reg.backends_for("tensor").items()},
                      rules=reg)
 
 

@@ -468,7 +468,7 @@ def collect_rules(registry: Any = None, extra: list[Any] | None = None) -> list[
 def _registry_backends() -> dict[str, type]:
     from edgeprof.core.plugins import get_registry
 
-    return {n: e.cls for n, e in get_registry().backends.items()}
+    return {n: e.cls for n, e in get_registry().backends_for("tensor").items()}
 
 
 def recommend(estimate: Any, target: Any, constraints: Constraints | None = None,

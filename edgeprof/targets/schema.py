@@ -30,6 +30,19 @@ base units, the unit spelled out, and where the figure comes from)::
     layout = "NHWC"
     precision = "int8"
     reason = "..."
+
+    # optional: one table per processor a runtime can be told to use (``--device``), e.g. a
+    # Jetson's GPU and its CPU cluster. The figures above describe the processor the
+    # target's kind implies (cpu for cpu/edge_cpu/mcu, cuda for gpu/edge_gpu, npu for npu);
+    # a table for that device overrides them, a table for another device adds one.
+    [processors.cpu]
+    kind = "cpu"                   # cpu | gpu | npu
+    name = "4x Arm Cortex-A57 @ 1.43 GHz"
+    cores = { value = 4, unit = "count", source = "..." }
+    frequency = { value = 1.43e9, unit = "Hz", source = "..." }  # optional
+    bandwidth = { value = 2.56e10, unit = "B/s", source = "..." }  # optional: memory.bandwidth
+    [processors.cpu.peak]          # MAC/s per compute precision
+    fp32 = { value = 2.288e10, unit = "MAC/s", source = "..." }
 """
 
 from __future__ import annotations
@@ -40,7 +53,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from edgeprof.core.errors import TargetError
+from edgeprof.core.errors import TargetError, UnknownNameError
 from edgeprof.core.precision import PRECISIONS
 
 if sys.version_info >= (3, 11):
@@ -66,7 +79,14 @@ FIGURES: dict[str, dict[str, tuple[str, bool]]] = {
 }
 TOP_KEYS = {"name", "kind", "strategy_class", "processor", "description",
             "supported_precisions", "preferred_backends", "compute", "memory", "power",
-            "strategy"}
+            "strategy", "processors"}
+#: the device names a processor table may have (what ``--device`` chooses)
+DEVICES = ("cpu", "cuda", "npu")
+PROCESSOR_KINDS = ("cpu", "gpu", "npu")
+#: the device a target's top-level figures describe, by the target's kind
+IMPLIED_DEVICE = {"cpu": "cpu", "edge_cpu": "cpu", "mcu": "cpu", "gpu": "cuda",
+                  "edge_gpu": "cuda", "npu": "npu"}
+PROCESSOR_KEYS = {"kind", "name", "cores", "frequency", "bandwidth", "peak"}
 STRATEGY_KEYS = {"quantization_bits": int, "pruning_type": str, "layout": str,
                  "precision": str, "reason": str}
 
@@ -90,6 +110,33 @@ class Strategy:
     layout: str
     precision: str
     reason: str
+
+
+@dataclass(frozen=True)
+class Processor:
+    """One processor of a target (``[processors.<device>]``): its own cores, clock and
+    peaks, and its own bandwidth where it differs from the target's memory."""
+
+    device: str  # cpu | cuda | npu: what --device names
+    kind: str  # cpu | gpu | npu
+    name: str
+    cores: Quantity
+    peak_compute: dict[str, Quantity]
+    frequency: Quantity | None = None
+    bandwidth: Quantity | None = None  # None: the target's memory.bandwidth
+
+    def figures(self) -> dict[str, Quantity]:
+        out = {"cores": self.cores}
+        if self.frequency is not None:
+            out["frequency"] = self.frequency
+        if self.bandwidth is not None:
+            out["bandwidth"] = self.bandwidth
+        out.update({f"peak_{k}": v for k, v in self.peak_compute.items()})
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "kind": self.kind, "name": self.name,
+                "figures": {k: v.to_dict() for k, v in self.figures().items()}}
 
 
 @dataclass(frozen=True)
@@ -117,11 +164,44 @@ class Target:
     path: str | None = None
     sha256: str | None = None
     is_host: bool = False
+    #: optional per-processor tables (``[processors.cpu]``, ``[processors.cuda]``)
+    processors: dict[str, Processor] = field(default_factory=dict)
 
     # -- convenience ----------------------------------------------------------------
     @property
     def bandwidth_bytes_per_s(self) -> float:
         return float(self.bandwidth.value)
+
+    @property
+    def implied_device(self) -> str:
+        """The device the top-level figures describe (by the target's kind)."""
+        return IMPLIED_DEVICE.get(self.kind, "cpu")
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """The processors ``--device`` can choose: the implied one first, then the tables."""
+        return tuple(dict.fromkeys([self.implied_device, *self.processors]))
+
+    def get_processor(self, device: str) -> Processor:
+        """The processor called ``device`` (the top-level figures for the implied one);
+        :class:`UnknownNameError` (exit 2) for a device the target does not have."""
+        if device in self.processors:
+            return self.processors[device]
+        if device == self.implied_device:
+            return Processor(device=device, kind="gpu" if device == "cuda" else device,
+                             name=self.processor, cores=self.cores,
+                             peak_compute=dict(self.peak_compute), frequency=self.frequency,
+                             bandwidth=None)
+        raise UnknownNameError("device", device, self.devices,
+                               f"Target '{self.id}' has these processors")
+
+    def processor_figures(self, device: str) -> tuple[float, dict[str, float], int]:
+        """(bandwidth B/s, {compute precision: MAC/s}, cores) of processor ``device``; the
+        bandwidth is the processor's own where its table gives one, else the target's."""
+        p = self.get_processor(device)
+        bw = p.bandwidth if p.bandwidth is not None else self.bandwidth
+        return (float(bw.value), {k: float(q.value) for k, q in p.peak_compute.items()},
+                int(p.cores.value))
 
     def peak_macs(self, compute_precision: str) -> float | None:
         q = self.peak_compute.get(compute_precision)
@@ -152,6 +232,8 @@ class Target:
         if self.flash:
             out["flash"] = self.flash
         out.update({f"peak_{k}": v for k, v in self.peak_compute.items()})
+        for dev, proc in self.processors.items():
+            out.update({f"{dev}.{k}": v for k, v in proc.figures().items()})
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -168,6 +250,9 @@ class Target:
                 "precision": self.strategy.precision, "reason": self.strategy.reason,
             },
             "descriptor_path": self.path, "descriptor_sha256": self.sha256,
+            "devices": list(self.devices),
+            "processors": {d: {"kind": p.kind, "name": p.name}
+                           for d, p in self.processors.items()},
         }
 
 
@@ -219,6 +304,62 @@ def _str_list(data: dict, key: str, path: Path) -> tuple[str, ...]:
     return tuple(v)
 
 
+def _peak_table(raw: Any, path: Path, fld: str) -> dict[str, Quantity]:
+    if not isinstance(raw, dict) or not raw:
+        raise TargetError("missing table of MAC/s per precision", path=path, field=fld)
+    peak: dict[str, Quantity] = {}
+    for k, v in raw.items():
+        if k not in COMPUTE_PRECISIONS:
+            raise TargetError(f"unknown compute precision; allowed: {', '.join(COMPUTE_PRECISIONS)}",
+                              path=path, field=f"{fld}.{k}")
+        peak[k] = _quantity(v, path, f"{fld}.{k}", "MAC/s")
+    return peak
+
+
+def _processors(raw: Any, path: Path) -> dict[str, Processor]:
+    """The optional ``[processors.<device>]`` tables."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not raw:
+        raise TargetError(f"must be tables [processors.<device>] with device one of "
+                          f"{', '.join(DEVICES)}", path=path, field="processors")
+    out: dict[str, Processor] = {}
+    for device, table in raw.items():
+        fld = f"processors.{device}"
+        if device not in DEVICES:
+            raise TargetError(f"unknown device '{device}'; allowed: {', '.join(DEVICES)}",
+                              path=path, field=fld)
+        if not isinstance(table, dict):
+            raise TargetError("must be a table with kind, name, cores, peak (and optionally "
+                              "frequency, bandwidth)", path=path, field=fld)
+        extra = set(table) - PROCESSOR_KEYS
+        if extra:
+            raise TargetError(f"unknown key; allowed: {', '.join(sorted(PROCESSOR_KEYS))}",
+                              path=path, field=f"{fld}.{sorted(extra)[0]}")
+        kind = table.get("kind")
+        if kind is None:
+            raise TargetError("missing", path=path, field=f"{fld}.kind")
+        if kind not in PROCESSOR_KINDS:
+            raise TargetError(f"{kind!r} is not one of {', '.join(PROCESSOR_KINDS)}", path=path,
+                              field=f"{fld}.kind")
+        if "name" not in table:
+            raise TargetError("missing", path=path, field=f"{fld}.name")
+        name = table["name"]
+        if not isinstance(name, str) or not name.strip():
+            raise TargetError("must be a non-empty string", path=path, field=f"{fld}.name")
+        if "cores" not in table:
+            raise TargetError("missing", path=path, field=f"{fld}.cores")
+        cores = _quantity(table["cores"], path, f"{fld}.cores", "count")
+        freq = (_quantity(table["frequency"], path, f"{fld}.frequency", "Hz")
+                if "frequency" in table else None)
+        bw = (_quantity(table["bandwidth"], path, f"{fld}.bandwidth", "B/s")
+              if "bandwidth" in table else None)
+        peak = _peak_table(table.get("peak"), path, f"{fld}.peak")
+        out[device] = Processor(device=device, kind=kind, name=name, cores=cores,
+                                peak_compute=peak, frequency=freq, bandwidth=bw)
+    return out
+
+
 def target_from_dict(data: dict[str, Any], *, target_id: str, path: Path,
                      sha256: str | None = None, is_host: bool = False) -> Target:
     """Validate a parsed descriptor and build a :class:`Target`."""
@@ -256,15 +397,7 @@ def target_from_dict(data: dict[str, Any], *, target_id: str, path: Path,
                 raise TargetError("missing", path=path, field=f"{section}.{fld}")
         sections[section] = got
 
-    peak_raw = data["compute"].get("peak")
-    if not isinstance(peak_raw, dict) or not peak_raw:
-        raise TargetError("missing table of MAC/s per precision", path=path, field="compute.peak")
-    peak: dict[str, Quantity] = {}
-    for k, v in peak_raw.items():
-        if k not in COMPUTE_PRECISIONS:
-            raise TargetError(f"unknown compute precision; allowed: {', '.join(COMPUTE_PRECISIONS)}",
-                              path=path, field=f"compute.peak.{k}")
-        peak[k] = _quantity(v, path, f"compute.peak.{k}", "MAC/s")
+    peak = _peak_table(data["compute"].get("peak"), path, "compute.peak")
     for p in precisions:
         needed = PRECISIONS[p].compute
         if needed not in peak:
@@ -296,6 +429,7 @@ def target_from_dict(data: dict[str, Any], *, target_id: str, path: Path,
     strategy = Strategy(s["quantization_bits"], s["pruning_type"], s["layout"], s["precision"],
                         s["reason"])
 
+    processors = _processors(data.get("processors"), path)
     mem = sections["memory"]
     caches = {k: mem[k] for k in ("l1d_cache", "l2_cache", "l3_cache") if k in mem}
     return Target(
@@ -305,7 +439,7 @@ def target_from_dict(data: dict[str, Any], *, target_id: str, path: Path,
         peak_compute=peak, ram=mem["ram"], bandwidth=mem["bandwidth"],
         typical_power=sections["power"]["typical"], strategy=strategy, caches=caches,
         sram=mem.get("sram"), flash=mem.get("flash"), description=description,
-        path=str(path), sha256=sha256, is_host=is_host,
+        path=str(path), sha256=sha256, is_host=is_host, processors=processors,
     )
 
 

@@ -55,7 +55,7 @@ def _rows(store: Path) -> list[tuple]:
      "precisions = ['fp32']\ncolour = 'red'\n", "colour"),
     ("models = ['a.onnx']\ntargets = ['raspberry_pi_4']\nbackends = ['onnxruntime']\n"
      "precisions = ['fp32']\n[run]\nmin_tim = 0.1\n", "run.min_tim"),
-    ("models = ['a.onnx']\ntargets = ['raspberry_pi_5']\nbackends = ['onnxruntime']\n"
+    ("models = ['a.onnx']\ntargets = ['raspberry_pi_9']\nbackends = ['onnxruntime']\n"
      "precisions = ['fp32']\n", "targets"),
     ("models = ['a.onnx']\ntargets = ['raspberry_pi_4']\nbackends = ['onnxrt']\n"
      "precisions = ['fp32']\n", "backends"),

@@ -1,0 +1,255 @@
+"""ONNX Runtime GenAI: a decoder-only model built by its own model builder, generated with
+``og.Generator``.
+
+Build: the model's Hugging Face folder (random weights for a preset, see
+:mod:`edgeprof.backends.hf_folder`) -> ``python -m onnxruntime_genai.models.builder -p FMT -e
+cpu`` -> a folder with ``model.onnx`` (+ ``.data``) and ``genai_config.json``, cached by
+content. ``int4``/``int8``: group-wise symmetric RTN weights (block 32) in ``MatMulNBits``
+with ``accuracy_level=4`` (the CPU default: int8 compute); ``fp32``: plain weights.
+
+Run: one ``og.Generator`` per sequence, greedy, ``min_length = max_length = n_ctx`` so the
+end-of-sequence token can never end a run early (the runtime masks it until the sequence is
+full); ``prefill`` is ``append_tokens`` (runs the model on the tokens, continuing whatever
+the sequence holds, so ``--depth`` works), ``decode`` calls ``generate_next_token`` ``n``
+times. After a prefill the logits are ready, so the first ``generate_next_token`` only
+samples; each later one runs the model on the previous token and samples.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from edgeprof.core.backend import Capabilities
+from edgeprof.core.errors import UnsupportedError, UserError
+from edgeprof.core.hookspecs import hookimpl
+from edgeprof.core.llm import GenerativeBackend, LLMModel
+
+#: model_type -> what the builder calls it (checked against its dispatch table)
+FAMILIES = ("llama", "qwen2", "gemma", "gemma2", "gemma3_text", "phi3")
+FORMATS = ("int4", "int8", "fp32")
+#: the weight-quantization options passed to the builder (its CPU defaults, made explicit)
+QUANT_OPTIONS = {"block_size": 32, "is_symmetric": "true", "accuracy_level": 4}
+#: seconds the model builder may run
+BUILD_TIMEOUT_S = 3600
+
+
+def _installed(dist: str) -> bool:
+    try:
+        metadata.version(dist)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
+
+
+def _version() -> str:
+    for dist in ("onnxruntime-genai", "onnxruntime-genai-cuda"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return ""
+
+
+#: the CUDA build of the package ships as its own distribution
+_DEVICES = ("cpu", "cuda") if _installed("onnxruntime-genai-cuda") else ("cpu",)
+
+
+def _first_error_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "Error" in ln or "error" in ln or "Exception" in ln:
+            return ln[:300]
+    return lines[-1][:300] if lines else "no output"
+
+
+def run_builder(hf_folder: Path, out: Path, fmt: str, scratch: Path,
+                execution_provider: str = "cpu") -> None:
+    """Run the model builder in a child process (it imports torch and transformers and
+    prints a lot); raise UnsupportedError with its last error line when it fails."""
+    from edgeprof.backends.hf_folder import GUARDED_MAIN
+
+    cmd = [sys.executable, "-c", GUARDED_MAIN, "onnxruntime_genai.models.builder",
+           "-i", str(hf_folder), "-o", str(out), "-p", fmt, "-e", execution_provider,
+           "-c", str(scratch)]
+    if fmt in ("int4", "int8"):
+        cmd += ["--extra_options", *(f"{k}={v}" for k, v in QUANT_OPTIONS.items())]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "TQDM_DISABLE": "1"}
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
+                              env=env, cwd=str(scratch))
+    except subprocess.TimeoutExpired:
+        raise UnsupportedError(f"onnxruntime_genai's model builder ran past {BUILD_TIMEOUT_S} s",
+                               backend="onnxruntime_genai") from None
+    if proc.returncode != 0 or not (out / "genai_config.json").is_file():
+        raise UnsupportedError("onnxruntime_genai's model builder failed: "
+                               f"{_first_error_line(proc.stderr + proc.stdout)}",
+                               backend="onnxruntime_genai", precision=fmt)
+
+
+class OnnxruntimeGenaiBackend(GenerativeBackend):
+    name = "onnxruntime_genai"
+    description = ("ONNX Runtime GenAI: its model builder's int4/int8/fp32 ONNX model, "
+                   "generated with og.Generator")
+    requires = ("onnxruntime_genai",)
+    install_hint = "pip install onnxruntime-genai"
+    formats = FORMATS
+    devices = _DEVICES
+    capabilities = Capabilities(precisions=FORMATS, devices=_DEVICES, model_formats=("llm",))
+
+    def supports(self, model: LLMModel, fmt: str, device: str = "cpu") -> str | None:
+        reason = super().supports(model, fmt, device)
+        if reason:
+            return reason
+        if model.spec.family == "gemma3_text":
+            return ("onnxruntime_genai 0.18's model builder cannot read the Gemma-3 config "
+                    "transformers 5.23 writes (per-layer-type rope_parameters: KeyError "
+                    "'rope_type')")
+        if model.spec.family not in FAMILIES:
+            return (f"onnxruntime_genai's builder here covers {', '.join(FAMILIES)}, not "
+                    f"'{model.spec.family}'")
+        if model.source_kind == "gguf":
+            return ("onnxruntime_genai builds from a Hugging Face folder or an llm: preset, "
+                    "not a GGUF file")
+        return None
+
+    # -- build ---------------------------------------------------------------------------
+    def build_llm(self, model: LLMModel, fmt: str, workdir: Path):
+        from edgeprof.backends.hf_folder import hf_source
+        from edgeprof.core.cache import cached_entry
+
+        reason = self.supports(model, fmt, "cpu")
+        if reason:
+            raise UnsupportedError(reason, backend=self.name, precision=fmt)
+        self.ensure_available()
+        src = hf_source(model)
+        version = _version()
+        key = {"source": src.digest, "format": fmt, "execution_provider": "cpu",
+               "onnxruntime_genai": version, "onnxruntime": _dist_version("onnxruntime"),
+               "quant": QUANT_OPTIONS if fmt != "fp32" else None, "precision": fmt}
+        step = {"src": "hf-folder", "dst": f"ort-genai-{fmt}",
+                "converter": "onnxruntime_genai.models.builder",
+                "package": "onnxruntime-genai", "version": version,
+                "options": {"precision": fmt, "execution_provider": "cpu",
+                            **(QUANT_OPTIONS if fmt != "fp32" else {})}}
+        notes = []
+        if src.random_weights:
+            notes.append("random weights")
+        if fmt != "fp32":
+            notes.append(f"{fmt} weights group-wise (block {QUANT_OPTIONS['block_size']}, "
+                         "symmetric, round-to-nearest) in MatMulNBits; accuracy_level "
+                         f"{QUANT_OPTIONS['accuracy_level']} (int8 compute on CPU); "
+                         "embeddings and norms stay fp32")
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+
+        def build(folder: Path) -> dict[str, Any]:
+            scratch = workdir / f".ort-genai-{uuid.uuid4().hex[:8]}"
+            scratch.mkdir()
+            try:
+                run_builder(src.path, folder, fmt, scratch)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            return {}
+
+        return cached_entry("onnxruntime_genai", key, build, entry="genai_config.json",
+                            manifest={"format": "onnxruntime_genai", "backend": self.name,
+                                      "requested_precision": fmt, "stored_precision": fmt,
+                                      "route": [*src.route, step],
+                                      "source_digest": src.digest, "notes": notes})
+
+    # -- load ----------------------------------------------------------------------------
+    def load_llm(self, artifact, *, threads: int, n_ctx: int, device: str = "cpu"):
+        import onnxruntime_genai as og
+
+        if device not in self.devices:
+            raise UnsupportedError(f"{self.name} runs on {', '.join(self.devices)}, not "
+                                   f"'{device}'", backend=self.name)
+        folder = Path(artifact.path)
+        context = json.loads((folder / "genai_config.json").read_text(encoding="utf-8")
+                             )["model"]["context_length"]
+        if n_ctx > context:
+            raise UserError(f"a context of {n_ctx} tokens is longer than the model's maximum "
+                            f"({context})")
+        cfg = og.Config(str(folder))
+        cfg.overlay(json.dumps({"model": {"decoder": {"session_options": {
+            "intra_op_num_threads": int(threads), "inter_op_num_threads": 1}}}}))
+        cfg.clear_providers()
+        if device == "cuda":
+            cfg.append_provider("cuda")
+        model = og.Model(cfg)
+        commit = getattr(og, "__commit__", "") or ""
+        return OgSession(model, n_ctx, commit[:8] or og.__version__)
+
+
+def _dist_version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+class OgSession:
+    """One sequence on an ``og.Model`` (see the module docstring)."""
+
+    def __init__(self, model: Any, n_ctx: int, build_commit: str) -> None:
+        self._model = model
+        self.n_ctx = int(n_ctx)
+        self.build_commit = build_commit
+        self._gen: Any = None
+        self._count = 0
+        self.reset()
+
+    def reset(self) -> None:
+        import onnxruntime_genai as og
+
+        self._gen = None  # free the old KV cache first
+        params = og.GeneratorParams(self._model)
+        # min_length = max_length: the runtime masks end-of-sequence until the sequence is
+        # full, so a run always produces the tokens asked for
+        params.set_search_options(max_length=self.n_ctx, min_length=self.n_ctx,
+                                  do_sample=False, batch_size=1)
+        self._gen = og.Generator(self._model, params)
+        self._count = 0
+
+    def _room(self, more: int) -> None:
+        if self._count + more > self.n_ctx:
+            raise UserError(f"the sequence would hold {self._count + more} tokens; this "
+                            f"session was loaded for a context of {self.n_ctx}")
+
+    def prefill(self, token_ids: Sequence[int]) -> None:
+        import numpy as np
+
+        ids = np.asarray(list(token_ids), dtype=np.int32)
+        if ids.size == 0:
+            return
+        self._room(int(ids.size))
+        self._gen.append_tokens(ids)
+        self._count += int(ids.size)
+
+    def decode(self, n: int, on_token: Callable[[int], None]) -> None:
+        if self._count == 0:
+            raise UserError("decode needs a prefilled prompt first")
+        self._room(n)
+        gen = self._gen
+        for _ in range(n):
+            gen.generate_next_token()
+            on_token(int(gen.get_next_tokens()[0]))
+        self._count += n
+
+    def close(self) -> None:
+        self._gen = None
+        self._model = None
+
+
+@hookimpl
+def edgeprof_register_backends():
+    return [OnnxruntimeGenaiBackend]

@@ -1,0 +1,154 @@
+"""transformers (torch eager) as the reference generative backend.
+
+Build: the model's Hugging Face folder (a preset's random weights written in the format's
+dtype, ``float32`` or ``bfloat16``, and cached; a user's folder as given). Load:
+``AutoModelForCausalLM.from_pretrained(folder, dtype=...)`` with ``torch.set_num_threads``.
+``prefill`` runs the prompt through the model with a ``DynamicCache`` (only the last
+position's logits are computed); ``decode`` picks the argmax, hands it to ``on_token`` and
+runs the model on it, ``n`` times, never stopping at end-of-sequence. As in the other
+generative backends, after ``n`` tokens the last one has been sampled but not yet run
+through the model (``n - 1`` forward passes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from edgeprof.core.backend import Capabilities
+from edgeprof.core.errors import UnsupportedError, UserError
+from edgeprof.core.hookspecs import hookimpl
+from edgeprof.core.llm import GenerativeBackend, LLMModel
+
+FORMATS = ("fp32", "bf16")
+DTYPE = {"fp32": "float32", "bf16": "bfloat16"}
+
+
+class TransformersBackend(GenerativeBackend):
+    name = "transformers"
+    description = "transformers on torch (eager, greedy with a DynamicCache): the reference"
+    requires = ("transformers", "torch")
+    install_hint = "pip install transformers torch"
+    formats = FORMATS
+    devices = ("cpu",)
+    capabilities = Capabilities(precisions=FORMATS, devices=("cpu",), model_formats=("llm",))
+
+    def supports(self, model: LLMModel, fmt: str, device: str = "cpu") -> str | None:
+        reason = super().supports(model, fmt, device)
+        if reason:
+            return reason
+        if model.source_kind == "gguf":
+            return "transformers runs a Hugging Face folder or an llm: preset, not a GGUF file"
+        from edgeprof.backends.hf_folder import ARCHITECTURES
+
+        if model.source_kind == "preset" and model.spec.family not in ARCHITECTURES:
+            return f"transformers: no architecture for family '{model.spec.family}' here"
+        return None
+
+    def build_llm(self, model: LLMModel, fmt: str, workdir: Path):
+        from edgeprof.backends.hf_folder import hf_source
+
+        reason = self.supports(model, fmt, "cpu")
+        if reason:
+            raise UnsupportedError(reason, backend=self.name, precision=fmt)
+        self.ensure_available()
+        src = hf_source(model, dtype=DTYPE[fmt], as_artifact=True)
+        art = src.artifact
+        m = art.manifest
+        m.backend, m.requested_precision = self.name, fmt
+        if model.source_kind == "preset":
+            m.stored_precision = fmt
+        if model.random_weights and "random weights" not in " ".join(m.notes):
+            m.notes.append("random weights")
+        return art
+
+    def load_llm(self, artifact, *, threads: int, n_ctx: int, device: str = "cpu"):
+        from edgeprof.backends.hf_folder import guard_torchvision
+
+        if device != "cpu":
+            raise UnsupportedError(f"{self.name} runs on cpu here, not '{device}'",
+                                   backend=self.name)
+        folder = Path(artifact.path)
+        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        limit = int(cfg.get("max_position_embeddings") or 0)
+        if limit and n_ctx > limit:
+            raise UserError(f"a context of {n_ctx} tokens is longer than the model's maximum "
+                            f"({limit})")
+        fmt = artifact.manifest.requested_precision
+        if fmt not in DTYPE:
+            raise UnsupportedError(f"transformers cannot run format '{fmt}'; it runs "
+                                   f"{', '.join(FORMATS)}", backend=self.name)
+        guard_torchvision()
+        import torch
+        from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        torch.set_num_threads(int(threads))
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=getattr(torch, DTYPE[fmt]))
+        model.eval()
+        version = metadata.version("transformers")
+        return TorchSession(model, n_ctx, f"transformers {version} torch {torch.__version__}")
+
+
+class TorchSession:
+    """One sequence on a transformers model (see the module docstring)."""
+
+    def __init__(self, model: Any, n_ctx: int, build_commit: str) -> None:
+        self._model = model
+        self.n_ctx = int(n_ctx)
+        self.build_commit = build_commit
+        self.reset()
+
+    def reset(self) -> None:
+        from transformers import DynamicCache
+
+        self._cache = DynamicCache(config=self._model.config)
+        self._logits = None
+        self._count = 0
+
+    def _room(self, more: int) -> None:
+        if self._count + more > self.n_ctx:
+            raise UserError(f"the sequence would hold {self._count + more} tokens; this "
+                            f"session was loaded for a context of {self.n_ctx}")
+
+    def _forward(self, ids: list[int]) -> None:
+        import torch
+
+        with torch.inference_mode():
+            out = self._model(input_ids=torch.tensor([ids], dtype=torch.long),
+                              past_key_values=self._cache, use_cache=True, logits_to_keep=1)
+        self._cache = out.past_key_values
+        self._logits = out.logits[0, -1]
+
+    def prefill(self, token_ids: Sequence[int]) -> None:
+        ids = [int(t) for t in token_ids]
+        if not ids:
+            return
+        self._room(len(ids))
+        self._forward(ids)
+        self._count += len(ids)
+
+    def decode(self, n: int, on_token: Callable[[int], None]) -> None:
+        if self._logits is None:
+            raise UserError("decode needs a prefilled prompt first")
+        self._room(n)
+        for i in range(n):
+            token = int(self._logits.argmax())
+            on_token(token)
+            if i < n - 1:
+                self._forward([token])
+        self._count += n
+
+    def close(self) -> None:
+        self._model = None
+        self._cache = None
+        self._logits = None
+
+
+@hookimpl
+def edgeprof_register_backends():
+    return [TransformersBackend]

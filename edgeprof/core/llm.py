@@ -1,0 +1,321 @@
+"""Contracts for generative (decoder-only language) models: what the estimator, the
+generative backends, the harness, the predictor, the router and the report agree on.
+
+Nothing here imports a runtime or a framework.
+
+* :class:`LLMSpec` — the architecture in numbers (the shape of a published model), enough to
+  count parameters, bytes per format and the KV cache without materialising a weight.
+* :class:`LLMModel` — a spec plus where it came from (a preset ``llm:NAME``, a GGUF file, a
+  Hugging Face folder) and whether its weights are random.
+* :class:`GenerationConfig` — what to run: prompt and generated tokens (llama-bench's ``pp``/
+  ``tg``), depths, repetitions, threads, device.
+* :class:`GenerativeBackend` / :class:`GenerativeSession` — the plugin contract:
+  ``build(model, fmt, workdir) -> Artifact`` (the runtime's own file or folder + manifest)
+  and ``load(artifact, ...) -> session``; a session evaluates a prompt (``prefill``) and
+  generates exactly ``n`` tokens (``decode``), calling back once per token so the harness,
+  not the backend, holds the clock.
+* :class:`GenerationRecord` — one measured (backend, format, depth) with llama-bench's column
+  names in :meth:`GenerationRecord.bench_row`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, Sequence, runtime_checkable
+
+from edgeprof.core.backend import Backend, Capabilities
+from edgeprof.core.errors import UserError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from edgeprof.core.artifact import Artifact
+
+#: model specs that name a generative model: ``llm:NAME``, a ``.gguf`` file, or a folder
+#: holding ``config.json`` (a Hugging Face model folder)
+LLM_PREFIX = "llm:"
+RANDOM_WEIGHTS_NOTE = ("random weights: latency and memory are those of the published shape; "
+                       "the text it generates means nothing and no quality is reported")
+
+
+def is_llm_spec(spec: str) -> bool:
+    """Whether a model spec names a generative model (cheap: looks at the string and, for a
+    folder, at whether it holds ``config.json``)."""
+    s = str(spec)
+    if s.startswith(LLM_PREFIX) or s.lower().endswith(".gguf"):
+        return True
+    p = Path(s)
+    return p.is_dir() and (p / "config.json").is_file()
+
+
+@dataclass(frozen=True)
+class LLMSpec:
+    """A decoder-only transformer's architecture (Hugging Face ``config.json`` names).
+
+    ``family`` is the Hugging Face ``model_type`` (llama, qwen2, gemma, gemma2, gemma3_text,
+    phi3). Sliding-window attention: ``sliding_window`` tokens on the layers that use it;
+    ``sliding_window_pattern = N`` means every N-th layer (1-based: layers N-1, 2N-1, ...)
+    is global and the others slide (Gemma 2: 2, Gemma 3: 6); 0 means no layer slides.
+    """
+
+    name: str
+    family: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    qkv_bias: bool = False
+    sliding_window: int | None = None
+    sliding_window_pattern: int = 0
+    fused_qkv: bool = False  # Phi-3: one qkv_proj
+    fused_gate_up: bool = False  # Phi-3: one gate_up_proj
+    hidden_act: str = "silu"
+    rope_theta: float = 10000.0
+    rms_norm_eps: float = 1e-5
+    #: the published parameter count and where it comes from (None for a user's model)
+    published_parameters: int | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for f in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
+                  "intermediate_size", "vocab_size", "max_position_embeddings"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise UserError(f"model '{self.name}': {f} must be a positive integer, got {v!r}")
+        if self.num_heads % self.num_kv_heads:
+            raise UserError(f"model '{self.name}': num_heads ({self.num_heads}) must be a "
+                            f"multiple of num_kv_heads ({self.num_kv_heads})")
+
+    def layer_slides(self, i: int) -> bool:
+        """Whether layer ``i`` (0-based) uses sliding-window attention."""
+        if not self.sliding_window or self.sliding_window_pattern <= 0:
+            return False
+        return (i + 1) % self.sliding_window_pattern != 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LLMSpec:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise UserError(f"unknown LLM spec field(s) {sorted(unknown)}")
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class LLMModel:
+    """A generative model as given: its spec, where it came from, and its weights."""
+
+    spec: LLMSpec
+    source_kind: str  # preset | gguf | hf_folder
+    given: str  # what the user typed
+    path: Path | None = None  # the GGUF file or the HF folder (None for a preset)
+    random_weights: bool = True
+    #: for a GGUF: its file type as llama.cpp names it (q4_k_m ...), else None
+    file_format: str | None = None
+
+    @property
+    def note(self) -> str:
+        return RANDOM_WEIGHTS_NOTE if self.random_weights else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"spec": self.spec.to_dict(), "source_kind": self.source_kind,
+                "given": self.given, "path": str(self.path) if self.path else None,
+                "random_weights": self.random_weights, "file_format": self.file_format,
+                "note": self.note}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LLMModel:
+        return cls(spec=LLMSpec.from_dict(d["spec"]), source_kind=d["source_kind"],
+                   given=d["given"], path=Path(d["path"]) if d.get("path") else None,
+                   random_weights=bool(d.get("random_weights", True)),
+                   file_format=d.get("file_format"))
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """llama-bench's test shape: ``pp n_prompt`` and ``tg n_gen`` at each depth."""
+
+    prompt_tokens: int = 512
+    gen_tokens: int = 128
+    depths: tuple[int, ...] = (0,)
+    repetitions: int = 5
+    warmup: int = 1
+    threads: int | None = None  # None: the machine's physical cores
+    device: str = "cpu"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.depths, list):
+            object.__setattr__(self, "depths", tuple(self.depths))
+        if self.gen_tokens < 1:
+            raise UserError(f"--gen-tokens must be at least 1, got {self.gen_tokens}")
+        if self.prompt_tokens < 1:
+            raise UserError(f"--prompt-tokens must be at least 1, got {self.prompt_tokens}")
+        if any(d < 0 for d in self.depths):
+            raise UserError(f"--depth values must be 0 or more, got {list(self.depths)}")
+        if self.repetitions < 1:
+            raise UserError(f"repetitions must be at least 1, got {self.repetitions}")
+
+    def context_needed(self) -> int:
+        """Tokens the KV cache must hold for the longest test."""
+        return max(self.depths) + max(self.prompt_tokens, self.gen_tokens + 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["depths"] = list(self.depths)
+        return d
+
+
+@runtime_checkable
+class GenerativeSession(Protocol):
+    """A loaded model with one sequence in flight.
+
+    The harness holds the clock: it times ``prefill`` and each ``on_token`` callback.
+    ``decode`` must generate exactly ``n`` tokens greedily, ignoring end-of-sequence.
+    """
+
+    #: the runtime's build (git commit or version) for llama-bench's ``build_commit``
+    build_commit: str
+
+    def reset(self) -> None:
+        """Empty the KV cache: the next prefill starts a new sequence."""
+
+    def prefill(self, token_ids: Sequence[int]) -> None:
+        """Evaluate ``token_ids`` after what the cache holds; return when the logits of the
+        last one are ready (the first token can be sampled)."""
+
+    def decode(self, n: int, on_token: Callable[[int], None]) -> None:
+        """Generate exactly ``n`` tokens (greedy, EOS ignored), one at a time, calling
+        ``on_token(token_id)`` as soon as each token is produced."""
+
+    def close(self) -> None:
+        """Free the runtime's memory."""
+
+
+class GenerativeBackend(Backend):
+    """Base class of a generative backend (registered through the same
+    ``edgeprof_register_backends`` hook as tensor backends).
+
+    ``formats`` lists the weight formats it makes (``q4_k_m``, ``int4`` ...);
+    ``devices`` the processors it runs on. Subclasses implement :meth:`supports`,
+    :meth:`build_llm` and :meth:`load_llm`.
+    """
+
+    workload: ClassVar[str] = "generate"
+    formats: ClassVar[tuple[str, ...]] = ()
+    devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    capabilities: ClassVar[Capabilities] = Capabilities(precisions=(), model_formats=("llm",))
+
+    @classmethod
+    def runtime_version(cls) -> str:
+        """The runtime package's version (without importing it heavily where possible)."""
+        from importlib import metadata
+
+        for req in cls.requires:
+            try:
+                return f"{req} {metadata.version(req.replace('_', '-'))}"
+            except metadata.PackageNotFoundError:
+                continue
+        return ""
+
+    def supports(self, model: LLMModel, fmt: str, device: str = "cpu") -> str | None:
+        """Why this backend can't run ``model`` in ``fmt`` on ``device`` (None if it can)."""
+        if fmt not in self.formats:
+            return (f"{self.name} does not make format '{fmt}'; it makes "
+                    f"{', '.join(self.formats)}")
+        if device not in self.devices:
+            return f"{self.name} runs on {', '.join(self.devices)}, not '{device}'"
+        return None
+
+    def build_llm(self, model: LLMModel, fmt: str, workdir: Path) -> Artifact:
+        """Write the runtime's model file/folder for ``model`` in ``fmt`` under ``workdir``
+        (random weights for a preset) with its manifest; return the artifact."""
+        raise NotImplementedError
+
+    def load_llm(self, artifact: Artifact, *, threads: int, n_ctx: int,
+                 device: str = "cpu") -> GenerativeSession:
+        raise NotImplementedError
+
+
+def backend_workload(cls: type) -> str:
+    """``generate`` for a generative backend, ``tensor`` for the others."""
+    return getattr(cls, "workload", "tensor")
+
+
+@dataclass
+class GenerationRecord:
+    """One (backend, format, depth) measured on this machine (provenance ``measured``).
+
+    Rates are tokens per second, times milliseconds/seconds; each rate is the median over
+    repetitions with its standard deviation (llama-bench's ``avg_ts``/``stddev_ts`` use the
+    mean; both are kept).
+    """
+
+    model: str
+    backend: str
+    format: str
+    device: str = "cpu"
+    status: str = "ok"  # ok | unsupported | unavailable | failed | skipped
+    reason: str = ""
+    n_prompt: int = 0
+    n_gen: int = 0
+    n_depth: int = 0
+    n_threads: int = 0
+    repetitions: int = 0
+    prefill_tokens_per_s: dict[str, float] | None = None  # median, mean, stddev, min, max
+    decode_tokens_per_s: dict[str, float] | None = None
+    ttft_ms: dict[str, float] | None = None
+    tpot_ms: dict[str, float] | None = None  # p50, p90, median, mean
+    load_s: float | None = None
+    peak_rss_bytes: int | None = None
+    model_size: int | None = None  # bytes of the runtime's weight file(s)
+    model_n_params: int | None = None
+    build_commit: str = ""
+    runtime_version: str = ""
+    random_weights: bool = True
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    artifact: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+    provenance: str = "measured"
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GenerationRecord:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def bench_rows(self) -> list[dict[str, Any]]:
+        """Rows in llama-bench's CSV columns: one ``pp`` test and one ``tg`` test."""
+        base = {"model": self.model, "backend": self.backend, "format": self.format,
+                "device": self.device, "model_size": self.model_size,
+                "model_n_params": self.model_n_params, "n_threads": self.n_threads,
+                "n_depth": self.n_depth, "build_commit": self.build_commit,
+                "status": self.status, "provenance": self.provenance}
+        rows = []
+        for test, rate, n_prompt, n_gen in (("pp", self.prefill_tokens_per_s, self.n_prompt, 0),
+                                            ("tg", self.decode_tokens_per_s, 0, self.n_gen)):
+            rows.append({**base, "test": f"{test}{n_prompt or n_gen}", "n_prompt": n_prompt,
+                         "n_gen": n_gen,
+                         "avg_ts": (rate or {}).get("mean"),
+                         "stddev_ts": (rate or {}).get("stddev"),
+                         "median_ts": (rate or {}).get("median")})
+        return rows
+
+
+__all__ = ["GenerationConfig", "GenerationRecord", "GenerativeBackend", "GenerativeSession",
+           "LLMModel", "LLMSpec", "LLM_PREFIX", "RANDOM_WEIGHTS_NOTE", "backend_workload",
+           "is_llm_spec"]

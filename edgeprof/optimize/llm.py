@@ -1,0 +1,413 @@
+"""The router for a generative model: which weight format (and runtime) to use on a target.
+
+:func:`choose_llm_format` lists every format each generative backend makes
+(``edgeprof.profilers.estimate.llm.formats_for``) and applies three rules in order:
+
+1. **RAM**: keep a format when its weights + the KV cache for ``context_tokens`` + the
+   runtime allowance fit the target's usable RAM (the estimate's fit rule: RAM less the OS
+   reserve; analytic).
+2. **tokens/s budget** (``tokens_per_s``, when given): keep a format when its predicted
+   decode rate on the target (``edgeprof.profilers.predict.llm.predict_llm``, llama-bench's
+   ``tg`` from an empty cache) reaches the budget. The prediction's value decides; a format
+   that reaches it only at the upper end of its interval is kept out and the reasons say so.
+3. **most bits**: among those left, the format with the most nominal bits per weight; a tie
+   goes to the faster predicted decode.
+
+The first reason names the constraint that bound the choice (``RAM fit``, ``tokens/s
+budget`` or ``most bits that fit``). When nothing fits the verdict is ``does_not_fit``, with
+the smallest format's numbers; when formats fit but none reaches the budget it is
+``budget_not_met`` and the choice is the fastest format that fits (the closest).
+
+This stays apart from the tensor router (:mod:`edgeprof.optimize.router`): that one plans
+compression steps for a fixed-shape graph (backend / precision / pruning ... projected on
+the roofline), while a generative model's choice is one pick from a table of ready-made
+formats, each with its own bytes and prediction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from edgeprof.core.errors import EdgeprofError, UnknownNameError, UserError
+from edgeprof.core.llm import LLMModel
+
+VERDICTS = ("ok", "does_not_fit", "budget_not_met")
+CANDIDATE_STATUSES = ("chosen", "ok", "does_not_fit", "below_budget", "no_prediction",
+                      "unsupported")
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.0f} MB"
+
+
+def _rate(v: float | None) -> str:
+    return "—" if v is None else f"{v:.3g}"
+
+
+@dataclass
+class LLMCandidate:
+    """One (backend, format) on the target: bytes at the context asked (analytic), whether
+    it fits, and its predicted decode rate."""
+
+    backend: str
+    format: str
+    bits_per_weight: float
+    weight_bytes: int | None = None
+    kv_cache_bytes: int | None = None
+    runtime_overhead_bytes: int | None = None
+    total_bytes: int | None = None
+    fits: bool | None = None
+    max_context_tokens: int | None = None
+    decode_tokens_per_s: dict[str, Any] | None = None
+    prefill_tokens_per_s: dict[str, Any] | None = None
+    meets_budget: bool | None = None
+    status: str = "ok"
+    why: str = ""
+
+    @property
+    def decode(self) -> float | None:
+        v = (self.decode_tokens_per_s or {}).get("value")
+        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+    @property
+    def decode_high(self) -> float | None:
+        v = (self.decode_tokens_per_s or {}).get("high")
+        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+    @property
+    def label(self) -> str:
+        return f"{self.format} on {self.backend}"
+
+    def rate_text(self) -> str:
+        f = self.decode_tokens_per_s or {}
+        if self.decode is None:
+            return "no prediction"
+        lo, hi = f.get("low"), f.get("high")
+        iv = f" ({_rate(lo)}–{_rate(hi)})" if lo is not None and hi is not None else ""
+        return f"{_rate(self.decode)} tok/s{iv}, {f.get('provenance', 'predicted')}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, "format": self.format,
+                "bits_per_weight": self.bits_per_weight, "weight_bytes": self.weight_bytes,
+                "kv_cache_bytes": self.kv_cache_bytes,
+                "runtime_overhead_bytes": self.runtime_overhead_bytes,
+                "total_bytes": self.total_bytes, "fits": self.fits,
+                "max_context_tokens": self.max_context_tokens,
+                "decode_tokens_per_s": self.decode_tokens_per_s,
+                "prefill_tokens_per_s": self.prefill_tokens_per_s,
+                "meets_budget": self.meets_budget, "status": self.status, "why": self.why,
+                "provenance": {"bytes": "analytic",
+                               "decode_tokens_per_s": (self.decode_tokens_per_s or {}).get(
+                                   "provenance")}}
+
+
+@dataclass
+class LLMChoice:
+    """The router's answer: the format and backend, the verdict, the reasons (the first
+    names the binding constraint) and every candidate considered."""
+
+    model: str
+    target: str
+    device: str
+    context_tokens: int
+    tokens_per_s: float | None
+    prompt_tokens: int
+    gen_tokens: int
+    ram_bytes: float
+    usable_bytes: int
+    verdict: str
+    backend: str | None
+    format: str | None
+    reasons: list[str]
+    candidates: list[LLMCandidate] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def chosen(self) -> LLMCandidate | None:
+        return next((c for c in self.candidates if c.status == "chosen"), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": "edgeprof.llm_choice/1", "model": self.model, "target": self.target,
+                "device": self.device, "context_tokens": self.context_tokens,
+                "tokens_per_s": self.tokens_per_s, "prompt_tokens": self.prompt_tokens,
+                "gen_tokens": self.gen_tokens, "ram_bytes": self.ram_bytes,
+                "usable_bytes": self.usable_bytes, "verdict": self.verdict,
+                "backend": self.backend, "format": self.format,
+                "reasons": list(self.reasons),
+                "candidates": [c.to_dict() for c in self.candidates],
+                "notes": list(self.notes)}
+
+
+# --------------------------------------------------------------------------- inputs
+def _target(target: Any) -> Any:
+    if isinstance(target, str):
+        from edgeprof.targets import get_target
+
+        return get_target(target)
+    if target is None or not hasattr(target, "ram"):
+        raise UserError("choosing a format for a generative model needs a target (e.g. "
+                        "raspberry_pi_5); 'edgeprof targets' lists them")
+    return target
+
+
+def _backend_formats(names: Sequence[str] | None, notes: list[str]
+                     ) -> list[tuple[str, type | None, dict[str, Any]]]:
+    """(name, registered class or None, {format: FormatInfo}) per generative backend."""
+    from edgeprof.profilers.estimate.llm import BACKEND_FORMATS, formats_for
+
+    explicit = names is not None
+    if names is None:
+        from edgeprof.core.plugins import get_registry
+
+        registered = get_registry().backends_for("generate")
+        classes = {n: e.cls for n, e in registered.items()}
+        names = list(classes) or list(BACKEND_FORMATS)
+    else:
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",") if n.strip()]
+        if not names:
+            raise UserError("no backend given; name one or more generative backends ("
+                            f"{', '.join(BACKEND_FORMATS)})")
+        classes = {}
+        try:
+            from edgeprof.core.plugins import get_registry
+
+            classes = {n: e.cls for n, e in get_registry().backends_for("generate").items()}
+        except EdgeprofError:  # a broken plugins file: formats are still known here
+            classes = {}
+    out = []
+    for n in dict.fromkeys(names):
+        try:
+            table = formats_for(n)
+        except UnknownNameError:
+            if explicit:
+                raise
+            notes.append(f"backend {n}: edgeprof has no byte model of its formats; left out")
+            continue
+        cls = classes.get(n)
+        if cls is not None and getattr(cls, "formats", None):
+            table = {k: v for k, v in table.items() if k in cls.formats}
+        out.append((n, cls, table))
+    return out
+
+
+def _unsupported(cls: type | None, model: LLMModel, fmt: str) -> str | None:
+    """The backend's own reason it can't run this architecture/source in ``fmt`` (asked for
+    its CPU path: which devices this machine's build offloads to says nothing of the board)."""
+    if cls is None:
+        return None
+    try:
+        return cls().supports(model, fmt, "cpu")
+    except EdgeprofError as e:
+        return str(e)
+
+
+# --------------------------------------------------------------------------- the choice
+def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
+                      backends: Sequence[str] | str | None = None,
+                      context_tokens: int | None = None, tokens_per_s: float | None = None,
+                      prompt_tokens: int = 512, gen_tokens: int = 128) -> LLMChoice:
+    """The format (and backend) for ``model`` on ``target``'s processor ``device``: fits the
+    RAM with room for ``context_tokens`` (default: prompt + generated tokens), reaches
+    ``tokens_per_s`` of predicted decode when given, else keeps the most bits. ``backends``:
+    names of generative backends (default: every registered one). Bad input (a context
+    longer than the model's maximum, a non-positive budget, an unknown device or backend) is
+    a one-line :class:`UserError`; a model that fits nowhere is a verdict, not an error."""
+    from edgeprof.profilers.estimate.llm import (estimate_llm, kv_cache_bytes,
+                                                 max_context_tokens, runtime_overhead_bytes,
+                                                 usable_ram_bytes)
+
+    if not isinstance(model, LLMModel):
+        raise UserError(f"choose_llm_format needs an LLMModel (edgeprof.zoo.llm.resolve_llm), "
+                        f"got {type(model).__name__}")
+    spec = model.spec
+    tgt = _target(target)
+    if device not in tgt.devices:
+        raise UnknownNameError("device", device, tgt.devices,
+                               f"Target '{tgt.id}' has these processors")
+    if context_tokens is None:
+        context_tokens = prompt_tokens + gen_tokens
+    if isinstance(context_tokens, bool) or not isinstance(context_tokens, int) \
+            or context_tokens < 1:
+        raise UserError(f"--context must be a positive number of tokens, got {context_tokens!r}")
+    if context_tokens > spec.max_position_embeddings:
+        raise UserError(f"--context {context_tokens} is longer than {spec.name}'s maximum of "
+                        f"{spec.max_position_embeddings} tokens (max_position_embeddings)")
+    if tokens_per_s is not None and (isinstance(tokens_per_s, bool) or not isinstance(
+            tokens_per_s, (int, float)) or not math.isfinite(tokens_per_s) or tokens_per_s <= 0):
+        raise UserError(f"--tokens-per-s must be a positive number, got {tokens_per_s!r}")
+    notes: list[str] = []
+    try:
+        from edgeprof.profilers.predict.llm import predict_llm
+    except ImportError:  # pragma: no cover - the predictor ships with edgeprof
+        predict_llm = None
+        notes.append("no LLM predictor in this edgeprof: tokens/s are not predicted")
+
+    ram = float(tgt.ram.value)
+    usable = usable_ram_bytes(ram)
+    over = runtime_overhead_bytes(spec, prompt_tokens)
+    cands: list[LLMCandidate] = []
+    for name, cls, table in _backend_formats(backends, notes):
+        for fmt, info in table.items():
+            c = LLMCandidate(backend=name, format=fmt, bits_per_weight=float(info.bits))
+            cands.append(c)
+            why = _unsupported(cls, model, fmt)
+            if why:
+                c.status, c.why = "unsupported", why
+                continue
+            est = estimate_llm(spec, info, prompt_tokens=prompt_tokens, gen_tokens=gen_tokens,
+                               target=tgt, device=device, backend=name)
+            c.weight_bytes = int(est.figure("weight_bytes"))
+            c.kv_cache_bytes = int(kv_cache_bytes(spec, context_tokens, est.kv_dtype))
+            c.runtime_overhead_bytes = int(over)
+            c.total_bytes = c.weight_bytes + c.kv_cache_bytes + c.runtime_overhead_bytes
+            c.fits = c.total_bytes <= usable
+            c.max_context_tokens = int(max_context_tokens(spec, info, ram, est.kv_dtype,
+                                                          device=device,
+                                                          prompt_tokens=prompt_tokens))
+            if predict_llm is not None:
+                try:
+                    pred = predict_llm(est, tgt, device=device, runtime=name)
+                except UserError:
+                    raise
+                except EdgeprofError as e:
+                    c.why = f"no prediction: {e}"
+                else:
+                    c.decode_tokens_per_s = dict(pred["decode_tokens_per_s"])
+                    c.prefill_tokens_per_s = dict(pred["prefill_tokens_per_s"])
+            if not c.fits:
+                c.status = "does_not_fit"
+                c.why = (f"needs {_gb(c.total_bytes)} with {context_tokens} tokens of context, "
+                         f"{_gb(usable)} usable")
+            elif tokens_per_s is not None:
+                if c.decode is None:
+                    c.status = "no_prediction"
+                    c.why = c.why or "no decode prediction to hold against the budget"
+                else:
+                    c.meets_budget = c.decode >= tokens_per_s
+                    if not c.meets_budget:
+                        c.status = "below_budget"
+                        c.why = f"predicted {c.rate_text()} < {tokens_per_s:g} tok/s"
+                        if c.decode_high is not None and c.decode_high >= tokens_per_s:
+                            c.why += " (only the interval's upper end reaches it)"
+    if not cands:
+        raise UserError("no generative backend with a known format to choose from; name one "
+                        "of llama_cpp, onnxruntime_genai, openvino_genai, transformers")
+
+    def key(c: LLMCandidate) -> tuple[float, float]:
+        return (c.bits_per_weight, c.decode if c.decode is not None else -1.0)
+
+    considered = [c for c in cands if c.status != "unsupported"]
+    fitting = [c for c in considered if c.fits]
+    meeting = [c for c in fitting if tokens_per_s is None or c.meets_budget]
+    where = f"{tgt.id} ({device})"
+    ram_text = (f"{where}'s {_gb(ram)} RAM ({_gb(usable)} usable after the OS reserve) with "
+                f"{context_tokens} tokens of context")
+    reasons: list[str] = []
+    chosen: LLMCandidate | None = None
+    if not considered:
+        verdict = "does_not_fit"
+        reasons.append("no backend given runs this model: " + "; ".join(
+            f"{c.label}: {c.why}" for c in cands[:4]))
+    elif not fitting:
+        verdict = "does_not_fit"
+        small = min(considered, key=lambda c: (c.total_bytes, -c.bits_per_weight))
+        text = (f"RAM fit bound: no format fits {ram_text}; the smallest, {small.label} "
+                f"({small.bits_per_weight:g} bits/weight), needs {_gb(small.total_bytes)} = "
+                f"weights {_gb(small.weight_bytes)} + KV cache {_gb(small.kv_cache_bytes)} at "
+                f"{context_tokens} tokens + runtime {_gb(small.runtime_overhead_bytes)}")
+        if small.max_context_tokens:
+            text += f"; it fits with at most {small.max_context_tokens} tokens of context"
+        else:
+            text += "; its weights alone leave no room for a context"
+        reasons.append(text)
+    elif not meeting:
+        verdict = "budget_not_met"
+        pred = [c for c in fitting if c.decode is not None]
+        chosen = max(pred, key=lambda c: (c.decode, c.bits_per_weight)) if pred else \
+            min(fitting, key=lambda c: c.total_bytes)
+        if pred:
+            text = (f"tokens/s budget bound: no format that fits {ram_text} is predicted to "
+                    f"reach {tokens_per_s:g} tok/s; the fastest, {chosen.label}, is at "
+                    f"{chosen.rate_text()}")
+            if chosen.decode_high is not None and chosen.decode_high >= tokens_per_s:
+                text += "; only the upper end of its interval reaches the budget"
+        else:
+            text = (f"tokens/s budget bound: no format that fits has a decode prediction on "
+                    f"{where} to hold against {tokens_per_s:g} tok/s; {chosen.label} is the "
+                    "smallest that fits")
+        reasons.append(text)
+    else:
+        verdict = "ok"
+        chosen = max(meeting, key=key)
+        more_bits_fit = [c for c in fitting if c.bits_per_weight > chosen.bits_per_weight]
+        more_bits = [c for c in considered if c.bits_per_weight > chosen.bits_per_weight]
+        size = (f"{_gb(chosen.total_bytes)} (weights {_gb(chosen.weight_bytes)} + KV "
+                f"{_gb(chosen.kv_cache_bytes)} + runtime {_gb(chosen.runtime_overhead_bytes)})")
+        if tokens_per_s is not None and more_bits_fit:
+            next_up = min(more_bits_fit, key=lambda c: (c.bits_per_weight,
+                                                        -(c.decode or -1.0)))
+            others = len(more_bits_fit) - 1
+            reasons.append(
+                f"tokens/s budget bound: {next_up.label} ({next_up.bits_per_weight:g} "
+                f"bits/weight) fits but is predicted at {next_up.rate_text()}, below "
+                f"{tokens_per_s:g} tok/s"
+                + (f" (and {others} more fitting format(s) with more bits miss it too)"
+                   if others else "")
+                + f"; {chosen.label} is the format with the most bits "
+                f"({chosen.bits_per_weight:g}/weight) that reaches it: {chosen.rate_text()}")
+        elif more_bits:
+            big = min(more_bits, key=lambda c: c.bits_per_weight)
+            reasons.append(
+                f"RAM fit bound: {big.label} ({big.bits_per_weight:g} bits/weight) and the "
+                f"formats with more bits don't fit {ram_text} ({big.label} needs "
+                f"{_gb(big.total_bytes)}); {chosen.label} is the format with the most bits "
+                f"({chosen.bits_per_weight:g}/weight) that fits: {size}")
+        else:
+            reasons.append(
+                f"most bits that fit: {chosen.label} has the most bits of every format "
+                f"({chosen.bits_per_weight:g}/weight) and fits {ram_text}: {size}"
+                + (f"; predicted {chosen.rate_text()} meets {tokens_per_s:g} tok/s"
+                   if tokens_per_s is not None else ""))
+        ties = [c for c in meeting if c is not chosen
+                and c.bits_per_weight == chosen.bits_per_weight]
+        if ties:
+            reasons.append("tie on bits/weight broken by the faster predicted decode: "
+                           f"{chosen.label} ({chosen.rate_text()}) over " + ", ".join(
+                               f"{c.label} ({c.rate_text()})" for c in ties))
+        near = [c for c in fitting if c.status == "below_budget" and c.decode_high is not None
+                and c.decode_high >= (tokens_per_s or math.inf)
+                and c.bits_per_weight > chosen.bits_per_weight]
+        if near:
+            reasons.append("reach the budget only at the upper end of their interval (the "
+                           "prediction's value decides, so they are not chosen): " + ", ".join(
+                               f"{c.label} ({c.rate_text()})" for c in near))
+    if chosen is not None:
+        chosen.status = "chosen"
+        if not chosen.why:
+            chosen.why = "chosen"
+        reasons.append(f"{chosen.label}: the longest context that fits {where} is "
+                       f"{chosen.max_context_tokens} tokens (analytic; the model's maximum is "
+                       f"{spec.max_position_embeddings})")
+        if chosen.decode is not None:
+            basis = (chosen.decode_tokens_per_s or {}).get("basis")
+            reasons.append(f"decode {chosen.rate_text()} on {where}: llama-bench's tg"
+                           f"{gen_tokens} from an empty cache" + (f"; {basis}" if basis else ""))
+    if device != "cpu":
+        notes.append(f"--device {device}: whether each runtime's {device} build is installed on "
+                     f"{tgt.id} is not checked (this machine's builds say nothing of the board)")
+    if model.random_weights:
+        notes.append(model.note)
+    return LLMChoice(model=spec.name, target=tgt.id, device=device,
+                     context_tokens=context_tokens, tokens_per_s=tokens_per_s,
+                     prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, ram_bytes=ram,
+                     usable_bytes=int(usable), verdict=verdict,
+                     backend=chosen.backend if chosen else None,
+                     format=chosen.format if chosen else None, reasons=reasons,
+                     candidates=cands, notes=notes)
+
+
+__all__ = ["CANDIDATE_STATUSES", "LLMCandidate", "LLMChoice", "VERDICTS", "choose_llm_format"]

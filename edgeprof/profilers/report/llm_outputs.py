@@ -1,0 +1,196 @@
+"""What a generative profile or estimate writes: the JSON payload (``profile.json``, schema
+``edgeprof.llm/1``), ``llm_bench.csv`` in llama-bench's columns, ``estimate.csv`` (one row per
+layer and stage of each estimate) and ``report.html`` (when the HTML renderer is there).
+
+Every figure in the payload is ``{"value", "unit", "provenance"}``; a measured run keeps its
+:class:`~edgeprof.core.llm.GenerationRecord` form (provenance ``measured``). Nothing here
+computes a figure: estimates and predictions come in as their dicts.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from edgeprof.core.llm import GenerationConfig, GenerationRecord, LLMModel
+from edgeprof.core.results import clean
+
+SCHEMA = "edgeprof.llm/1"
+#: llama-bench's CSV columns first, then edgeprof's
+BENCH_COLUMNS = ["model", "backend", "format", "device", "test", "n_prompt", "n_gen", "n_depth",
+                 "avg_ts", "stddev_ts", "median_ts", "model_size", "model_n_params",
+                 "n_threads", "build_commit", "status", "provenance", "where"]
+FIGURES = ("parameters", "weight_bytes", "kv_cache_bytes_per_token", "decode_bytes_per_token",
+           "prefill_tokens_per_s", "decode_tokens_per_s", "ttft_ms", "tpot_ms",
+           "max_context_tokens")
+
+
+def figure(value: Any, unit: str, provenance: str, **extra: Any) -> dict[str, Any]:
+    """A figure as every output carries it."""
+    return {"value": value, "unit": unit, "provenance": provenance, **extra}
+
+
+def find_figure(d: Mapping[str, Any] | None, name: str) -> dict[str, Any] | None:
+    """The figure ``name`` of an estimate or prediction dict, wherever it keeps it (at the
+    top, under ``figures`` or ``totals``); a bare number becomes ``{"value": n}``."""
+    if not d:
+        return None
+    for holder in (d, d.get("figures"), d.get("totals"), d.get("decode"), d.get("prefill")):
+        if isinstance(holder, Mapping) and name in holder:
+            v = holder[name]
+            if isinstance(v, Mapping):
+                return dict(v)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return {"value": v}
+    return None
+
+
+def figure_value(d: Mapping[str, Any] | None, name: str) -> Any:
+    f = find_figure(d, name)
+    return None if f is None else f.get("value")
+
+
+def build_payload(model: LLMModel, *, target: Any = None, device: str = "cpu",
+                  config: GenerationConfig | None = None, parameters: int | None = None,
+                  estimates: Sequence[Mapping[str, Any]] = (),
+                  predictions: Sequence[Mapping[str, Any]] = (),
+                  runs: Iterable[GenerationRecord | Mapping[str, Any]] = (),
+                  recommendation: Any = None, notes: Iterable[str] = (),
+                  command: str = "profile", host: Mapping[str, Any] | None = None
+                  ) -> dict[str, Any]:
+    """The LLM JSON payload (the shape docs and the HTML report read)."""
+    from edgeprof._version import __version__
+
+    m = model.to_dict()
+    m["parameters"] = figure(parameters, "parameters", "analytic")
+    if recommendation is not None and hasattr(recommendation, "to_dict"):
+        recommendation = recommendation.to_dict()
+    return clean({
+        "schema": SCHEMA, "kind": "llm", "command": command,
+        "edgeprof_version": __version__,
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "model": m,
+        "target": target.to_dict() if hasattr(target, "to_dict") else target,
+        "device": device,
+        "config": config.to_dict() if config is not None else None,
+        "host": dict(host) if host else None,
+        "estimates": [dict(e) for e in estimates],
+        "predictions": [dict(p) for p in predictions],
+        "runs": [r.to_dict() if isinstance(r, GenerationRecord) else dict(r) for r in runs],
+        "recommendation": recommendation,
+        "notes": list(dict.fromkeys(n for n in notes if n)),
+    })
+
+
+# ------------------------------------------------------------------------------ tables
+def bench_frame(payload: Mapping[str, Any]):
+    """llama-bench's rows (``pp``/``tg`` per run), measured on this host; then the target's
+    predicted rows (provenance ``predicted``/``estimated``, ``where`` the target; their
+    ``model_size`` is the estimate's file or weight bytes, analytic)."""
+    import pandas as pd
+
+    rows = []
+    for d in payload.get("runs") or []:
+        for row in GenerationRecord.from_dict(d).bench_rows():
+            rows.append({**row, "where": "this host"})
+    config = payload.get("config") or {}
+    sizes = {(e.get("backend"), e.get("format"), e.get("depth", 0)):
+             figure_value(e, "file_bytes") or figure_value(e, "weight_bytes")
+             for e in payload.get("estimates") or []}
+    for p in payload.get("predictions") or []:
+        for test, name, n_prompt, n_gen in (
+                ("pp", "prefill_tokens_per_s", config.get("prompt_tokens"), 0),
+                ("tg", "decode_tokens_per_s", 0, config.get("gen_tokens"))):
+            f = find_figure(p, name)
+            if f is None or f.get("value") is None:
+                continue
+            rows.append({"model": (payload.get("model") or {}).get("spec", {}).get("name"),
+                         "backend": p.get("backend"), "format": p.get("format"),
+                         "device": p.get("device"), "test": f"{test}{n_prompt or n_gen}",
+                         "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": p.get("depth", 0),
+                         "avg_ts": f.get("value"), "stddev_ts": None, "median_ts": None,
+                         "model_size": sizes.get((p.get("backend"), p.get("format"),
+                                                  p.get("depth", 0))),
+                         "model_n_params": figure_value(payload.get("model"), "parameters"),
+                         "n_threads": None, "build_commit": "", "status": "ok",
+                         "provenance": f.get("provenance", "predicted"),
+                         "where": p.get("target")})
+    frame = pd.DataFrame(rows, columns=BENCH_COLUMNS)
+    for col in ("n_prompt", "n_gen", "n_depth", "model_size", "model_n_params", "n_threads"):
+        frame[col] = frame[col].astype("Int64")  # integers, empty where not known
+    return frame
+
+
+def estimate_frame(payload: Mapping[str, Any]):
+    """One row per layer (and stage) of every estimate, labelled with its backend, format
+    and depth; an estimate without per-layer rows gives one row of its figures."""
+    import pandas as pd
+
+    rows = []
+    for e in payload.get("estimates") or []:
+        label = {k: e.get(k) for k in ("backend", "format", "depth")}
+        layers = e.get("layers")
+        if isinstance(layers, list) and layers:
+            rows.extend({**label, **_flat(layer)} for layer in layers if isinstance(layer, Mapping))
+            continue
+        rows.append({**label, **{n: figure_value(e, n) for n in FIGURES}})
+    return pd.DataFrame(rows)
+
+
+def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            if set(v) >= {"value", "unit"}:
+                out[key] = v.get("value")
+            else:
+                out.update(_flat(v, f"{key}."))
+        elif isinstance(v, (list, tuple)):
+            out[key] = ",".join(map(str, v))
+        else:
+            out[key] = v
+    return out
+
+
+# ------------------------------------------------------------------------------ writing
+def html_writer():
+    """``write_llm_html(path, payload)`` if the HTML report module is there, else None."""
+    try:
+        from edgeprof.profilers.report.llm_html import write_llm_html
+    except ImportError:
+        return None
+    return write_llm_html
+
+
+def write_llm_outputs(out_dir: str | os.PathLike, payload: dict[str, Any]) -> list[Path]:
+    """Replace ``out_dir`` as a whole (core.io.publish_staged) with profile.json,
+    llm_bench.csv, estimate.csv and report.html. Without the HTML renderer the page is
+    left out and the payload's notes say so (before profile.json is written)."""
+    from edgeprof.core.io import publish_staged, write_csv, write_json
+
+    render = html_writer()
+    if render is None:
+        payload.setdefault("notes", []).append(
+            "report.html not written: the LLM HTML report (edgeprof.profilers.report.llm_html) "
+            "is not installed in this edgeprof")
+
+    def write(stage: Path) -> list[str]:
+        names = ["profile.json", "llm_bench.csv", "estimate.csv"]
+        write_json(stage / "profile.json", payload)
+        write_csv(stage / "llm_bench.csv", bench_frame(payload))
+        write_csv(stage / "estimate.csv", estimate_frame(payload))
+        if render is not None:
+            render(stage / "report.html", payload)
+            names.append("report.html")
+        return names
+
+    return publish_staged(out_dir, write)
+
+
+__all__ = ["BENCH_COLUMNS", "FIGURES", "SCHEMA", "bench_frame", "build_payload",
+           "estimate_frame", "figure", "figure_value", "find_figure", "html_writer",
+           "write_llm_outputs"]

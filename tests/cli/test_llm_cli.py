@@ -1,0 +1,305 @@
+"""The generative command line: profile / estimate / recommend on llm:NAME with fake
+generative backends (a plugin file), every bad input as one line and exit 2, the estimate
+path importing no runtime."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from edgeprof.cli.main import main
+from edgeprof.core.llm import RANDOM_WEIGHTS_NOTE
+
+FAKE_PLUGIN = textwrap.dedent('''
+    import time
+    from pathlib import Path
+
+    from edgeprof.core.artifact import Artifact, Manifest, file_records
+    from edgeprof.core.hookspecs import hookimpl
+    from edgeprof.core.llm import GenerativeBackend
+
+
+    class Session:
+        build_commit = "fake-0001"
+
+        def reset(self):
+            pass
+
+        def prefill(self, token_ids):
+            time.sleep(1e-5 * len(token_ids))
+
+        def decode(self, n, on_token):
+            for _ in range(n):
+                time.sleep(1e-4)
+                on_token(5)
+
+        def close(self):
+            pass
+
+
+    class FakeLlm(GenerativeBackend):
+        name = "fake_llm"
+        formats = ("q4_0", "q8_0")
+
+        def supports(self, model, fmt, device="cpu"):
+            if model.spec.family.startswith("gemma"):
+                return f"fake_llm cannot run the {model.spec.family} architecture"
+            return super().supports(model, fmt, device)
+
+        def build_llm(self, model, fmt, workdir):
+            if model.spec.name == "smollm2-135m" and fmt == "q8_0":
+                raise RuntimeError("quantizer crashed")
+            folder = Path(workdir) / f"{self.name}-{model.spec.name}-{fmt}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "model.bin").write_bytes(b"x" * 4096)
+            art = Artifact(folder, Manifest(format="fake", backend=self.name,
+                                            requested_precision=fmt,
+                                            files=file_records(folder), entry="model.bin"))
+            art.write_manifest()
+            return art
+
+        def load_llm(self, artifact, *, threads, n_ctx, device="cpu"):
+            return Session()
+
+
+    class FakeGenai(FakeLlm):
+        name = "fake_genai"
+        formats = ("int4", "int8")
+
+
+    class Tensor:  # not generative
+        pass
+
+
+    @hookimpl
+    def edgeprof_register_backends():
+        return [FakeLlm, FakeGenai]
+''')
+
+
+@pytest.fixture(scope="module")
+def plugins(tmp_path_factory) -> str:
+    d = tmp_path_factory.mktemp("plugins")
+    (d / "fake_llm.py").write_text(FAKE_PLUGIN)
+    (d / "plugins.toml").write_text('[plugins]\nmodules = ["fake_llm.py"]\n')
+    return str(d / "plugins.toml")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGEPROF_CACHE_DIR", str(tmp_path / "cache"))
+
+
+SMALL = ["--prompt-tokens", "16", "--gen-tokens", "8", "--repetitions", "2"]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edgeprof", *args], capture_output=True,
+                          text=True, env=dict(os.environ), timeout=300)
+
+
+def test_profile_measures_beside_the_estimate_and_writes_out(tmp_path, capsys, plugins, cache):
+    out = tmp_path / "out"
+    code = main(["profile", "llm:smollm-135m", "--backend", "fake_llm,fake_genai",
+                 "--precision", "q4_0,int4", "--depth", "0,32", *SMALL, "--plugins", plugins,
+                 "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "random weights:" in captured.out and "measured (this host)" in captured.out
+    assert {p.name for p in out.iterdir()} >= {"profile.json", "llm_bench.csv", "estimate.csv",
+                                               "edgeprof-out.json"}
+    doc = json.loads((out / "profile.json").read_text())
+    assert doc["schema"] == "edgeprof.llm/1" and doc["kind"] == "llm"
+    assert doc["model"]["note"] == RANDOM_WEIGHTS_NOTE
+    assert doc["model"]["parameters"]["provenance"] == "analytic"
+    runs = {(r["backend"], r["format"], r["n_depth"]): r for r in doc["runs"]}
+    # each format on the backend that makes it; the other pairs are noted, not run
+    assert set(runs) == {("fake_llm", "q4_0", 0), ("fake_llm", "q4_0", 32),
+                         ("fake_genai", "int4", 0), ("fake_genai", "int4", 32)}
+    assert any("fake_genai q4_0: skipped" in n for n in doc["notes"])
+    assert any("fake_llm int4: skipped" in n for n in doc["notes"])
+    r = runs[("fake_llm", "q4_0", 0)]
+    assert r["status"] == "ok" and r["provenance"] == "measured"
+    assert r["decode_tokens_per_s"]["median"] > 0 and r["model_size"] == 4096
+    assert r["build_commit"] == "fake-0001"
+    assert len(doc["estimates"]) == 4 and doc["predictions"] == []  # no --target
+
+    import pandas as pd
+
+    bench = pd.read_csv(out / "llm_bench.csv")
+    for col in ("n_prompt", "n_gen", "n_depth", "avg_ts", "stddev_ts", "model_size",
+                "model_n_params", "n_threads", "build_commit", "backend", "format", "test",
+                "provenance"):
+        assert col in bench.columns
+    assert set(bench["test"]) == {"pp16", "tg8"} and set(bench["provenance"]) == {"measured"}
+    assert len(pd.read_csv(out / "estimate.csv")) >= 4
+
+
+def test_json_flag_prints_the_payload(capsys, plugins, cache):
+    code = main(["profile", "llm:smollm-135m", "--backend", "fake_llm", "--precision", "q8_0",
+                 *SMALL, "--plugins", plugins, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and [r["format"] for r in doc["runs"]] == ["q8_0"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["profile", "llm:tinyllama-1.2b"], "tinyllama-1.1b"),  # unknown preset names the close one
+    (["profile", "llm:smollm-135m", "--gen-tokens", "0"], "--gen-tokens"),
+    (["profile", "llm:smollm-135m", "--backend", "fake_llm", "--precision", "int4"],
+     "no backend given makes format 'int4'"),
+    (["profile", "llm:gemma-3-1b", "--backend", "fake_llm", "--precision", "q4_0"],
+     "cannot run the gemma3_text architecture"),
+    (["profile", "llm:smollm-135m", "--backend", "fake_llm", "--precision", "q4_0",
+      "--prompt-tokens", "2000", "--gen-tokens", "64"], "maximum of 2048"),
+    (["profile", "llm:smollm-135m", "--backend", "fake_llm", "--precision", "q4_0",
+      "--depth", "2048"], "maximum of 2048"),
+    (["profile", "llm:smollm-135m", "--backend", "torch_eager"], "tensor models"),
+    (["estimate", "llm:smollm-135m", "--backend", "fake_llm", "--precision", "f16"],
+     "makes q4_0, q8_0"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, plugins, cache,
+                                                         args, needle):
+    out = tmp_path / "out"
+    try:
+        code = main([*args, "--plugins", plugins, "--out", str(out)] if args[0] == "profile"
+                    else [*args, "--plugins", plugins])
+    except SystemExit as e:  # argparse's own usage errors
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2
+    assert needle in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+
+
+def test_truncated_gguf_is_one_line_exit_2(tmp_path, plugins):
+    f = tmp_path / "broken.gguf"
+    f.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x05" * 40)
+    r = run_cli("profile", str(f), "--backend", "fake_llm", "--plugins", plugins,
+                "--out", str(tmp_path / "out"))
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "broken.gguf" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_estimate_predicts_without_importing_a_runtime(tmp_path):
+    code = textwrap.dedent("""
+        import sys, json, io, contextlib
+        from edgeprof.cli.main import main
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            rc = main(["estimate", "llm:llama-3.2-3b", "--target", "raspberry_pi_5",
+                       "--backend", "llama_cpp", "--precision", "q4_k_m",
+                       "--prompt-tokens", "512", "--gen-tokens", "128", "--json"])
+        heavy = [m for m in ("torch", "onnxruntime", "onnxruntime_genai", "llama_cpp",
+                             "openvino", "openvino_genai", "tensorflow") if m in sys.modules]
+        print(json.dumps({"rc": rc, "heavy": heavy, "doc": json.loads(buf.getvalue())}))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["rc"] == 0 and res["heavy"] == []
+    doc = res["doc"]
+    assert doc["runs"] == [] and doc["target"]["id"] == "raspberry_pi_5"
+    (pred,) = doc["predictions"]
+    decode = pred["decode_tokens_per_s"]
+    assert decode["provenance"] in ("predicted", "estimated")
+    assert decode["low"] <= decode["value"] <= decode["high"]
+    (est,) = doc["estimates"]
+    assert est["fit"]["fits"] is True and est["fit"]["verdict"].startswith("fits")
+
+
+def test_a_model_that_does_not_fit_the_target_gets_a_verdict_exit_0(capsys):
+    code = main(["estimate", "llm:phi-3.5-mini", "--target", "raspberry_pi_4",
+                 "--backend", "llama_cpp", "--precision", "f16"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "does not fit" in out
+
+
+def test_recommend_names_the_binding_constraint(capsys):
+    code = main(["recommend", "llm:phi-3.5-mini", "--target", "raspberry_pi_4", "--backend",
+                 "llama_cpp", "--context", "640", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert doc["format"] and doc["backend"] == "llama_cpp" and doc["context_tokens"] == 640
+    assert "RAM" in doc["reasons"][0]  # f16/q8_0 don't fit 4 GB: the RAM bound
+    code = main(["optimize", "llm:qwen2.5-0.5b", "--target", "raspberry_pi_5",
+                 "--tokens-per-s", "5"])
+    out = capsys.readouterr().out
+    assert code == 0 and "analytically" in out and "candidates" in out
+
+
+def test_recommend_needs_a_target(capsys):
+    assert main(["recommend", "llm:smollm-135m"]) == 2
+    assert "--target" in capsys.readouterr().err
+
+
+def test_a_model_too_big_for_this_machine_is_estimated_not_built(tmp_path, capsys, plugins,
+                                                                 cache, monkeypatch):
+    import pandas as pd
+
+    from edgeprof.profilers.measure import generate
+
+    monkeypatch.setattr(generate, "available_memory", lambda: 2 * 10 ** 9)
+    out = tmp_path / "out"
+    code = main(["profile", "llm:llama-3.2-3b", "--backend", "fake_llm", "--precision", "q4_0",
+                 *SMALL, "--plugins", plugins, "--target", "raspberry_pi_5", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0
+    assert "skipped" in text and "not materialised on this machine" in text
+    assert "predicted (raspberry_pi_5)" in text
+    doc = json.loads((out / "profile.json").read_text())
+    assert [r["status"] for r in doc["runs"]] == ["skipped"]
+    bench = pd.read_csv(out / "llm_bench.csv")
+    predicted = bench[bench["where"] == "raspberry_pi_5"]
+    assert set(predicted["test"]) == {"pp16", "tg8"}
+    assert set(predicted["provenance"]) <= {"predicted", "estimated"}
+    assert (predicted["model_size"] > 1e9).all()  # the estimate's file bytes (analytic)
+
+
+def test_a_run_that_fails_is_a_status_and_exit_3(capsys, plugins, cache):
+    code = main(["profile", "llm:smollm2-135m", "--backend", "fake_llm", "--precision",
+                 "q4_0,q8_0", *SMALL, "--plugins", plugins, "--json"])
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert code == 3
+    assert [(r["format"], r["status"]) for r in doc["runs"]] == [("q4_0", "ok"),
+                                                                   ("q8_0", "failed")]
+    assert doc["runs"][1]["reason"] == "build failed: RuntimeError: quantizer crashed"
+    assert "fake_llm q8_0: failed: build failed" in captured.err
+
+
+def test_calibrate_a_generative_backend_fits_this_host(tmp_path, capsys, plugins, cache,
+                                                         monkeypatch):
+    """`calibrate --backend <generative>` measures presets of several sizes here and saves
+    this host's LLM calibration (H5's calibrate_llm_host) where predictions look for it."""
+    monkeypatch.setenv("EDGEPROF_CALIBRATIONS_DIR", str(tmp_path / "cal"))
+    code = main(["calibrate", "--backend", "fake_llm", "--models",
+                 "smollm2-135m,smollm2-360m", "--plugins", plugins, "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    path = Path(out["path"])
+    assert path.parent == tmp_path / "cal" and path.is_file()
+    saved = json.loads(path.read_text())
+    assert saved["name"] == out["calibration"]
+    assert {r["model"] for r in out["runs"]} == {"smollm2-135m", "smollm2-360m"}
+    assert all(r["status"] == "ok" and r["format"] == "q4_0" for r in out["runs"])
+    [entry] = saved["entries"].values()
+    assert "fake_llm" in entry["decode"]["runtimes"]
+
+
+def test_calibrate_refuses_a_model_the_backend_cannot_run(tmp_path, capsys, plugins, cache,
+                                                          monkeypatch):
+    monkeypatch.setenv("EDGEPROF_CALIBRATIONS_DIR", str(tmp_path / "cal"))
+    code = main(["calibrate", "--backend", "fake_llm", "--models", "gemma-3-1b",
+                 "--plugins", plugins])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "gemma" in err[0]
+    assert not (tmp_path / "cal").exists() or not any((tmp_path / "cal").iterdir())

@@ -1,0 +1,223 @@
+"""The router for generative models (edgeprof.optimize.llm.choose_llm_format).
+
+The rule: formats that fit the target's RAM with the context asked (analytic), then those
+whose predicted decode reaches the tokens/s budget, then the most bits (a tie goes to the
+faster prediction). Most tests use the real estimate and the shipped prediction, and check
+the rule as invariants over the candidate table (they hold whatever the figures are); two
+use a stand-in predictor to pin the interval rule and the tie-break on chosen numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from edgeprof.core.errors import UnknownNameError, UserError
+from edgeprof.optimize.llm import CANDIDATE_STATUSES, VERDICTS, choose_llm_format
+from edgeprof.profilers.estimate import llm as E
+from edgeprof.zoo.llm import resolve_llm
+
+
+@pytest.fixture(scope="module")
+def tinyllama():
+    return resolve_llm("llm:tinyllama-1.1b")
+
+
+@pytest.fixture(scope="module")
+def llama3b():
+    return resolve_llm("llm:llama-3.2-3b")
+
+
+def _check_table(choice, model, target_ram, context):
+    """Every candidate's bytes are the estimate's, and fits is weights + KV + runtime <=
+    the usable RAM."""
+    usable = E.usable_ram_bytes(target_ram)
+    assert choice.usable_bytes == usable
+    for c in choice.candidates:
+        assert c.status in CANDIDATE_STATUSES
+        if c.status == "unsupported":
+            continue
+        info = E.formats_for(c.backend)[c.format]
+        assert c.bits_per_weight == info.bits
+        assert c.weight_bytes == E.weight_bytes(model.spec, info)
+        assert c.kv_cache_bytes == E.kv_cache_bytes(model.spec, context, info.kv_dtype)
+        assert c.runtime_overhead_bytes == E.runtime_overhead_bytes(model.spec, 512)
+        assert c.total_bytes == c.weight_bytes + c.kv_cache_bytes + c.runtime_overhead_bytes
+        assert c.fits == (c.total_bytes <= usable)
+        assert c.fits == (c.max_context_tokens >= context)
+
+
+def test_ram_bound_keeps_the_most_bits_that_fit(llama3b):
+    from edgeprof.targets import get_target
+
+    t = get_target("raspberry_pi_4")
+    choice = choose_llm_format(llama3b, t, context_tokens=8192)
+    _check_table(choice, llama3b, t.ram.value, 8192)
+    chosen = choice.chosen
+    assert choice.verdict == "ok" and chosen is not None and chosen.fits
+    assert (choice.backend, choice.format) == (chosen.backend, chosen.format)
+    fitting = [c for c in choice.candidates if c.fits]
+    assert chosen.bits_per_weight == max(c.bits_per_weight for c in fitting)
+    bigger = [c for c in choice.candidates if c.bits_per_weight > chosen.bits_per_weight
+              and c.status != "unsupported"]
+    assert bigger and not any(c.fits for c in bigger)  # RAM is what stopped them
+    assert choice.reasons[0].startswith("RAM fit bound:")
+    assert f"{chosen.format} on {chosen.backend}" in choice.reasons[0]
+    assert "8192 tokens of context" in choice.reasons[0]
+
+
+def test_budget_bound_takes_the_most_bits_that_reach_it(tinyllama):
+    choice = choose_llm_format(tinyllama, "raspberry_pi_5", context_tokens=2048,
+                               tokens_per_s=10)
+    chosen = choice.chosen
+    assert choice.verdict == "ok" and chosen.fits and chosen.decode >= 10
+    assert chosen.decode_tokens_per_s["provenance"] in ("predicted", "estimated")
+    meeting = [c for c in choice.candidates if c.fits and c.decode is not None
+               and c.decode >= 10]
+    assert chosen.bits_per_weight == max(c.bits_per_weight for c in meeting)
+    slower = [c for c in choice.candidates if c.fits
+              and c.bits_per_weight > chosen.bits_per_weight]
+    assert slower and all(c.status == "below_budget" and c.decode < 10 for c in slower)
+    assert choice.reasons[0].startswith("tokens/s budget bound:")
+    near = [c for c in slower if c.decode_high >= 10]  # the interval alone would reach it
+    for c in near:
+        assert "upper end" in c.why
+        assert any(f"{c.format} on {c.backend}" in r and "upper end" in r
+                   for r in choice.reasons[1:])
+
+
+def test_nothing_binds_most_bits_that_fit():
+    model = resolve_llm("llm:qwen2.5-0.5b")
+    choice = choose_llm_format(model, "raspberry_pi_5", context_tokens=2048)
+    assert choice.verdict == "ok"
+    assert choice.chosen.bits_per_weight == 32
+    assert all(c.fits for c in choice.candidates if c.status != "unsupported")
+    assert choice.reasons[0].startswith("most bits that fit:")
+    # a tie on bits goes to the faster prediction (ties named in a reason)
+    ties = [c for c in choice.candidates if c.bits_per_weight == 32 and c is not choice.chosen]
+    assert ties and all(c.decode <= choice.chosen.decode for c in ties)
+    assert any(r.startswith("tie on bits/weight") for r in choice.reasons)
+
+
+def test_does_not_fit_names_the_smallest_format(llama3b):
+    choice = choose_llm_format(llama3b, "raspberry_pi_4", context_tokens=131072)
+    assert choice.verdict == "does_not_fit"
+    assert choice.backend is None and choice.format is None and choice.chosen is None
+    assert not any(c.fits for c in choice.candidates)
+    small = min((c for c in choice.candidates if c.status != "unsupported"),
+                key=lambda c: c.total_bytes)
+    first = choice.reasons[0]
+    assert first.startswith("RAM fit bound: no format fits")
+    assert f"{small.format} on {small.backend}" in first
+    assert f"{small.total_bytes / 1e9:.2f} GB" in first
+    assert f"at most {small.max_context_tokens} tokens" in first
+    json.dumps(choice.to_dict(), allow_nan=False)
+
+
+def test_budget_not_met_gives_the_fastest_that_fits(tinyllama):
+    choice = choose_llm_format(tinyllama, "raspberry_pi_4", context_tokens=1024,
+                               tokens_per_s=1000)
+    assert choice.verdict == "budget_not_met"
+    fitting = [c for c in choice.candidates if c.fits]
+    assert choice.chosen.decode == max(c.decode for c in fitting)
+    assert choice.reasons[0].startswith("tokens/s budget bound: no format that fits")
+
+
+def _fake_predictor(rates):
+    """A stand-in for predict_llm: decode {value, low, high} per format from ``rates``."""
+    def predict(est, target, *, device="cpu", runtime="llama_cpp"):
+        v, lo, hi = rates.get(est.format, (1.0, 0.5, 2.0))
+        fig = {"value": v, "low": lo, "high": hi, "unit": "tokens/s",
+               "provenance": "predicted", "calibration": "fake", "basis": "test"}
+        return {"decode_tokens_per_s": fig, "prefill_tokens_per_s": dict(fig)}
+    return predict
+
+
+def test_only_the_value_decides_and_the_interval_is_said(tinyllama, monkeypatch):
+    import edgeprof.profilers.predict.llm as P
+
+    monkeypatch.setattr(P, "predict_llm", _fake_predictor({
+        "f32": (3.0, 2.0, 4.0), "f16": (9.0, 6.0, 12.0), "q8_0": (9.5, 7.0, 11.0),
+        "q6_k": (10.5, 8.0, 13.0), "q5_k_m": (12.0, 9.0, 15.0)}))
+    choice = choose_llm_format(tinyllama, "raspberry_pi_5", backends=["llama_cpp"],
+                               context_tokens=1024, tokens_per_s=10)
+    assert (choice.backend, choice.format, choice.verdict) == ("llama_cpp", "q6_k", "ok")
+    by = {c.format: c for c in choice.candidates}
+    assert by["q8_0"].status == by["f16"].status == by["f32"].status == "below_budget"
+    assert "upper end" in by["q8_0"].why and "upper end" in by["f16"].why
+    assert "upper end" not in by["f32"].why
+    assert choice.reasons[0].startswith("tokens/s budget bound: q8_0 on llama_cpp (8.5 bits")
+    upper = next(r for r in choice.reasons if "upper end" in r)
+    assert "q8_0 on llama_cpp" in upper and "f16 on llama_cpp" in upper
+    assert "f32 on llama_cpp" not in upper
+
+
+def test_tie_on_bits_goes_to_the_faster_prediction(tinyllama, monkeypatch):
+    import edgeprof.profilers.predict.llm as P
+
+    monkeypatch.setattr(P, "predict_llm", _fake_predictor({"fp32": (2.0, 1.0, 3.0),
+                                                           "f32": (1.5, 1.0, 3.0)}))
+    choice = choose_llm_format(tinyllama, "raspberry_pi_5",
+                               backends=["llama_cpp", "onnxruntime_genai"],
+                               context_tokens=1024)
+    assert (choice.backend, choice.format) == ("onnxruntime_genai", "fp32")
+    assert "over f32 on llama_cpp" in choice.reasons[1]
+
+
+def test_a_backend_that_cannot_run_the_architecture_is_left_out():
+    from edgeprof.core.plugins import get_registry
+
+    assert "openvino_genai" in get_registry().backends_for("generate")
+    model = resolve_llm("llm:gemma-2-2b")  # sliding windows: openvino_genai can't export it
+    choice = choose_llm_format(model, "raspberry_pi_5", context_tokens=2048,
+                               backends=["llama_cpp", "openvino_genai"])
+    ov = [c for c in choice.candidates if c.backend == "openvino_genai"]
+    assert ov and all(c.status == "unsupported" and "sliding" in c.why for c in ov)
+    assert choice.backend == "llama_cpp"
+
+
+def test_to_dict_is_the_documented_shape(tinyllama):
+    d = choose_llm_format(tinyllama, "raspberry_pi_5", context_tokens=640).to_dict()
+    json.dumps(d, allow_nan=False)
+    assert d["verdict"] in VERDICTS and d["reasons"]
+    assert {"backend", "format", "reasons", "candidates", "verdict", "context_tokens",
+            "tokens_per_s", "target", "device"} <= set(d)
+    row = d["candidates"][0]
+    assert {"backend", "format", "bits_per_weight", "weight_bytes", "kv_cache_bytes",
+            "total_bytes", "fits", "decode_tokens_per_s", "max_context_tokens"} <= set(row)
+    assert {"value", "low", "high", "provenance"} <= set(row["decode_tokens_per_s"])
+    assert row["provenance"]["bytes"] == "analytic"
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"context_tokens": 4096}, "longer than tinyllama-1.1b's maximum of 2048"),
+    ({"context_tokens": 0}, "--context must be a positive"),
+    ({"tokens_per_s": 0}, "--tokens-per-s must be a positive"),
+    ({"tokens_per_s": float("nan")}, "--tokens-per-s must be a positive"),
+    ({"backends": ["no_such_runtime"]}, "no_such_runtime"),
+])
+def test_bad_input_is_a_user_error(tinyllama, kwargs, match):
+    with pytest.raises(UserError, match=match):
+        choose_llm_format(tinyllama, "raspberry_pi_5", **kwargs)
+
+
+def test_a_device_the_target_lacks_is_a_user_error(tinyllama):
+    with pytest.raises(UnknownNameError, match="cuda"):
+        choose_llm_format(tinyllama, "raspberry_pi_5", device="cuda")
+
+
+def test_recommend_command_prints_the_choice():
+    proc = subprocess.run([sys.executable, "-m", "edgeprof", "recommend", "llm:tinyllama-1.1b",
+                           "--target", "raspberry_pi_4", "--context", "1024", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)
+    assert d["verdict"] == "ok" and d["context_tokens"] == 1024 and d["reasons"]
+    proc = subprocess.run([sys.executable, "-m", "edgeprof", "recommend", "llm:tinyllama-1.1b",
+                           "--target", "raspberry_pi_4", "--context", "4096"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
