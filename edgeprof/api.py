@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import platform
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -535,8 +534,9 @@ def llm_plan(model: Any, backends: dict[str, type], precisions: Sequence[str] | 
     Each format runs on the named backends that make it; a format none of them makes is a
     ``UserError`` (exit 2), and so is a pair whose backend cannot run this architecture on
     ``device`` (its ``supports`` reason). A pair whose backend is not installed is kept: the
-    harness records it ``unavailable``. ``runnable=False`` (estimates: nothing runs here, and
-    asking a backend about this machine's devices may import its runtime) checks formats only."""
+    harness records it ``unavailable``. ``runnable=False`` (estimates and predictions for a
+    board: nothing runs here) asks ``supports_on_board`` instead: the runtime's board devices
+    and the architecture, statically (no runtime import)."""
     notes: list[str] = []
     if precisions is None or (isinstance(precisions, str) and not precisions.strip()):
         fmts: list[str] = []
@@ -561,34 +561,24 @@ def llm_plan(model: Any, backends: dict[str, type], precisions: Sequence[str] | 
             elif precisions is not None:
                 notes.append(f"{n} {fmt}: skipped, {n} does not make {fmt} "
                              f"(made by {', '.join(makers)})")
-    for n, fmt in pairs if runnable else ():
+    for n, fmt in pairs:
         cls = backends[n]
-        if not cls.availability().available:
+        if not runnable:
+            why = cls().supports_on_board(model, fmt, device)
+        elif not cls.availability().available:
             continue  # the harness says unavailable (exit 3), as for tensor backends
-        why = cls().supports(model, fmt, device)
+        else:
+            why = cls().supports(model, fmt, device)
         if why:
             raise UserError(f"{n} cannot run {model.spec.name} ({model.spec.family}) as {fmt} "
                             f"on {device}: {why}")
     return pairs, notes
 
 
-def _fit(est: dict[str, Any], tgt: Any, context: int) -> dict[str, Any]:
-    """The fit verdict of one estimate on ``tgt``'s memory (the estimate's own when it
-    gives one)."""
-    from edgeprof.profilers.report.llm_outputs import figure_value
-
-    own = est.get("fit") or est.get("fits")
-    if isinstance(own, dict) and "fits" in own:
-        verdict = dict(own)
-    else:
-        weights = figure_value(est, "weight_bytes") or 0
-        kv = (figure_value(est, "kv_cache_bytes_per_token") or 0) * context
-        ram = float(tgt.ram.value)
-        verdict = {"fits": weights + kv <= ram, "required_bytes": weights + kv,
-                   "usable_bytes": ram, "ram_bytes": ram, "context_tokens": context,
-                   "provenance": "analytic"}
-        if figure_value(est, "max_context_tokens") is not None:
-            verdict["max_context_tokens"] = figure_value(est, "max_context_tokens")
+def _fit(est: dict[str, Any]) -> dict[str, Any]:
+    """The fit verdict of one estimate made for a target (the estimate's own rule:
+    weights + KV cache + runtime allowance against the RAM after the OS reserve)."""
+    verdict = dict(est["fit"])
     fits = bool(verdict.get("fits"))
     verdict.setdefault("verdict", "fits" if fits else "does not fit")
     if not fits and "does not fit" not in str(verdict["verdict"]):
@@ -603,14 +593,8 @@ def _llm_estimates(model: Any, pairs: Sequence[tuple[str, str]], config: Any, tg
     from edgeprof.profilers.estimate.llm import BACKEND_FORMATS
     from edgeprof.profilers.estimate.llm import estimate_llm as _estimate
 
-    predict = None
-    if tgt is not None:
-        try:
-            from edgeprof.profilers.predict.llm import predict_llm as predict
-        except ImportError:
-            notes.append("no LLM predictor in this edgeprof: the target's figures are not "
-                         "predicted")
-    context = max(config.depths) + config.prompt_tokens + config.gen_tokens
+    from edgeprof.profilers.predict.llm import predict_llm as predict
+
     estimates, predictions = [], []
     for backend, fmt in pairs:
         for depth in config.depths:  # a plugin's backend: the format's generic accounting
@@ -620,9 +604,9 @@ def _llm_estimates(model: Any, pairs: Sequence[tuple[str, str]], config: Any, tg
                             backend=backend if backend in BACKEND_FORMATS else None)
             row = {**est.to_dict(), "backend": backend, "format": fmt, "depth": depth}
             if tgt is not None:
-                row["fit"] = _fit(row, tgt, context)
+                row["fit"] = _fit(row)
             estimates.append(row)
-            if predict is not None:
+            if tgt is not None:
                 try:
                     pred = predict(est, tgt, device=device, runtime=backend)
                 except UserError:

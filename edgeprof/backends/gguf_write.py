@@ -35,15 +35,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgeprof.core.errors import UnsupportedError, UserError
+from edgeprof.zoo.llm import GGUF_ARCHES
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from edgeprof.core.llm import LLMSpec
 
-#: Hugging Face model_type -> llama.cpp architecture name
-ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "gemma": "gemma", "gemma2": "gemma2",
-                 "gemma3_text": "gemma3", "gemma3": "gemma3", "phi3": "phi3"}
+#: Hugging Face model_type -> llama.cpp architecture name: the inverse of the zoo's reader
+#: table (one list of the architectures edgeprof knows), plus "gemma3" as a family alias
+ARCHITECTURES = {**{family: arch for arch, family in GGUF_ARCHES.items()}, "gemma3": "gemma3"}
 #: standard deviation of the random weights
 WEIGHT_STD = 0.02
 #: Gemma 2's published soft-caps (config.json: attn_logit_softcapping, final_logit_softcapping)
@@ -153,8 +154,11 @@ def synthetic_vocab(n: int) -> tuple[list[str], list[float], list[int]]:
 
 
 def _metadata(writer: Any, spec: LLMSpec, arch: str, file_type: int) -> None:
+    from edgeprof.zoo.llm import GGUF_RANDOM_KEY
+
     w = writer
     w.add_name(spec.name)
+    w.add_bool(GGUF_RANDOM_KEY, True)  # resolve_llm reads it back: "random weights"
     w.add_description("edgeprof random-weight model in a published shape "
                       "(latency and memory only; the text means nothing)")
     w.add_file_type(file_type)

@@ -29,13 +29,12 @@ from typing import Any
 
 from edgeprof.core.errors import UnsupportedError, UserError
 from edgeprof.core.llm import LLMModel, LLMSpec
+from edgeprof.zoo.llm import HF_ARCHITECTURES
 
 #: token ids of the synthetic vocab
 UNK_ID, BOS_ID, EOS_ID = 0, 1, 2
-#: Hugging Face architecture class per family (``model_type``)
-ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                 "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM",
-                 "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM"}
+#: Hugging Face architecture class per family (``model_type``): the zoo's table
+ARCHITECTURES = HF_ARCHITECTURES
 #: torch dtype names the folder may be written in
 DTYPES = ("float32", "float16", "bfloat16")
 #: version of this writer's output; bump when the folder's content changes
@@ -77,7 +76,7 @@ GUARDED_MAIN = ("import runpy, sys; from edgeprof.backends.hf_folder import guar
 
 
 def hf_config(spec: LLMSpec) -> dict[str, Any]:
-    """``config.json`` fields for ``spec`` (the zoo's mapping when it has one).
+    """``config.json`` fields for ``spec`` (the zoo's mapping, ``edgeprof.zoo.llm.hf_config``).
 
     Phi-3 without ``rope_scaling``: ``original_max_position_embeddings`` is set to the
     maximum, i.e. plain RoPE (the long-context scaling factors are not in the spec and do not
@@ -85,46 +84,13 @@ def hf_config(spec: LLMSpec) -> dict[str, Any]:
     if spec.family not in ARCHITECTURES:
         raise UnsupportedError(f"model '{spec.name}': family '{spec.family}' has no Hugging Face "
                                f"architecture here; known: {', '.join(ARCHITECTURES)}")
-    try:
-        from edgeprof.zoo.llm import hf_config as zoo_hf_config  # H1's mapping, when present
-    except ImportError:
-        zoo_hf_config = None
-    if zoo_hf_config is not None:
-        cfg = dict(zoo_hf_config(spec))
-        cfg.setdefault("bos_token_id", BOS_ID)
-        cfg.setdefault("eos_token_id", EOS_ID)
-    else:
-        cfg = _own_hf_config(spec)
+    from edgeprof.zoo.llm import hf_config as zoo_hf_config
+
+    cfg = dict(zoo_hf_config(spec))
+    cfg.setdefault("bos_token_id", BOS_ID)
+    cfg.setdefault("eos_token_id", EOS_ID)
     if spec.family == "phi3" and not cfg.get("rope_scaling"):
         cfg["original_max_position_embeddings"] = spec.max_position_embeddings
-    return cfg
-
-
-def _own_hf_config(spec: LLMSpec) -> dict[str, Any]:
-    cfg: dict[str, Any] = {
-        "architectures": [ARCHITECTURES[spec.family]], "model_type": spec.family,
-        "hidden_size": spec.hidden_size, "num_hidden_layers": spec.num_layers,
-        "num_attention_heads": spec.num_heads, "num_key_value_heads": spec.num_kv_heads,
-        "head_dim": spec.head_dim, "intermediate_size": spec.intermediate_size,
-        "vocab_size": spec.vocab_size, "max_position_embeddings": spec.max_position_embeddings,
-        "tie_word_embeddings": spec.tie_word_embeddings, "rms_norm_eps": spec.rms_norm_eps,
-        "rope_theta": spec.rope_theta, "hidden_act": spec.hidden_act,
-        "bos_token_id": BOS_ID, "eos_token_id": EOS_ID, "pad_token_id": None,
-    }
-    if spec.family == "llama":
-        cfg.update(attention_bias=spec.qkv_bias, mlp_bias=False)
-    elif spec.family == "qwen2":
-        cfg.update(use_sliding_window=False, sliding_window=spec.sliding_window)
-    elif spec.family in ("gemma", "gemma2", "gemma3_text"):
-        cfg["hidden_activation"] = spec.hidden_act
-        if spec.family != "gemma":
-            cfg.update(query_pre_attn_scalar=spec.head_dim,
-                       sliding_window=spec.sliding_window or 4096,
-                       layer_types=["sliding_attention" if spec.layer_slides(i) else
-                                    "full_attention" for i in range(spec.num_layers)])
-    elif spec.family == "phi3":
-        cfg.update(original_max_position_embeddings=spec.max_position_embeddings,
-                   rope_scaling=None, sliding_window=spec.sliding_window)
     return cfg
 
 

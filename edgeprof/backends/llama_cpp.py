@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from edgeprof.core.errors import EdgeprofError, ModelError, UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.llm import GenerativeBackend, LLMModel
+from edgeprof.zoo.llm import GGUF_FILE_TYPES
 
 if TYPE_CHECKING:  # pragma: no cover
     from edgeprof.core.artifact import Artifact
@@ -46,13 +47,10 @@ FTYPES = {"q2_k": "LLAMA_FTYPE_MOSTLY_Q2_K", "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0",
           "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q5_k_m": "LLAMA_FTYPE_MOSTLY_Q5_K_M",
           "q6_k": "LLAMA_FTYPE_MOSTLY_Q6_K", "q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0",
           "f16": "LLAMA_FTYPE_MOSTLY_F16", "f32": "LLAMA_FTYPE_ALL_F32"}
-#: llama.cpp's file types (general.file_type) -> edgeprof format names (those it makes, and
-#: the common others a downloaded GGUF may have)
-FILE_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 7: "q8_0", 8: "q5_0", 9: "q5_1",
-              10: "q2_k", 11: "q3_k_s", 12: "q3_k_m", 13: "q3_k_l", 14: "q4_k_s", 15: "q4_k_m",
-              16: "q5_k_s", 17: "q5_k_m", 18: "q6_k", 32: "bf16"}
+#: llama.cpp's file types (general.file_type) -> edgeprof format names: the zoo's table
+FILE_TYPES = GGUF_FILE_TYPES
 #: version of the random-GGUF writer (part of the cache key: bump when its output changes)
-WRITER_VERSION = 1
+WRITER_VERSION = 2
 #: llama-bench's micro-batch; prompts are decoded in chunks of this many tokens
 N_BATCH = 512
 ENTRY = "model.gguf"
@@ -229,6 +227,9 @@ class LlamaCppSession:
         cparams.n_batch = cparams.n_ubatch = min(N_BATCH, n_ctx)
         cparams.n_threads = cparams.n_threads_batch = threads
         cparams.no_perf = True
+        # sliding-window layers keep only their window (llama-cpp-python defaults to a
+        # full-size cache there): what the estimate's KV accounting and fit assume
+        cparams.swa_full = False
         with _capturing() as log:
             self._ctx = ll.llama_init_from_model(self._model, cparams)
         if not self._ctx:
@@ -344,16 +345,15 @@ class LlamaCppBackend(GenerativeBackend):
     formats: ClassVar[tuple[str, ...]] = ("q2_k", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q8_0",
                                           "f16", "f32")
     devices = _Devices()  # type: ignore[assignment]
+    #: llama.cpp runs on a board's CPU, or offloads all layers to CUDA (a Jetson's GPU)
+    board_devices = ("cpu", "cuda")
 
     @classmethod
     def runtime_version(cls) -> str:
         return f"llama-cpp-python {package_version()}"
 
     # -- what it can do ------------------------------------------------------------------
-    def supports(self, model: LLMModel, fmt: str, device: str = "cpu") -> str | None:
-        reason = super().supports(model, fmt, device)
-        if reason:
-            return reason
+    def architecture_reason(self, model: LLMModel, fmt: str) -> str | None:
         if model.source_kind == "gguf":
             return None  # llama.cpp itself decides when it loads the file
         if model.source_kind == "hf_folder" and not model.random_weights:

@@ -103,12 +103,11 @@ class OnnxruntimeGenaiBackend(GenerativeBackend):
     install_hint = "pip install onnxruntime-genai"
     formats = FORMATS
     devices = _DEVICES
+    #: onnxruntime-genai has CPU and CUDA builds (onnxruntime-genai-cuda)
+    board_devices = ("cpu", "cuda")
     capabilities = Capabilities(precisions=FORMATS, devices=_DEVICES, model_formats=("llm",))
 
-    def supports(self, model: LLMModel, fmt: str, device: str = "cpu") -> str | None:
-        reason = super().supports(model, fmt, device)
-        if reason:
-            return reason
+    def architecture_reason(self, model: LLMModel, fmt: str) -> str | None:
         if model.spec.family == "gemma3_text":
             return ("onnxruntime_genai 0.18's model builder cannot read the Gemma-3 config "
                     "transformers 5.23 writes (per-layer-type rope_parameters: KeyError "

@@ -274,12 +274,11 @@ class OpenvinoGenaiBackend(GenerativeBackend):
     install_hint = "pip install openvino-genai openvino-tokenizers"
     formats = FORMATS
     devices = ("cpu",)
+    #: OpenVINO offloads to Intel GPUs and NPUs, never to CUDA: on the boards here, the CPU
+    board_devices = ("cpu",)
     capabilities = Capabilities(precisions=FORMATS, devices=("cpu",), model_formats=("llm",))
 
-    def supports(self, model: LLMModel, fmt: str, device: str = "cpu") -> str | None:
-        reason = super().supports(model, fmt, device)
-        if reason:
-            return reason
+    def architecture_reason(self, model: LLMModel, fmt: str) -> str | None:
         if model.spec.family in SLIDING:
             return (f"openvino_genai: the '{model.spec.family}' sliding-window cache does not "
                     "export here without optimum-intel (not installable beside transformers "

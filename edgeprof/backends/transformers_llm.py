@@ -34,12 +34,11 @@ class TransformersBackend(GenerativeBackend):
     install_hint = "pip install transformers torch"
     formats = FORMATS
     devices = ("cpu",)
+    #: torch eager runs on a board's CPU or, with a CUDA torch (a Jetson's), its GPU
+    board_devices = ("cpu", "cuda")
     capabilities = Capabilities(precisions=FORMATS, devices=("cpu",), model_formats=("llm",))
 
-    def supports(self, model: LLMModel, fmt: str, device: str = "cpu") -> str | None:
-        reason = super().supports(model, fmt, device)
-        if reason:
-            return reason
+    def architecture_reason(self, model: LLMModel, fmt: str) -> str | None:
         if model.source_kind == "gguf":
             return "transformers runs a Hugging Face folder or an llm: preset, not a GGUF file"
         from edgeprof.backends.hf_folder import ARCHITECTURES

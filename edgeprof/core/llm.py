@@ -165,8 +165,10 @@ class GenerationConfig:
             raise UserError(f"repetitions must be at least 1, got {self.repetitions}")
 
     def context_needed(self) -> int:
-        """Tokens the KV cache must hold for the longest test."""
-        return max(self.depths) + max(self.prompt_tokens, self.gen_tokens + 1)
+        """The context a request of this shape occupies: the deepest cache + the prompt + the
+        generated tokens (what the fit, the router and the model's maximum are checked
+        against; the tests themselves need less, see generate.session_context)."""
+        return max(self.depths) + self.prompt_tokens + self.gen_tokens
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -211,7 +213,11 @@ class GenerativeBackend(Backend):
 
     workload: ClassVar[str] = "generate"
     formats: ClassVar[tuple[str, ...]] = ()
+    #: the processors this machine's installed build runs on (may be looked up lazily)
     devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    #: the processors the runtime runs on where a board has them (``--device`` of an
+    #: estimate or a recommendation: data, never a runtime import)
+    board_devices: ClassVar[tuple[str, ...]] = ("cpu",)
     capabilities: ClassVar[Capabilities] = Capabilities(precisions=(), model_formats=("llm",))
 
     @classmethod
@@ -227,12 +233,29 @@ class GenerativeBackend(Backend):
         return ""
 
     def supports(self, model: LLMModel, fmt: str, device: str = "cpu") -> str | None:
-        """Why this backend can't run ``model`` in ``fmt`` on ``device`` (None if it can)."""
+        """Why this backend can't run ``model`` in ``fmt`` on this machine's ``device``
+        (None if it can)."""
         if fmt not in self.formats:
             return (f"{self.name} does not make format '{fmt}'; it makes "
                     f"{', '.join(self.formats)}")
-        if device not in self.devices:
-            return f"{self.name} runs on {', '.join(self.devices)}, not '{device}'"
+        if device != "cpu" and device not in self.devices:  # cpu needs no lookup
+            return f"{self.name} runs on {', '.join(self.devices)} here, not '{device}'"
+        return self.architecture_reason(model, fmt)
+
+    def supports_on_board(self, model: LLMModel, fmt: str, device: str = "cpu") -> str | None:
+        """Why this runtime can't run ``model`` in ``fmt`` on a board's ``device`` (None if it
+        can): formats, :attr:`board_devices` and the architecture; imports no runtime."""
+        if fmt not in self.formats:
+            return (f"{self.name} does not make format '{fmt}'; it makes "
+                    f"{', '.join(self.formats)}")
+        if device not in self.board_devices:
+            return (f"{self.name} runs on a board's {', '.join(self.board_devices)}, "
+                    f"not '{device}'")
+        return self.architecture_reason(model, fmt)
+
+    def architecture_reason(self, model: LLMModel, fmt: str) -> str | None:
+        """Why the runtime can't run this model's architecture or source in ``fmt`` (None if
+        it can). Static: no runtime import, no file written."""
         return None
 
     def build_llm(self, model: LLMModel, fmt: str, workdir: Path) -> Artifact:

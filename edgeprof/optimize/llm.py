@@ -10,7 +10,8 @@
    decode rate on the target (``edgeprof.profilers.predict.llm.predict_llm``, llama-bench's
    ``tg`` from an empty cache) reaches the budget. The prediction's value decides; a format
    that reaches it only at the upper end of its interval is kept out and the reasons say so.
-3. **most bits**: among those left, the format with the most nominal bits per weight; a tie
+3. **most bits**: among those left, the format with the widest quantized weights, then the
+   most stored bits per parameter (q4_k_m's 6-bit tensors put it above q4_0); a tie
    goes to the faster predicted decode.
 
 The first reason names the constraint that bound the choice (``RAM fit``, ``tokens/s
@@ -54,7 +55,11 @@ class LLMCandidate:
 
     backend: str
     format: str
+    #: stored bits per parameter (weight bytes x 8 / parameters: scales, zero points and
+    #: layers kept wider included); the format's nominal figure until it is estimated
     bits_per_weight: float
+    #: the integer width of the quantized layer weights (4 for q4_0, q4_k_m and int4)
+    weight_bits: int = 0
     weight_bytes: int | None = None
     kv_cache_bytes: int | None = None
     runtime_overhead_bytes: int | None = None
@@ -81,6 +86,12 @@ class LLMCandidate:
     def label(self) -> str:
         return f"{self.format} on {self.backend}"
 
+    @property
+    def rank(self) -> tuple[int, float]:
+        """"Most bits": the quantized width first, then the stored bits per parameter (q4_k_m,
+        with its 6-bit tensors, above q4_0)."""
+        return (self.weight_bits, self.bits_per_weight)
+
     def rate_text(self) -> str:
         f = self.decode_tokens_per_s or {}
         if self.decode is None:
@@ -91,7 +102,8 @@ class LLMCandidate:
 
     def to_dict(self) -> dict[str, Any]:
         return {"backend": self.backend, "format": self.format,
-                "bits_per_weight": self.bits_per_weight, "weight_bytes": self.weight_bytes,
+                "bits_per_weight": self.bits_per_weight, "weight_bits": self.weight_bits,
+                "weight_bytes": self.weight_bytes,
                 "kv_cache_bytes": self.kv_cache_bytes,
                 "runtime_overhead_bytes": self.runtime_overhead_bytes,
                 "total_bytes": self.total_bytes, "fits": self.fits,
@@ -194,13 +206,13 @@ def _backend_formats(names: Sequence[str] | None, notes: list[str]
     return out
 
 
-def _unsupported(cls: type | None, model: LLMModel, fmt: str) -> str | None:
-    """The backend's own reason it can't run this architecture/source in ``fmt`` (asked for
-    its CPU path: which devices this machine's build offloads to says nothing of the board)."""
+def _unsupported(cls: type | None, model: LLMModel, fmt: str, device: str) -> str | None:
+    """The runtime's own reason it can't run this architecture/source in ``fmt`` on a board's
+    ``device`` (``supports_on_board``: its board devices, not this machine's build)."""
     if cls is None:
         return None
     try:
-        return cls().supports(model, fmt, "cpu")
+        return cls().supports_on_board(model, fmt, device)
     except EdgeprofError as e:
         return str(e)
 
@@ -217,8 +229,8 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
     longer than the model's maximum, a non-positive budget, an unknown device or backend) is
     a one-line :class:`UserError`; a model that fits nowhere is a verdict, not an error."""
     from edgeprof.profilers.estimate.llm import (estimate_llm, kv_cache_bytes,
-                                                 max_context_tokens, runtime_overhead_bytes,
-                                                 usable_ram_bytes)
+                                                 max_context_tokens, parameter_count,
+                                                 runtime_overhead_bytes, usable_ram_bytes)
 
     if not isinstance(model, LLMModel):
         raise UserError(f"choose_llm_format needs an LLMModel (edgeprof.zoo.llm.resolve_llm), "
@@ -249,18 +261,21 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
     ram = float(tgt.ram.value)
     usable = usable_ram_bytes(ram)
     over = runtime_overhead_bytes(spec, prompt_tokens)
+    parameters = parameter_count(spec)
     cands: list[LLMCandidate] = []
     for name, cls, table in _backend_formats(backends, notes):
         for fmt, info in table.items():
-            c = LLMCandidate(backend=name, format=fmt, bits_per_weight=float(info.bits))
+            c = LLMCandidate(backend=name, format=fmt, bits_per_weight=float(info.bits),
+                             weight_bits=int(info.weight_bits or info.bits))
             cands.append(c)
-            why = _unsupported(cls, model, fmt)
+            why = _unsupported(cls, model, fmt, device)
             if why:
                 c.status, c.why = "unsupported", why
                 continue
             est = estimate_llm(spec, info, prompt_tokens=prompt_tokens, gen_tokens=gen_tokens,
                                target=tgt, device=device, backend=name)
             c.weight_bytes = int(est.figure("weight_bytes"))
+            c.bits_per_weight = round(8 * c.weight_bytes / parameters, 3)
             c.kv_cache_bytes = int(kv_cache_bytes(spec, context_tokens, est.kv_dtype))
             c.runtime_overhead_bytes = int(over)
             c.total_bytes = c.weight_bytes + c.kv_cache_bytes + c.runtime_overhead_bytes
@@ -297,8 +312,8 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
         raise UserError("no generative backend with a known format to choose from; name one "
                         "of llama_cpp, onnxruntime_genai, openvino_genai, transformers")
 
-    def key(c: LLMCandidate) -> tuple[float, float]:
-        return (c.bits_per_weight, c.decode if c.decode is not None else -1.0)
+    def key(c: LLMCandidate) -> tuple[int, float, float]:
+        return (*c.rank, c.decode if c.decode is not None else -1.0)
 
     considered = [c for c in cands if c.status != "unsupported"]
     fitting = [c for c in considered if c.fits]
@@ -343,12 +358,12 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
     else:
         verdict = "ok"
         chosen = max(meeting, key=key)
-        more_bits_fit = [c for c in fitting if c.bits_per_weight > chosen.bits_per_weight]
-        more_bits = [c for c in considered if c.bits_per_weight > chosen.bits_per_weight]
+        more_bits_fit = [c for c in fitting if c.rank > chosen.rank]
+        more_bits = [c for c in considered if c.rank > chosen.rank]
         size = (f"{_gb(chosen.total_bytes)} (weights {_gb(chosen.weight_bytes)} + KV "
                 f"{_gb(chosen.kv_cache_bytes)} + runtime {_gb(chosen.runtime_overhead_bytes)})")
         if tokens_per_s is not None and more_bits_fit:
-            next_up = min(more_bits_fit, key=lambda c: (c.bits_per_weight,
+            next_up = min(more_bits_fit, key=lambda c: (c.rank,
                                                         -(c.decode or -1.0)))
             others = len(more_bits_fit) - 1
             reasons.append(
@@ -360,7 +375,7 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
                 + f"; {chosen.label} is the format with the most bits "
                 f"({chosen.bits_per_weight:g}/weight) that reaches it: {chosen.rate_text()}")
         elif more_bits:
-            big = min(more_bits, key=lambda c: c.bits_per_weight)
+            big = min(more_bits, key=lambda c: c.rank)
             reasons.append(
                 f"RAM fit bound: {big.label} ({big.bits_per_weight:g} bits/weight) and the "
                 f"formats with more bits don't fit {ram_text} ({big.label} needs "
@@ -372,15 +387,16 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
                 f"({chosen.bits_per_weight:g}/weight) and fits {ram_text}: {size}"
                 + (f"; predicted {chosen.rate_text()} meets {tokens_per_s:g} tok/s"
                    if tokens_per_s is not None else ""))
-        ties = [c for c in meeting if c is not chosen
-                and c.bits_per_weight == chosen.bits_per_weight]
+        ties = [c for c in meeting if c is not chosen and c.rank == chosen.rank
+                and c.decode is not None and chosen.decode is not None
+                and c.decode < chosen.decode]
         if ties:
             reasons.append("tie on bits/weight broken by the faster predicted decode: "
                            f"{chosen.label} ({chosen.rate_text()}) over " + ", ".join(
                                f"{c.label} ({c.rate_text()})" for c in ties))
         near = [c for c in fitting if c.status == "below_budget" and c.decode_high is not None
                 and c.decode_high >= (tokens_per_s or math.inf)
-                and c.bits_per_weight > chosen.bits_per_weight]
+                and c.rank > chosen.rank]
         if near:
             reasons.append("reach the budget only at the upper end of their interval (the "
                            "prediction's value decides, so they are not chosen): " + ", ".join(

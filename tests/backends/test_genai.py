@@ -139,6 +139,12 @@ def test_ov_genai_int4_exactly_n_with_eos_argmax_and_no_depth(eos_model, tmp_pat
     assert {"openvino_tokenizer.xml", "openvino_detokenizer.xml"} <= set(m.files)
     assert m.route[-1]["dst"] == "ov-genai-int4" and "nncf" in m.route[-1]["converter"]
     assert m.route[-1]["options"]["weights"] == "INT4_SYM"
+    # the estimator's byte model of this layout is the weights file the export wrote
+    from edgeprof.profilers.estimate.llm import estimate_llm
+
+    est = estimate_llm(TINY, "int4", backend="openvino_genai", prompt_tokens=8, gen_tokens=8)
+    assert m.files["openvino_model.bin"]["size"] == pytest.approx(
+        est.figure("weight_bytes"), rel=0.01)
     s = b.load_llm(art, threads=1, n_ctx=len(PROMPT) + 10)
     got = _run(s, PROMPT, 10)
     # ignore_eos + min_new_tokens: EOS is masked, the run never ends early

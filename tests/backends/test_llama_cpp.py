@@ -128,6 +128,12 @@ def test_preset_builds_in_every_format_with_llama_cpps_quantizer(smollm2, backen
             assert m.route[-1]["package"] == "llama-cpp-python"
         assert any("random weights" in n for n in m.notes)
         assert gguf_file_format(art.entry_path) == fmt
+        # the file itself says so (llama.cpp's quantizer keeps the key): given back by
+        # path, it is still reported as random weights
+        from edgeprof.zoo.llm import resolve_llm
+
+        again = resolve_llm(str(art.entry_path))
+        assert again.random_weights and again.file_format == fmt
     again = backend.build_llm(model, "q4_k_m", None)  # content-keyed cache: no rebuild
     assert again.cache_hit and again.path == arts["q4_k_m"].path
 

@@ -138,7 +138,10 @@ def test_profile_measures_beside_the_estimate_and_writes_out(tmp_path, capsys, p
                 "provenance"):
         assert col in bench.columns
     assert set(bench["test"]) == {"pp16", "tg8"} and set(bench["provenance"]) == {"measured"}
-    assert len(pd.read_csv(out / "estimate.csv")) >= 4
+    assert bench["random_weights"].all()  # every output says so, the CSVs too
+    est = pd.read_csv(out / "estimate.csv")
+    assert len(est) >= 4 and est["random_weights"].all()
+    assert (out / "report.html").is_file()
 
 
 def test_json_flag_prints_the_payload(capsys, plugins, cache):
@@ -303,3 +306,26 @@ def test_calibrate_refuses_a_model_the_backend_cannot_run(tmp_path, capsys, plug
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "gemma" in err[0]
     assert not (tmp_path / "cal").exists() or not any((tmp_path / "cal").iterdir())
+
+
+@pytest.mark.parametrize("args, words", [
+    (["llm:gemma-3-1b", "--backend", "onnxruntime_genai", "--precision", "int4",
+      "--target", "raspberry_pi_5"], "gemma3_text"),
+    (["llm:tinyllama-1.1b", "--backend", "openvino_genai", "--precision", "int4",
+      "--target", "jetson_orin_nano", "--device", "cuda"], "runs on a board's cpu"),
+])
+def test_estimate_refuses_what_the_runtime_cannot_run_on_the_board(capsys, args, words):
+    """An estimate builds nothing, but it still refuses an architecture or a board processor
+    the runtime can't run (statically: supports_on_board imports no runtime)."""
+    code = main(["estimate", *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and words in err[0]
+
+
+def test_recommend_leaves_out_runtimes_that_cannot_use_the_boards_device(capsys):
+    code = main(["recommend", "llm:tinyllama-1.1b", "--target", "jetson_orin_nano",
+                 "--device", "cuda", "--backend", "openvino_genai,transformers", "--json"])
+    choice = json.loads(capsys.readouterr().out)
+    assert code == 0 and choice["backend"] == "transformers"
+    ov = [c for c in choice["candidates"] if c["backend"] == "openvino_genai"]
+    assert ov and all(c["status"] == "unsupported" and "cuda" in c["why"] for c in ov)

@@ -41,7 +41,10 @@ def _check_table(choice, model, target_ram, context):
         if c.status == "unsupported":
             continue
         info = E.formats_for(c.backend)[c.format]
-        assert c.bits_per_weight == info.bits
+        # most bits: the quantized width, then the stored bits per parameter
+        assert c.weight_bits == (info.weight_bits or int(info.bits))
+        assert c.bits_per_weight == pytest.approx(
+            8 * E.weight_bytes(model.spec, info) / E.parameter_count(model.spec), abs=1e-3)
         assert c.weight_bytes == E.weight_bytes(model.spec, info)
         assert c.kv_cache_bytes == E.kv_cache_bytes(model.spec, context, info.kv_dtype)
         assert c.runtime_overhead_bytes == E.runtime_overhead_bytes(model.spec, 512)
@@ -60,8 +63,8 @@ def test_ram_bound_keeps_the_most_bits_that_fit(llama3b):
     assert choice.verdict == "ok" and chosen is not None and chosen.fits
     assert (choice.backend, choice.format) == (chosen.backend, chosen.format)
     fitting = [c for c in choice.candidates if c.fits]
-    assert chosen.bits_per_weight == max(c.bits_per_weight for c in fitting)
-    bigger = [c for c in choice.candidates if c.bits_per_weight > chosen.bits_per_weight
+    assert chosen.rank == max(c.rank for c in fitting)
+    bigger = [c for c in choice.candidates if c.rank > chosen.rank
               and c.status != "unsupported"]
     assert bigger and not any(c.fits for c in bigger)  # RAM is what stopped them
     assert choice.reasons[0].startswith("RAM fit bound:")
@@ -77,9 +80,8 @@ def test_budget_bound_takes_the_most_bits_that_reach_it(tinyllama):
     assert chosen.decode_tokens_per_s["provenance"] in ("predicted", "estimated")
     meeting = [c for c in choice.candidates if c.fits and c.decode is not None
                and c.decode >= 10]
-    assert chosen.bits_per_weight == max(c.bits_per_weight for c in meeting)
-    slower = [c for c in choice.candidates if c.fits
-              and c.bits_per_weight > chosen.bits_per_weight]
+    assert chosen.rank == max(c.rank for c in meeting)
+    slower = [c for c in choice.candidates if c.fits and c.rank > chosen.rank]
     assert slower and all(c.status == "below_budget" and c.decode < 10 for c in slower)
     assert choice.reasons[0].startswith("tokens/s budget bound:")
     near = [c for c in slower if c.decode_high >= 10]  # the interval alone would reach it
@@ -93,13 +95,16 @@ def test_nothing_binds_most_bits_that_fit():
     model = resolve_llm("llm:qwen2.5-0.5b")
     choice = choose_llm_format(model, "raspberry_pi_5", context_tokens=2048)
     assert choice.verdict == "ok"
-    assert choice.chosen.bits_per_weight == 32
+    assert choice.chosen.weight_bits == 32
     assert all(c.fits for c in choice.candidates if c.status != "unsupported")
     assert choice.reasons[0].startswith("most bits that fit:")
-    # a tie on bits goes to the faster prediction (ties named in a reason)
-    ties = [c for c in choice.candidates if c.bits_per_weight == 32 and c is not choice.chosen]
+    # a tie on bits goes to the faster prediction; the reason names it only when the
+    # predictions differ (an equal rate broke nothing)
+    ties = [c for c in choice.candidates if c.rank == choice.chosen.rank
+            and c is not choice.chosen and c.status != "unsupported"]
     assert ties and all(c.decode <= choice.chosen.decode for c in ties)
-    assert any(r.startswith("tie on bits/weight") for r in choice.reasons)
+    slower = any(c.decode < choice.chosen.decode for c in ties)
+    assert slower == any(r.startswith("tie on bits/weight") for r in choice.reasons)
 
 
 def test_does_not_fit_names_the_smallest_format(llama3b):
@@ -149,7 +154,8 @@ def test_only_the_value_decides_and_the_interval_is_said(tinyllama, monkeypatch)
     assert by["q8_0"].status == by["f16"].status == by["f32"].status == "below_budget"
     assert "upper end" in by["q8_0"].why and "upper end" in by["f16"].why
     assert "upper end" not in by["f32"].why
-    assert choice.reasons[0].startswith("tokens/s budget bound: q8_0 on llama_cpp (8.5 bits")
+    assert choice.reasons[0].startswith("tokens/s budget bound: q8_0 on llama_cpp (8.5")
+    assert "bits/weight) fits but is predicted at 9.5 tok/s" in choice.reasons[0]
     upper = next(r for r in choice.reasons if "upper end" in r)
     assert "q8_0 on llama_cpp" in upper and "f16 on llama_cpp" in upper
     assert "f32 on llama_cpp" not in upper

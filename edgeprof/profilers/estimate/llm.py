@@ -148,10 +148,12 @@ FORMATS: dict[str, FormatInfo] = {f.name: f for f in (
 FORMATS["bf16_gguf"] = _ll("bf16_gguf", 32, "BF16", 16, "llama.cpp BF16")
 
 _OPENVINO = {f.name: f for f in (
-    FormatInfo("int4", "genai", 4.16, "f16", "int8",
-               "OpenVINO GenAI / NNCF int4 asymmetric group 128 (f16 scale + u4 zero point per "
-               "group); embedding and LM head INT8_ASYM per channel", weight_bits=4,
-               group_size=128, symmetric=False, backend="openvino_genai"),
+    FormatInfo("int4", "genai", 4.125, "f16", "int8",
+               "OpenVINO GenAI / NNCF INT4_SYM, group 128 halved until it divides every "
+               "matrix's input width (f16 scale per group, no zero point), as the "
+               "openvino_genai backend builds it; embedding and LM head INT8_ASYM per channel "
+               "(NNCF's default)", weight_bits=4, group_size=128, symmetric=True,
+               backend="openvino_genai"),
     FormatInfo("int8", "genai", 8.0, "f16", "int8",
                "OpenVINO GenAI / NNCF INT8_ASYM per output channel (f16 scale + u8 zero point)",
                weight_bits=8, group_size=0, symmetric=False, backend="openvino_genai"),
@@ -380,14 +382,18 @@ def _storage(spec: LLMSpec, f: FormatInfo, device: str) -> dict[str, tuple[int, 
     head = TensorInfo("output.weight", "lm_head", None, (spec.hidden_size, spec.vocab_size),
                       "output")
     if f.backend == "openvino_genai":
+        # the group the backend asks NNCF for (one definition: the backend's)
+        from edgeprof.backends.openvino_genai import int4_group_size
+
+        g = int4_group_size(spec)
         i8 = lambda t: (_groupwise_bytes(t, 8, 0, 2, 8), "int8_asym")  # noqa: E731
         for t in ts:
             if not t.is_matrix:
                 out[t.name] = (t.numel * 4, "f32")
-            elif f.weight_bits == 8 or t.kind in ("embedding", "lm_head") or t.ne[0] % 128:
+            elif f.weight_bits == 8 or t.kind in ("embedding", "lm_head") or t.ne[0] % g:
                 out[t.name] = i8(t)
             else:
-                out[t.name] = (_groupwise_bytes(t, 4, 128, 2, 4), "int4_asym_g128")
+                out[t.name] = (_groupwise_bytes(t, 4, g, 2, 0), f"int4_sym_g{g}")
         return out
     # ONNX Runtime GenAI builder: io dtype fp32 on CPU, fp16 on CUDA
     io = 2 if device == "cuda" else 4
@@ -596,15 +602,15 @@ def estimate_llm(model: LLMSpec | LLMModel | str, fmt: str | FormatInfo, *,
     spec = _spec(model)
     f = resolve_format(fmt, backend)
     kv = kv_dtype or f.kv_dtype
-    kvb = _kv_bytes(kv)
+    _kv_bytes(kv)  # an unknown KV dtype is a one-line error here
     for what, v, lo in (("--prompt-tokens", prompt_tokens, 1), ("--gen-tokens", gen_tokens, 1),
                         ("--depth", depth, 0)):
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise UserError(f"{what} must be an integer of at least {lo}, got {v!r}")
-    context = depth + max(prompt_tokens, gen_tokens + 1)
+    context = depth + prompt_tokens + gen_tokens  # GenerationConfig.context_needed()
     if context > spec.max_position_embeddings:
-        raise UserError(f"a context of {context} tokens (depth {depth} + max(prompt "
-                        f"{prompt_tokens}, gen {gen_tokens} + 1)) is longer than "
+        raise UserError(f"a context of {context} tokens (depth {depth} + prompt "
+                        f"{prompt_tokens} + generated {gen_tokens}) is longer than "
                         f"{spec.name}'s maximum of {spec.max_position_embeddings} "
                         "(max_position_embeddings); use fewer tokens")
     store = _storage(spec, f, device)

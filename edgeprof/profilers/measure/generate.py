@@ -91,7 +91,7 @@ def random_tokens(n: int, vocab_size: int, seed: Sequence[int]) -> list[int]:
 def context_tokens(config: GenerationConfig) -> int:
     """The context the user asked for: the deepest cache plus the prompt plus the generated
     tokens (what must fit the model's maximum)."""
-    return max(config.depths) + config.prompt_tokens + config.gen_tokens
+    return config.context_needed()
 
 
 def session_context(config: GenerationConfig) -> int:

@@ -730,7 +730,7 @@ def predict_llm(estimate: Any, target, *, device: str = "cpu", runtime: str = "l
                  f"{c['peak'] / 1e9:.1f} G{c['precision']} MAC/s) for {n['prompt_tokens']} tokens"
                  f" + {n['num_layers']} layers x {o * 1e3:.3f} ms")
     pv = {"decode": c["prov"]["decode"], "prefill": c["prov"]["prefill"]}
-    ttft_prov = "predicted" if pv["decode"] == pv["prefill"] == "predicted" else "estimated"
+    ttft_prov = pv["prefill"]
     P = n["prompt_tokens"]
     # roofline at the datasheet peaks: is a decode step memory- or compute-bound?
     compute_s = n["decode_macs_per_token"] / c["peak"]
@@ -744,9 +744,11 @@ def predict_llm(estimate: Any, target, *, device: str = "cpu", runtime: str = "l
                                         pv["prefill"], name, pre_basis),
         "decode_tokens_per_s": _figure(1 / t_dec, 1 / dec_hi, 1 / dec_lo, "tokens/s",
                                        pv["decode"], name, dec_basis),
-        "ttft_ms": _figure(1e3 * (t_pre + t_dec), 1e3 * (pre_lo + dec_lo),
-                           1e3 * (pre_hi + dec_hi), "ms", ttft_prov, name,
-                           "prefill of the prompt + one decode step"),
+        # as measured: the first token is sampled from the logits the prefill made (no
+        # forward pass of its own), so the time to first token is the prefill's
+        "ttft_ms": _figure(1e3 * t_pre, 1e3 * pre_lo, 1e3 * pre_hi, "ms", ttft_prov, name,
+                           "prefill of the prompt (the first token is sampled from its "
+                           "logits)"),
         "tpot_ms": _figure(1e3 * t_dec, 1e3 * dec_lo, 1e3 * dec_hi, "ms", pv["decode"], name,
                            dec_basis),
         "runtime": runtime, "compute_precision": c["precision"],
@@ -769,16 +771,19 @@ def _rate(d: dict[str, float] | None) -> float | None:
 def host_samples(records: list[Any], spec_for_model: Callable[[str], Any], target, *,
                  device: str = "cpu") -> list[dict[str, Any]]:
     """Fitting samples from measured GenerationRecords (ok ones only)."""
-    from edgeprof.profilers.estimate.llm import estimate_llm
+    from edgeprof.profilers.estimate.llm import BACKEND_FORMATS, estimate_llm
 
     out: list[dict[str, Any]] = []
     for i, r in enumerate(records):
         if getattr(r, "status", "ok") != "ok":
             continue
         spec = spec_for_model(r.model)
+        # the record's own runtime's layout (OpenVINO's int4 is not ONNX Runtime GenAI's)
+        layout = {"backend": r.backend} \
+            if r.format in BACKEND_FORMATS.get(r.backend, ()) else {}
         est = estimate_llm(spec, r.format, prompt_tokens=max(1, int(r.n_prompt or 1)),
                            gen_tokens=max(1, int(r.n_gen or 1)), depth=int(r.n_depth or 0),
-                           target=target, device=device)
+                           target=target, device=device, **layout)
         common = {"target": target, "device": device, "runtime": r.backend, "estimate": est,
                   "model": r.model, "version": r.runtime_version, "n_depth": r.n_depth,
                   "n_threads": r.n_threads, "source": "measured on this machine"}

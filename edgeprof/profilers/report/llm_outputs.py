@@ -22,7 +22,8 @@ SCHEMA = "edgeprof.llm/1"
 #: llama-bench's CSV columns first, then edgeprof's
 BENCH_COLUMNS = ["model", "backend", "format", "device", "test", "n_prompt", "n_gen", "n_depth",
                  "avg_ts", "stddev_ts", "median_ts", "model_size", "model_n_params",
-                 "n_threads", "build_commit", "status", "provenance", "where"]
+                 "n_threads", "build_commit", "status", "provenance", "where",
+                 "low_ts", "high_ts", "random_weights"]
 FIGURES = ("parameters", "weight_bytes", "kv_cache_bytes_per_token", "decode_bytes_per_token",
            "prefill_tokens_per_s", "decode_tokens_per_s", "ttft_ms", "tpot_ms",
            "max_context_tokens")
@@ -93,9 +94,11 @@ def bench_frame(payload: Mapping[str, Any]):
     import pandas as pd
 
     rows = []
+    random_weights = bool((payload.get("model") or {}).get("random_weights", True))
     for d in payload.get("runs") or []:
-        for row in GenerationRecord.from_dict(d).bench_rows():
-            rows.append({**row, "where": "this host"})
+        rec = GenerationRecord.from_dict(d)
+        for row in rec.bench_rows():
+            rows.append({**row, "where": "this host", "random_weights": rec.random_weights})
     config = payload.get("config") or {}
     sizes = {(e.get("backend"), e.get("format"), e.get("depth", 0)):
              figure_value(e, "file_bytes") or figure_value(e, "weight_bytes")
@@ -117,7 +120,8 @@ def bench_frame(payload: Mapping[str, Any]):
                          "model_n_params": figure_value(payload.get("model"), "parameters"),
                          "n_threads": None, "build_commit": "", "status": "ok",
                          "provenance": f.get("provenance", "predicted"),
-                         "where": p.get("target")})
+                         "where": p.get("target"), "low_ts": f.get("low"),
+                         "high_ts": f.get("high"), "random_weights": random_weights})
     frame = pd.DataFrame(rows, columns=BENCH_COLUMNS)
     for col in ("n_prompt", "n_gen", "n_depth", "model_size", "model_n_params", "n_threads"):
         frame[col] = frame[col].astype("Int64")  # integers, empty where not known
@@ -130,8 +134,10 @@ def estimate_frame(payload: Mapping[str, Any]):
     import pandas as pd
 
     rows = []
+    random_weights = bool((payload.get("model") or {}).get("random_weights", True))
     for e in payload.get("estimates") or []:
-        label = {k: e.get(k) for k in ("backend", "format", "depth")}
+        label = {**{k: e.get(k) for k in ("backend", "format", "depth")},
+                 "random_weights": random_weights}
         layers = e.get("layers")
         if isinstance(layers, list) and layers:
             rows.extend({**label, **_flat(layer)} for layer in layers if isinstance(layer, Mapping))
@@ -157,40 +163,22 @@ def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ writing
-def html_writer():
-    """``write_llm_html(path, payload)`` if the HTML report module is there, else None."""
-    try:
-        from edgeprof.profilers.report.llm_html import write_llm_html
-    except ImportError:
-        return None
-    return write_llm_html
-
-
 def write_llm_outputs(out_dir: str | os.PathLike, payload: dict[str, Any]) -> list[Path]:
     """Replace ``out_dir`` as a whole (core.io.publish_staged) with profile.json,
-    llm_bench.csv, estimate.csv and report.html. Without the HTML renderer the page is
-    left out and the payload's notes say so (before profile.json is written)."""
+    llm_bench.csv, estimate.csv and report.html."""
     from edgeprof.core.io import publish_staged, write_csv, write_json
-
-    render = html_writer()
-    if render is None:
-        payload.setdefault("notes", []).append(
-            "report.html not written: the LLM HTML report (edgeprof.profilers.report.llm_html) "
-            "is not installed in this edgeprof")
+    from edgeprof.profilers.report.llm_html import write_llm_html
 
     def write(stage: Path) -> list[str]:
-        names = ["profile.json", "llm_bench.csv", "estimate.csv"]
         write_json(stage / "profile.json", payload)
         write_csv(stage / "llm_bench.csv", bench_frame(payload))
         write_csv(stage / "estimate.csv", estimate_frame(payload))
-        if render is not None:
-            render(stage / "report.html", payload)
-            names.append("report.html")
-        return names
+        write_llm_html(stage / "report.html", payload)
+        return ["profile.json", "llm_bench.csv", "estimate.csv", "report.html"]
 
     return publish_staged(out_dir, write)
 
 
 __all__ = ["BENCH_COLUMNS", "FIGURES", "SCHEMA", "bench_frame", "build_payload",
-           "estimate_frame", "figure", "figure_value", "find_figure", "html_writer",
+           "estimate_frame", "figure", "figure_value", "find_figure",
            "write_llm_outputs"]

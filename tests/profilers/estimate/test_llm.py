@@ -184,10 +184,27 @@ def test_genai_group_wise_bytes_by_hand():
     assert weight_bytes(s, "int8", backend="onnxruntime_genai") == int8
     # CUDA: fp16 scales and io dtype
     assert weight_bytes(s, "int4", backend="onnxruntime_genai", device="cuda") < int4
-    # OpenVINO int4: u4 + (f16 scale + u4 zero point) per 128; embedding INT8_ASYM per row
-    ov4 = (sum(t.numel // 2 + t.numel // 128 * 2 + t.numel // 128 // 2 for t in layer_mats)
-           + emb + 512 * 3 + 4 * vec)
+    # OpenVINO int4 as the backend exports it: INT4_SYM, u4 + an f16 scale per group (the
+    # backend's group: 128 halved until it divides every input width), no zero point;
+    # embedding INT8_ASYM per row (u8 + f16 scale + u8 zero point)
+    from edgeprof.backends.openvino_genai import int4_group_size
+
+    g = int4_group_size(s)
+    assert g == 128
+    vocab = ts["token_embd.weight"].numel // 256
+    ov4 = (sum(t.numel // 2 + t.numel // g * 2 for t in layer_mats) + emb + vocab * 3
+           + 4 * vec)
     assert weight_bytes(s, "int4", backend="openvino_genai") == ov4
+    # SmolLM's width (576) is not a multiple of 128: the backend asks for group 64, and the
+    # layer matrices are still int4 (not counted as the int8 fallback)
+    narrow = small(hidden_size=576, tie_word_embeddings=True)
+    assert int4_group_size(narrow) == 64
+    nts = [t for t in tensors(narrow) if t.is_matrix and t.kind != "embedding"]
+    nemb = next(t for t in tensors(narrow) if t.kind == "embedding")
+    nvec = sum(t.numel for t in tensors(narrow) if not t.is_matrix)
+    assert weight_bytes(narrow, "int4", backend="openvino_genai") == (
+        sum(t.numel // 2 + t.numel // 64 * 2 for t in nts) + nemb.numel
+        + nemb.numel // 576 * 3 + 4 * nvec)
     # untied: an fp32 embedding beside the int4 head (tied: the head's blocks serve both)
     untied = dataclasses.replace(s, tie_word_embeddings=False)
     assert (weight_bytes(untied, "int4", backend="onnxruntime_genai")
