@@ -52,7 +52,7 @@ demo: $(STAMP)
 	$(VENV)/bin/edgeprof estimate llm:llama-3.2-3b --target raspberry_pi_5 --backend llama_cpp \
 	  --precision q4_k_m --prompt-tokens 512 --gen-tokens 128
 
-bench: $(STAMP)
+bench: $(LLAMA_STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[bench]'
 	$(PY) benchmarks/run_all.py
 

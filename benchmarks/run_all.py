@@ -30,6 +30,12 @@ RUNS = [
     ("predict_boards", ["predict_boards.py"]),
     ("html_report", ["html_report.py"]),
     ("sweep_vs_profile", ["sweep_vs_profile.py"]),
+    # generative models (issue 14)
+    ("llm_estimate_speed", ["llm_estimate_speed.py"]),
+    ("predict_llm", ["predict_llm.py"]),
+    ("llm_overhead", ["llm_overhead.py", "--model", "llm:smollm2-135m,llm:tinyllama-1.1b",
+                      "--format", "q4_k_m,q4_0", "--threads", "1", "--pairs", "20"]),
+    ("llm_runtimes", ["llm_runtimes.py"]),
 ]
 
 
