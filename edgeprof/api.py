@@ -698,11 +698,16 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
             llm, tgt, device=device, backends=known,
             context_tokens=config.context_needed(), prompt_tokens=prompt_tokens,
             gen_tokens=gen_tokens).to_dict()
+    host = _host_info(None)
+    if any(r.ok for r in runs):  # the roof the measured points sit under (calibrated once)
+        try:
+            host["target"] = _target("host", targets_dir, plugins).to_dict()
+        except EdgeprofError as e:
+            notes.append(f"this host's roof is left out of the report: {e}")
     payload = build_payload(llm, target=tgt, device=device, config=config,
                             parameters=_llm_parameters(llm), estimates=estimates,
                             predictions=predictions, runs=runs, notes=[llm.note, *notes],
-                            recommendation=recommendation, host=_host_info(None),
-                            command="profile")
+                            recommendation=recommendation, host=host, command="profile")
     if out is not None:
         say(f"writing artifacts to {out}")
         _save(payload, lambda: write_llm_outputs(out, payload))

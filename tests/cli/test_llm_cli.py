@@ -129,6 +129,9 @@ def test_profile_measures_beside_the_estimate_and_writes_out(tmp_path, capsys, p
     assert r["decode_tokens_per_s"]["median"] > 0 and r["model_size"] == 4096
     assert r["build_commit"] == "fake-0001"
     assert len(doc["estimates"]) == 4 and doc["predictions"] == []  # no --target
+    # the roof the measured points sit under: this host's calibrated figures
+    assert doc["host"]["target"]["id"] == "host"
+    assert doc["host"]["target"]["figures"]["bandwidth"]["value"] > 0
 
     import pandas as pd
 
