@@ -19,6 +19,7 @@ and writes it in a child process.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -92,6 +93,12 @@ def hf_config(spec: LLMSpec) -> dict[str, Any]:
     if spec.family == "phi3" and not cfg.get("rope_scaling"):
         cfg["original_max_position_embeddings"] = spec.max_position_embeddings
     return cfg
+
+
+def folder_max_context(folder: str | os.PathLike) -> int | None:
+    """The model's maximum context as its folder's ``config.json`` gives it (None if not)."""
+    cfg = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    return int(cfg.get("max_position_embeddings") or 0) or None
 
 
 def _check_dtype(dtype: str) -> None:
@@ -294,5 +301,5 @@ def hf_source(model: LLMModel, dtype: str = "float32", seed: int = 0, *,
 
 
 __all__ = ["ARCHITECTURES", "BOS_ID", "DTYPES", "EOS_ID", "GUARDED_MAIN", "UNK_ID", "HFSource",
-           "bias_to_token", "guard_torchvision", "hf_config", "hf_source", "write_in_child",
-           "write_random_hf_folder", "write_tokenizer"]
+           "bias_to_token", "folder_max_context", "guard_torchvision", "hf_config", "hf_source",
+           "write_in_child", "write_random_hf_folder", "write_tokenizer"]

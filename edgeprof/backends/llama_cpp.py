@@ -367,16 +367,11 @@ class LlamaCppBackend(GenerativeBackend):
             return str(e)
         return None
 
-    def _check(self, model: LLMModel, fmt: str, device: str = "cpu") -> None:
-        reason = self.supports(model, fmt, device)
-        if reason:
-            raise UnsupportedError(reason, backend=self.name, precision=fmt)
-
     # -- build ---------------------------------------------------------------------------
     def build_llm(self, model: LLMModel, fmt: str, workdir: Path | None = None) -> Artifact:
         """The GGUF for ``model`` in ``fmt`` (cached by content; ``workdir`` is not needed:
         the artifact lives in edgeprof's conversion cache)."""
-        self._check(model, fmt)
+        self.check_buildable(model, fmt)
         if model.source_kind == "gguf":
             return self._build_from_file(model, fmt)
         return self._build_random(model, fmt)

@@ -24,14 +24,13 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from edgeprof.core.backend import Capabilities
 from edgeprof.core.errors import UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
-from edgeprof.core.llm import GenerativeBackend, LLMModel
+from edgeprof.core.llm import GenerativeBackend, LLMModel, dist_version
 
 #: model_type -> what the builder calls it (checked against its dispatch table)
 FAMILIES = ("llama", "qwen2", "gemma", "gemma2", "gemma3_text", "phi3")
@@ -43,20 +42,11 @@ BUILD_TIMEOUT_S = 3600
 
 
 def _installed(dist: str) -> bool:
-    try:
-        metadata.version(dist)
-        return True
-    except metadata.PackageNotFoundError:
-        return False
+    return bool(dist_version(dist))
 
 
 def _version() -> str:
-    for dist in ("onnxruntime-genai", "onnxruntime-genai-cuda"):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return ""
+    return dist_version("onnxruntime-genai") or dist_version("onnxruntime-genai-cuda")
 
 
 #: the CUDA build of the package ships as its own distribution
@@ -105,9 +95,14 @@ class OnnxruntimeGenaiBackend(GenerativeBackend):
     devices = _DEVICES
     #: onnxruntime-genai has CPU and CUDA builds (onnxruntime-genai-cuda)
     board_devices = ("cpu", "cuda")
+    #: it builds from a Hugging Face folder (a preset's is written), never from a GGUF
+    sources = ("preset", "hf_folder")
     capabilities = Capabilities(precisions=FORMATS, devices=_DEVICES, model_formats=("llm",))
 
     def architecture_reason(self, model: LLMModel, fmt: str) -> str | None:
+        reason = super().architecture_reason(model, fmt)
+        if reason:
+            return reason
         if model.spec.family == "gemma3_text":
             return ("onnxruntime_genai 0.18's model builder cannot read the Gemma-3 config "
                     "transformers 5.23 writes (per-layer-type rope_parameters: KeyError "
@@ -115,9 +110,6 @@ class OnnxruntimeGenaiBackend(GenerativeBackend):
         if model.spec.family not in FAMILIES:
             return (f"onnxruntime_genai's builder here covers {', '.join(FAMILIES)}, not "
                     f"'{model.spec.family}'")
-        if model.source_kind == "gguf":
-            return ("onnxruntime_genai builds from a Hugging Face folder or an llm: preset, "
-                    "not a GGUF file")
         return None
 
     # -- build ---------------------------------------------------------------------------
@@ -125,14 +117,11 @@ class OnnxruntimeGenaiBackend(GenerativeBackend):
         from edgeprof.backends.hf_folder import hf_source
         from edgeprof.core.cache import cached_entry
 
-        reason = self.supports(model, fmt, "cpu")
-        if reason:
-            raise UnsupportedError(reason, backend=self.name, precision=fmt)
-        self.ensure_available()
+        self.check_buildable(model, fmt)
         src = hf_source(model)
         version = _version()
         key = {"source": src.digest, "format": fmt, "execution_provider": "cpu",
-               "onnxruntime_genai": version, "onnxruntime": _dist_version("onnxruntime"),
+               "onnxruntime_genai": version, "onnxruntime": dist_version("onnxruntime"),
                "quant": QUANT_OPTIONS if fmt != "fp32" else None, "precision": fmt}
         step = {"src": "hf-folder", "dst": f"ort-genai-{fmt}",
                 "converter": "onnxruntime_genai.models.builder",
@@ -169,15 +158,10 @@ class OnnxruntimeGenaiBackend(GenerativeBackend):
     def load_llm(self, artifact, *, threads: int, n_ctx: int, device: str = "cpu"):
         import onnxruntime_genai as og
 
-        if device not in self.devices:
-            raise UnsupportedError(f"{self.name} runs on {', '.join(self.devices)}, not "
-                                   f"'{device}'", backend=self.name)
         folder = Path(artifact.path)
         context = json.loads((folder / "genai_config.json").read_text(encoding="utf-8")
                              )["model"]["context_length"]
-        if n_ctx > context:
-            raise UserError(f"a context of {n_ctx} tokens is longer than the model's maximum "
-                            f"({context})")
+        self.check_loadable(n_ctx, int(context), device)
         cfg = og.Config(str(folder))
         cfg.overlay(json.dumps({"model": {"decoder": {"session_options": {
             "intra_op_num_threads": int(threads), "inter_op_num_threads": 1}}}}))
@@ -188,12 +172,6 @@ class OnnxruntimeGenaiBackend(GenerativeBackend):
         commit = getattr(og, "__commit__", "") or ""
         return OgSession(model, n_ctx, commit[:8] or og.__version__)
 
-
-def _dist_version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return ""
 
 
 class OgSession:

@@ -39,14 +39,13 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from edgeprof.core.backend import Capabilities
 from edgeprof.core.errors import UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
-from edgeprof.core.llm import GenerativeBackend, LLMModel
+from edgeprof.core.llm import GenerativeBackend, LLMModel, dist_version
 
 FORMATS = ("int4", "int8", "fp16")
 #: families whose transformers implementation exports with a DynamicCache of plain layers
@@ -58,12 +57,6 @@ EXPORT_TIMEOUT_S = 3600
 #: version of the export recipe; bump when the IR it writes changes
 EXPORT_VERSION = 1
 
-
-def _dist_version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return ""
 
 
 def int4_group_size(spec_or_cfg: Any) -> int:
@@ -217,13 +210,13 @@ def export(hf_folder: str | os.PathLike, out: str | os.PathLike, fmt: str) -> di
         group = int4_group_size(cfg)
         ovm = nncf.compress_weights(ovm, mode=nncf.CompressWeightsMode.INT4_SYM,
                                     group_size=group, ratio=1.0)
-        done.update(weights="INT4_SYM", group_size=group, nncf=_dist_version("nncf"),
+        done.update(weights="INT4_SYM", group_size=group, nncf=dist_version("nncf"),
                     backup="embedding and LM head 8-bit (NNCF default)")
     elif fmt == "int8":
         import nncf
 
         ovm = nncf.compress_weights(ovm, mode=nncf.CompressWeightsMode.INT8_ASYM)
-        done.update(weights="INT8_ASYM per channel", nncf=_dist_version("nncf"))
+        done.update(weights="INT8_ASYM per channel", nncf=dist_version("nncf"))
     ov.save_model(ovm, str(out / MODEL_XML), compress_to_fp16=(fmt == "fp16"))
     tok = AutoTokenizer.from_pretrained(str(hf_folder))
     ov_tok, ov_detok = convert_tokenizer(tok, with_detokenizer=True)
@@ -276,30 +269,29 @@ class OpenvinoGenaiBackend(GenerativeBackend):
     devices = ("cpu",)
     #: OpenVINO offloads to Intel GPUs and NPUs, never to CUDA: on the boards here, the CPU
     board_devices = ("cpu",)
+    #: it builds from a Hugging Face folder (a preset's is written), never from a GGUF
+    sources = ("preset", "hf_folder")
     capabilities = Capabilities(precisions=FORMATS, devices=("cpu",), model_formats=("llm",))
 
     def architecture_reason(self, model: LLMModel, fmt: str) -> str | None:
+        reason = super().architecture_reason(model, fmt)
+        if reason:
+            return reason
         if model.spec.family in SLIDING:
             return (f"openvino_genai: the '{model.spec.family}' sliding-window cache does not "
                     "export here without optimum-intel (not installable beside transformers "
                     "5.23: it needs transformers < 5.6)")
         if model.spec.family not in FAMILIES:
             return f"openvino_genai exports {', '.join(FAMILIES)} here, not '{model.spec.family}'"
-        if model.source_kind == "gguf":
-            return ("openvino_genai builds from a Hugging Face folder or an llm: preset, not "
-                    "a GGUF file")
         return None
 
     def build_llm(self, model: LLMModel, fmt: str, workdir: Path):
         from edgeprof.backends.hf_folder import hf_source
         from edgeprof.core.cache import cached_entry
 
-        reason = self.supports(model, fmt, "cpu")
-        if reason:
-            raise UnsupportedError(reason, backend=self.name, precision=fmt)
-        self.ensure_available()
+        self.check_buildable(model, fmt)
         src = hf_source(model)
-        versions = {k: _dist_version(k) for k in ("openvino", "openvino-genai",
+        versions = {k: dist_version(k) for k in ("openvino", "openvino-genai",
                                                   "openvino-tokenizers", "nncf", "torch",
                                                   "transformers")}
         key = {"source": src.digest, "format": fmt, **versions, "recipe": EXPORT_VERSION,
@@ -332,17 +324,12 @@ class OpenvinoGenaiBackend(GenerativeBackend):
     def load_llm(self, artifact, *, threads: int, n_ctx: int, device: str = "cpu"):
         import openvino_genai as ov_genai
 
-        if device != "cpu":
-            raise UnsupportedError(f"{self.name} runs on cpu here, not '{device}'",
-                                   backend=self.name)
+        from edgeprof.backends.hf_folder import folder_max_context
+
         folder = Path(artifact.path)
-        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        limit = int(cfg.get("max_position_embeddings") or 0)
-        if limit and n_ctx > limit:
-            raise UserError(f"a context of {n_ctx} tokens is longer than the model's maximum "
-                            f"({limit})")
+        self.check_loadable(n_ctx, folder_max_context(folder), device)
         pipe = ov_genai.LLMPipeline(str(folder), "CPU", INFERENCE_NUM_THREADS=int(threads))
-        return OvGenaiSession(pipe, n_ctx, _dist_version("openvino-genai"))
+        return OvGenaiSession(pipe, n_ctx, dist_version("openvino-genai"))
 
 
 class OvGenaiSession:

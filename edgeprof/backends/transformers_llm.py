@@ -12,7 +12,6 @@ through the model (``n - 1`` forward passes).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -36,11 +35,14 @@ class TransformersBackend(GenerativeBackend):
     devices = ("cpu",)
     #: torch eager runs on a board's CPU or, with a CUDA torch (a Jetson's), its GPU
     board_devices = ("cpu", "cuda")
+    #: it builds from a Hugging Face folder (a preset's is written), never from a GGUF
+    sources = ("preset", "hf_folder")
     capabilities = Capabilities(precisions=FORMATS, devices=("cpu",), model_formats=("llm",))
 
     def architecture_reason(self, model: LLMModel, fmt: str) -> str | None:
-        if model.source_kind == "gguf":
-            return "transformers runs a Hugging Face folder or an llm: preset, not a GGUF file"
+        reason = super().architecture_reason(model, fmt)
+        if reason:
+            return reason
         from edgeprof.backends.hf_folder import ARCHITECTURES
 
         if model.source_kind == "preset" and model.spec.family not in ARCHITECTURES:
@@ -50,10 +52,7 @@ class TransformersBackend(GenerativeBackend):
     def build_llm(self, model: LLMModel, fmt: str, workdir: Path):
         from edgeprof.backends.hf_folder import hf_source
 
-        reason = self.supports(model, fmt, "cpu")
-        if reason:
-            raise UnsupportedError(reason, backend=self.name, precision=fmt)
-        self.ensure_available()
+        self.check_buildable(model, fmt)
         src = hf_source(model, dtype=DTYPE[fmt], as_artifact=True)
         art = src.artifact
         m = art.manifest
@@ -67,15 +66,10 @@ class TransformersBackend(GenerativeBackend):
     def load_llm(self, artifact, *, threads: int, n_ctx: int, device: str = "cpu"):
         from edgeprof.backends.hf_folder import guard_torchvision
 
-        if device != "cpu":
-            raise UnsupportedError(f"{self.name} runs on cpu here, not '{device}'",
-                                   backend=self.name)
+        from edgeprof.backends.hf_folder import folder_max_context
+
         folder = Path(artifact.path)
-        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        limit = int(cfg.get("max_position_embeddings") or 0)
-        if limit and n_ctx > limit:
-            raise UserError(f"a context of {n_ctx} tokens is longer than the model's maximum "
-                            f"({limit})")
+        self.check_loadable(n_ctx, folder_max_context(folder), device)
         fmt = artifact.manifest.requested_precision
         if fmt not in DTYPE:
             raise UnsupportedError(f"transformers cannot run format '{fmt}'; it runs "

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, Sequence, runtime_checkable
 
 from edgeprof.core.backend import Backend, Capabilities
-from edgeprof.core.errors import UserError
+from edgeprof.core.errors import UnsupportedError, UserError
 
 if TYPE_CHECKING:  # pragma: no cover
     from edgeprof.core.artifact import Artifact
@@ -218,18 +218,17 @@ class GenerativeBackend(Backend):
     #: the processors the runtime runs on where a board has them (``--device`` of an
     #: estimate or a recommendation: data, never a runtime import)
     board_devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    #: the model sources it builds from (LLMModel.source_kind)
+    sources: ClassVar[tuple[str, ...]] = ("preset", "hf_folder", "gguf")
     capabilities: ClassVar[Capabilities] = Capabilities(precisions=(), model_formats=("llm",))
 
     @classmethod
     def runtime_version(cls) -> str:
-        """The runtime package's version (without importing it heavily where possible)."""
-        from importlib import metadata
-
+        """The runtime package's version (read from its metadata, not by importing it)."""
         for req in cls.requires:
-            try:
-                return f"{req} {metadata.version(req.replace('_', '-'))}"
-            except metadata.PackageNotFoundError:
-                continue
+            version = dist_version(req.replace("_", "-"))
+            if version:
+                return f"{req} {version}"
         return ""
 
     def supports(self, model: LLMModel, fmt: str, device: str = "cpu") -> str | None:
@@ -255,8 +254,32 @@ class GenerativeBackend(Backend):
 
     def architecture_reason(self, model: LLMModel, fmt: str) -> str | None:
         """Why the runtime can't run this model's architecture or source in ``fmt`` (None if
-        it can). Static: no runtime import, no file written."""
+        it can). Static: no runtime import, no file written. Subclasses add their own
+        reasons after this one (a source it does not build from)."""
+        if model.source_kind not in self.sources:
+            names = {"preset": "an llm: preset", "hf_folder": "a Hugging Face folder",
+                     "gguf": "a GGUF file"}
+            return (f"{self.name} builds from {' or '.join(names[s] for s in self.sources)}, "
+                    f"not {names.get(model.source_kind, model.source_kind)}")
         return None
+
+    def check_buildable(self, model: LLMModel, fmt: str) -> None:
+        """Raise :class:`UnsupportedError` with :meth:`supports`'s reason, then
+        :class:`BackendUnavailableError` when the runtime is missing (before building)."""
+        reason = self.supports(model, fmt, "cpu")
+        if reason:
+            raise UnsupportedError(reason, backend=self.name, precision=fmt)
+        self.ensure_available()
+
+    def check_loadable(self, n_ctx: int, limit: int | None, device: str) -> None:
+        """A load's one-line refusals: a device this build does not run on, a context longer
+        than the model's maximum (``limit``; None or 0 when the model does not say)."""
+        if device != "cpu" and device not in self.devices:
+            raise UnsupportedError(f"{self.name} runs on {', '.join(self.devices)} here, not "
+                                   f"'{device}'", backend=self.name)
+        if limit and n_ctx > limit:
+            raise UserError(f"a context of {n_ctx} tokens is longer than the model's maximum "
+                            f"({limit}); ask for fewer prompt, generated or depth tokens")
 
     def build_llm(self, model: LLMModel, fmt: str, workdir: Path) -> Artifact:
         """Write the runtime's model file/folder for ``model`` in ``fmt`` under ``workdir``
@@ -266,6 +289,16 @@ class GenerativeBackend(Backend):
     def load_llm(self, artifact: Artifact, *, threads: int, n_ctx: int,
                  device: str = "cpu") -> GenerativeSession:
         raise NotImplementedError
+
+
+def dist_version(dist: str) -> str:
+    """An installed distribution's version ("" when it is not installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return ""
 
 
 def backend_workload(cls: type) -> str:
@@ -341,4 +374,4 @@ class GenerationRecord:
 
 __all__ = ["GenerationConfig", "GenerationRecord", "GenerativeBackend", "GenerativeSession",
            "LLMModel", "LLMSpec", "LLM_PREFIX", "RANDOM_WEIGHTS_NOTE", "backend_workload",
-           "is_llm_spec"]
+           "dist_version", "is_llm_spec"]

@@ -251,12 +251,9 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
     if tokens_per_s is not None and (isinstance(tokens_per_s, bool) or not isinstance(
             tokens_per_s, (int, float)) or not math.isfinite(tokens_per_s) or tokens_per_s <= 0):
         raise UserError(f"--tokens-per-s must be a positive number, got {tokens_per_s!r}")
+    from edgeprof.profilers.predict.llm import predict_llm
+
     notes: list[str] = []
-    try:
-        from edgeprof.profilers.predict.llm import predict_llm
-    except ImportError:  # pragma: no cover - the predictor ships with edgeprof
-        predict_llm = None
-        notes.append("no LLM predictor in this edgeprof: tokens/s are not predicted")
 
     ram = float(tgt.ram.value)
     usable = usable_ram_bytes(ram)
@@ -283,16 +280,15 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
             c.max_context_tokens = int(max_context_tokens(spec, info, ram, est.kv_dtype,
                                                           device=device,
                                                           prompt_tokens=prompt_tokens))
-            if predict_llm is not None:
-                try:
-                    pred = predict_llm(est, tgt, device=device, runtime=name)
-                except UserError:
-                    raise
-                except EdgeprofError as e:
-                    c.why = f"no prediction: {e}"
-                else:
-                    c.decode_tokens_per_s = dict(pred["decode_tokens_per_s"])
-                    c.prefill_tokens_per_s = dict(pred["prefill_tokens_per_s"])
+            try:
+                pred = predict_llm(est, tgt, device=device, runtime=name)
+            except UserError:
+                raise
+            except EdgeprofError as e:
+                c.why = f"no prediction: {e}"
+            else:
+                c.decode_tokens_per_s = dict(pred["decode_tokens_per_s"])
+                c.prefill_tokens_per_s = dict(pred["prefill_tokens_per_s"])
             if not c.fits:
                 c.status = "does_not_fit"
                 c.why = (f"needs {_gb(c.total_bytes)} with {context_tokens} tokens of context, "

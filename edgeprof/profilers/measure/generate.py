@@ -248,11 +248,9 @@ def _backend(backend: Any, registry: Any) -> GenerativeBackend:
     return backend
 
 
-def _n_params(model: LLMModel) -> int | None:
-    try:
-        from edgeprof.profilers.estimate.llm import parameter_count
-    except ImportError:
-        return model.spec.published_parameters
+def _n_params(model: LLMModel) -> int:
+    from edgeprof.profilers.estimate.llm import parameter_count
+
     return int(parameter_count(model.spec))
 
 
