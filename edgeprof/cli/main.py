@@ -67,10 +67,16 @@ def cmd_targets(args) -> int:
         from rich.table import Table
 
         c = _console()
-        c.print(f"[bold]{t.id}[/bold]: {t.name} ({t.kind}; strategy family {t.strategy_class})")
-        c.print(f"processor: {t.processor}")
+        c.print(f"[bold]{t.id}[/bold]: {t.name} ({t.kind}; strategy family {t.strategy_class})",
+                markup=True)
+        c.print(f"processor: {t.processor}", markup=False)
         if t.description:
-            c.print(t.description)
+            c.print(t.description, markup=False)
+        if t.modes:  # TARGET:MODE names the same board at other clocks / power
+            for name, m in t.modes.items():
+                text = ("(this one, described above)" if name == t.mode else m.description)
+                c.print(f"mode {t.base_id}:{name}: {text}", markup=False)
+        c.print(f"big cores (threads to use): {t.big_cores}")
         table = Table("figure", "value", "unit", "source", show_lines=False)
         for name, q in t.figures().items():
             table.add_row(name, _fmt(q.value), q.unit, q.source)
@@ -90,13 +96,17 @@ def cmd_targets(args) -> int:
     from rich.table import Table
 
     table = Table("id", "kind", "processor", "cores", "memory", "bandwidth", "peak fp32",
-                  "power", "recommended")
+                  "power", "recommended", "modes",
+                  caption="a mode is the same board at other clocks/power, named ID:MODE "
+                          "(--target jetson_orin_nano:super); 'edgeprof targets show ID' "
+                          "describes its modes")
     for t in targets:
         table.add_row(t.id, t.kind, t.processor, _fmt(t.cores.value), _si(t.ram.value, "B"),
                       _si(t.bandwidth.value, "B/s"), _si(t.peak_macs("fp32"), "MAC/s"),
-                      _fmt(t.typical_power.value) + " W", t.strategy.precision)
+                      _fmt(t.typical_power.value) + " W", t.strategy.precision,
+                      ", ".join(t.modes) or "-")
     table.add_row("host", "cpu", "this machine (detected and calibrated on first use)", "", "",
-                  "", "", "", "")
+                  "", "", "", "", "-")
     _console().print(table)
     return 0
 
@@ -160,7 +170,7 @@ def cmd_profile(args) -> int:
             run_options=_run_options(args), out=args.out, trace=args.trace,
             calibration_data=args.calibration_data, plugins=args.plugins,
             targets_dir=args.targets_dir, recalibrate=args.recalibrate, progress=progress,
-            fleet=profile_fleet(args)))
+            fleet=profile_fleet(args), calibration=args.calibration))
     if args.json:
         from edgeprof.profilers.report.artifacts import dumps
 
@@ -211,17 +221,55 @@ def _print_problems(report, console) -> None:
 
 
 def cmd_estimate(args) -> int:
-    from edgeprof.api import estimate
+    from edgeprof.api import Predictor, estimate
 
-    est = estimate(args.model, args.target, args.precision, batch_size=args.batch_size,
+    if args.backend is not None:  # the same prediction 'edgeprof predict' gives
+        pred = Predictor(args.target, args.backend, args.precision, threads=args.threads,
+                         calibration=args.calibration, plugins=args.plugins,
+                         targets_dir=args.targets_dir)
+        est = pred.estimate(args.model, input_shapes=args.input_shape or None,
+                            input_dtypes=args.input_dtype or None)
+        from edgeprof.profilers.predict import predict_latency
+
+        prediction = predict_latency(est, pred.target, args.backend, args.precision,
+                                     threads=args.threads, calibration=pred.calibration)
+        prediction.model = est.model
+    else:
+        if args.threads is not None or args.calibration is not None:
+            raise UserError("--threads and --calibration are for the prediction: give "
+                            "--backend B too")
+        est = estimate(args.model, args.target, args.precision, batch_size=args.batch_size,
+                       input_shapes=args.input_shape or None,
+                       input_dtypes=args.input_dtype or None, plugins=args.plugins,
+                       targets_dir=args.targets_dir)
+        prediction = None
+    if args.json:
+        doc = est.to_dict()
+        if prediction is not None:
+            doc["prediction"] = prediction.to_dict()
+        print(json.dumps(doc, indent=2, allow_nan=False))
+        return 0
+    from edgeprof.cli.render import render_estimate, render_prediction
+
+    render_estimate(est, _console(), max_layers=args.max_layers)
+    if prediction is not None:
+        render_prediction(prediction, _console())
+    return 0
+
+
+def cmd_predict(args) -> int:
+    from edgeprof.api import predict
+
+    pred = predict(args.model, args.target, args.backend, args.precision, threads=args.threads,
+                   device=args.device, calibration=args.calibration,
                    input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
                    plugins=args.plugins, targets_dir=args.targets_dir)
     if args.json:
-        print(json.dumps(est.to_dict(), indent=2, allow_nan=False))
+        print(json.dumps(pred.to_dict(), indent=2, allow_nan=False))
         return 0
-    from edgeprof.cli.render import render_estimate
+    from edgeprof.cli.render import render_prediction
 
-    render_estimate(est, _console(), max_layers=args.max_layers)
+    render_prediction(pred, _console())
     return 0
 
 
@@ -309,6 +357,11 @@ def cmd_compare(args) -> int:
 def cmd_calibrate(args) -> int:  # predict helper: edgeprof calibrate
     from edgeprof.cli.fleet import profile_fleet
 
+    if args.measurements is not None:
+        return _calibrate_measurements(args)
+    if args.threads is not None or args.calibration_out is not None:
+        raise UserError("--threads and --out go with --measurements FILE.csv (a calibration "
+                        "from your own timings)")
     spec = profile_fleet(args)  # --fleet, else $EDGEPROF_FLEET for a target not this host
     if args.target != "host" and spec is None:
         raise UserError(f"calibrating '{args.target}' needs that device: only --target host "
@@ -350,6 +403,41 @@ def cmd_calibrate(args) -> int:  # predict helper: edgeprof calibrate
           f"{100 * cv['median_abs_error']:.1f} %, within +-10 % {100 * cv['within_10']:.0f} %, "
           f"within +-25 % {100 * cv['within_25']:.0f} %, Spearman "
           f"{_fmt(cv['spearman']) if cv['spearman'] is not None else '-'}")
+    print(f"saved to {path}")
+    return 0
+
+
+def _calibrate_measurements(args) -> int:
+    """``calibrate --measurements FILE.csv``: the user's own timings refine the shipped
+    calibration of the board."""
+    from edgeprof.api import calibrate_measurements
+
+    progress = Progress(enabled=not args.json)
+    try:
+        cal, path, summary = calibrate_measurements(
+            args.measurements, args.target, args.backend, precision=args.precision,
+            threads=args.threads, out=args.calibration_out, plugins=args.plugins,
+            targets_dir=args.targets_dir, progress=progress)
+    finally:
+        progress.stop()
+    if args.json:
+        print(json.dumps({"calibration": cal.name, "path": str(path), **summary,
+                          "parameters": cal.parameters, "note": cal.note},
+                         indent=2, allow_nan=False, default=str))
+        return 0
+    cv = summary["cv"]
+    n = summary["rows"]
+    print(f"calibration {cal.name}: {n} row(s) at {', '.join(map(str, summary['threads'])) or 'GPU'}"
+          f" thread(s); learned {summary['learned']}; prior {summary['prior']}")
+    if n >= 2:
+        print(f"{cv['method']}: median |error| {100 * cv['median_abs_error']:.1f} %, within "
+              f"+-25 % {100 * cv['within_25']:.0f} %, Spearman "
+              f"{_fmt(cv['spearman']) if cv['spearman'] is not None else '-'}; 90 % interval "
+              f"held {100 * (cv['coverage'] or 0):.0f} % of the held-out rows, width "
+              f"{cv['median_width']:.2f}x")
+    else:
+        print("one row: it moves the level only; the interval is the prior's (add rows for a "
+              "leave-one-out error and a shape of your own)")
     print(f"saved to {path}")
     return 0
 
@@ -563,8 +651,13 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--precision", "-p", default="fp32", type=_names,
                     help="precision(s), comma-separated: fp32, fp16, bf16, int8, int8_static, "
                          "int8_dynamic, int8_weight, int4_weight")
-    pr.add_argument("--threads", type=_positive_int, help="intra-op threads (default: "
-                                                          "physical cores)")
+    pr.add_argument("--threads", type=_positive_int,
+                    help="intra-op threads here (default: physical cores) and, on a board "
+                         "target, the board's threads its predictions are for (default: all "
+                         "its big cores)")
+    pr.add_argument("--calibration", metavar="FILE.json",
+                    help="a calibration file for the board's predictions (edgeprof calibrate "
+                         "--measurements), used instead of the search")
     pr.add_argument("--device", type=_device, default=None,
                     help="cpu (default) or cuda[:N] for backends that declare a CUDA device")
     pr.add_argument("--stream-rate", type=_positive_float, metavar="FPS",
@@ -600,10 +693,32 @@ def build_parser() -> argparse.ArgumentParser:
     add_fleet_flag(pr)  # --fleet SCHEDULER: measure on a board of the target (cli/fleet.py)
     pr.set_defaults(func=cmd_profile)
 
-    es = sub.add_parser("estimate", parents=[common], help="the analytic estimate only")
+    def prediction_args(sp, backend_required: bool):
+        sp.add_argument("--backend", "-b", required=backend_required, default=None,
+                        help="the runtime family on the board (tflite, onnxruntime, tensorrt "
+                             "...)" + ("" if backend_required else ": adds its prediction"))
+        sp.add_argument("--threads", type=_positive_int,
+                        help="the board's threads (default: all its big cores; a calibration "
+                             "from your measurements: the threads its rows ran)")
+        sp.add_argument("--calibration", metavar="FILE.json",
+                        help="a calibration file (edgeprof calibrate --measurements), used "
+                             "instead of the search")
+
+    es = sub.add_parser("estimate", parents=[common],
+                        help="the analytic estimate (and, with --backend, the prediction)")
     model_args(es)
     es.add_argument("--precision", "-p", default="fp32")
+    prediction_args(es, backend_required=False)
     es.set_defaults(func=cmd_estimate)
+
+    pd = sub.add_parser("predict", parents=[common],
+                        help="predicted latency on a board, without building or running")
+    model_args(pd)
+    pd.add_argument("--precision", "-p", default="fp32")
+    prediction_args(pd, backend_required=True)
+    pd.add_argument("--device", type=_device, default=None,
+                    help="the board's processor (cpu, cuda ...: 'edgeprof targets show T')")
+    pd.set_defaults(func=cmd_predict)
 
     def constraint_args(sp):
         sp.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
@@ -694,6 +809,14 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--models", type=_names, default=None,
                      help="generative backends: the presets to measure (default "
                           "smollm2-135m,smollm2-360m,qwen2.5-0.5b)")
+    cal.add_argument("--measurements", metavar="FILE.csv",
+                     help="your own timings on the board: columns model,latency_ms and "
+                          "optionally input_shape,precision,threads,runtime,source")
+    cal.add_argument("--threads", type=_positive_int,
+                     help="with --measurements: the threads every row ran")
+    cal.add_argument("--out", metavar="FILE.json", dest="calibration_out",
+                     help="with --measurements: where to write the calibration (default: your "
+                          "calibration folder, where it is preferred over the shipped one)")
     add_fleet_flag(cal)  # --fleet SCHEDULER: measure the kernels on a board of --target
     cal.set_defaults(func=cmd_calibrate)
     add_fleet_parsers(sub, common, _positive_int, _positive_float, _non_negative_int)

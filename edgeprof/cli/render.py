@@ -155,3 +155,20 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def render_prediction(pred, console) -> None:
+    """One prediction: the figure, its interval and provenance, then why (one line each)."""
+    threads = "GPU" if pred.threads is None else f"{pred.threads} thread" + \
+        ("s" if pred.threads != 1 else "")
+    console.print(
+        f"{pred.model or 'model'} on {pred.target} with {pred.backend} {pred.precision} "
+        f"({threads}): {_fmt(pred.value_ms)} ms [{_fmt(pred.low_ms)}-{_fmt(pred.high_ms)}] "
+        f"{pred.provenance}" + (f" ({pred.method})" if pred.method else ""), markup=False)
+    console.print(f"  roofline {_fmt(pred.roofline_ms)} ms (a lower bound)"
+                  + (f"; calibration {pred.calibration}" if pred.calibration else ""),
+                  markup=False)
+    for n in pred.notes[1:] if pred.calibration else pred.notes:
+        console.print(f"  {n}", markup=False)
+    for w in pred.warnings:
+        console.print(f"  warning {w.code}: {w.message}", markup=False)

@@ -3,6 +3,11 @@
 Search order for an id: the user's folder (``targets_dir`` or ``$EDGEPROF_TARGETS_DIR``),
 then folders/files registered by plugins, then the built-in ``data/`` folder. ``host`` is
 detected and calibrated on this machine (``edgeprof.targets.host``).
+
+A descriptor's modes (``[modes.<name>]``) are named ``<id>:<mode>`` wherever a target is
+accepted: ``get("jetson_orin_nano:super")`` is the base target with the mode applied
+(:func:`edgeprof.targets.schema.apply_mode`); an unknown mode is an
+:class:`~edgeprof.core.errors.UnknownNameError` naming the target's modes. ``host`` has none.
 """
 
 from __future__ import annotations
@@ -11,11 +16,13 @@ import os
 from pathlib import Path
 
 from edgeprof.core.errors import TargetError, UnknownNameError
-from edgeprof.targets.schema import Quantity, Strategy, Target, load_target_file
+from edgeprof.targets.schema import (Mode, Quantity, Strategy, Target, apply_mode,
+                                     load_target_file)
 
 BUILTIN_DIR = Path(__file__).parent / "data"
 ENV_DIR = "EDGEPROF_TARGETS_DIR"
 HOST_ID = "host"
+MODE_SEP = ":"
 
 
 def _files_in(source: Path) -> list[Path]:
@@ -55,6 +62,9 @@ class TargetRegistry:
         return self._files.get(target_id)
 
     def get(self, target_id: str, *, recalibrate: bool = False) -> Target:
+        """The target ``target_id``, or ``<id>:<mode>`` for one of its modes."""
+        if MODE_SEP in target_id:
+            return self._get_mode(target_id)
         if target_id == HOST_ID:
             from edgeprof.targets.host import host_target
 
@@ -64,6 +74,21 @@ class TargetRegistry:
                                    "Run 'edgeprof targets' to list them")
         if target_id not in self._cache:
             self._cache[target_id] = load_target_file(self._files[target_id])
+        return self._cache[target_id]
+
+    def _get_mode(self, target_id: str) -> Target:
+        base_id, _, mode = target_id.partition(MODE_SEP)
+        if base_id == HOST_ID:
+            raise UnknownNameError("mode", target_id, [],
+                                   "'host' is this machine, detected and calibrated: it has "
+                                   "no modes")
+        if target_id not in self._cache:
+            base = self.get(base_id)  # an unknown id is an unknown target
+            if not mode:
+                raise UnknownNameError("mode", target_id,
+                                       [f"{base_id}{MODE_SEP}{m}" for m in base.modes],
+                                       "Give the mode after the colon (TARGET:MODE)")
+            self._cache[target_id] = apply_mode(base, mode)
         return self._cache[target_id]
 
     def all(self, *, include_host: bool = False) -> list[Target]:
@@ -87,5 +112,5 @@ def get_target(target_id: str, **kwargs) -> Target:
     return get_target_registry(**kwargs).get(target_id, recalibrate=recalibrate)
 
 
-__all__ = ["Quantity", "Strategy", "Target", "TargetRegistry", "get_target",
-           "get_target_registry", "load_target_file"]
+__all__ = ["Mode", "Quantity", "Strategy", "Target", "TargetRegistry", "apply_mode",
+           "get_target", "get_target_registry", "load_target_file"]

@@ -43,11 +43,37 @@ base units, the unit spelled out, and where the figure comes from)::
     bandwidth = { value = 2.56e10, unit = "B/s", source = "..." }  # optional: memory.bandwidth
     [processors.cpu.peak]          # MAC/s per compute precision
     fp32 = { value = 2.288e10, unit = "MAC/s", source = "..." }
+
+    # optional: modes (power/clock settings of the same board), named TARGET:MODE wherever a
+    # target is accepted (``--target jetson_orin_nano:super``). A mode gives only what it
+    # changes: clocks, cores online, bandwidth, power, peaks, and the same per processor.
+    [modes.super]
+    description = "..."            # required: what the mode is and how it is set
+    name = "..."                   # optional: the board's name in this mode
+    processor = "..."              # optional: the processor line at the mode's clocks
+    [modes.super.compute]          # cores, big_cores, frequency, peak.<precision>
+    frequency = { value = 1.02e9, unit = "Hz", source = "..." }
+    [modes.super.memory]
+    bandwidth = { value = 1.02e11, unit = "B/s", source = "..." }
+    [modes.super.power]
+    typical = { value = 25.0, unit = "W", source = "..." }
+    [modes.super.processors.cpu]   # name, cores, frequency, bandwidth, peak.<precision>
+    frequency = { value = 1.7e9, unit = "Hz", source = "..." }
+
+Applying a mode (:func:`apply_mode`): a peak the mode does not give, on a processor whose
+clock or cores online change, is scaled from the base figure by the clock (and core-count)
+ratio (peak = cores x MAC/cycle x Hz), and its source says so. Bandwidth is never scaled: a
+mode that changes it gives it. The top-level figures and the table of the device the kind
+implies (``[processors.cpu]`` of an edge_cpu) describe the same processor where their base
+values agree, so a mode's change to one applies to the other. ``big_cores`` (optional, in
+``[compute]``) is the number of the board's big CPU cores, the ones a runtime's threads
+should use (default: the ``[processors.cpu]`` cores, else ``cores``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -69,7 +95,8 @@ COMPUTE_PRECISIONS = ("fp32", "fp16", "bf16", "int8", "int4")
 
 # section -> field -> (expected unit, required)
 FIGURES: dict[str, dict[str, tuple[str, bool]]] = {
-    "compute": {"cores": ("count", True), "frequency": ("Hz", False)},
+    "compute": {"cores": ("count", True), "frequency": ("Hz", False),
+                "big_cores": ("count", False)},
     "memory": {
         "ram": ("B", True), "bandwidth": ("B/s", True), "l1d_cache": ("B", False),
         "l2_cache": ("B", False), "l3_cache": ("B", False), "sram": ("B", False),
@@ -79,7 +106,7 @@ FIGURES: dict[str, dict[str, tuple[str, bool]]] = {
 }
 TOP_KEYS = {"name", "kind", "strategy_class", "processor", "description",
             "supported_precisions", "preferred_backends", "compute", "memory", "power",
-            "strategy", "processors"}
+            "strategy", "processors", "modes"}
 #: the device names a processor table may have (what ``--device`` chooses)
 DEVICES = ("cpu", "cuda", "npu")
 PROCESSOR_KINDS = ("cpu", "gpu", "npu")
@@ -87,6 +114,15 @@ PROCESSOR_KINDS = ("cpu", "gpu", "npu")
 IMPLIED_DEVICE = {"cpu": "cpu", "edge_cpu": "cpu", "mcu": "cpu", "gpu": "cuda",
                   "edge_gpu": "cuda", "npu": "npu"}
 PROCESSOR_KEYS = {"kind", "name", "cores", "frequency", "bandwidth", "peak"}
+#: what a ``[modes.<name>]`` table may hold; figures: section -> field -> unit
+MODE_KEYS = {"description", "name", "processor", "compute", "memory", "power", "processors"}
+MODE_FIGURES: dict[str, dict[str, str]] = {
+    "compute": {"cores": "count", "frequency": "Hz", "big_cores": "count"},
+    "memory": {"bandwidth": "B/s"},
+    "power": {"typical": "W"},
+}
+MODE_PROCESSOR_FIGURES = {"cores": "count", "frequency": "Hz", "bandwidth": "B/s"}
+MODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 STRATEGY_KEYS = {"quantization_bits": int, "pruning_type": str, "layout": str,
                  "precision": str, "reason": str}
 
@@ -140,6 +176,39 @@ class Processor:
 
 
 @dataclass(frozen=True)
+class ProcessorOverride:
+    """What a mode changes in one ``[processors.<device>]`` table."""
+
+    name: str | None = None
+    cores: Quantity | None = None
+    frequency: Quantity | None = None
+    bandwidth: Quantity | None = None
+    peak: dict[str, Quantity] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One ``[modes.<name>]`` table: the figures a power/clock mode changes, validated on
+    load like the base figures. :func:`apply_mode` turns a base target and a mode into the
+    target ``<id>:<name>``."""
+
+    name: str
+    description: str
+    processor: str | None = None
+    title: str | None = None  # the board's name in this mode (``name`` in the table)
+    cores: Quantity | None = None
+    frequency: Quantity | None = None
+    big_cores: Quantity | None = None
+    peak: dict[str, Quantity] = field(default_factory=dict)
+    bandwidth: Quantity | None = None
+    typical_power: Quantity | None = None
+    processors: dict[str, ProcessorOverride] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description}
+
+
+@dataclass(frozen=True)
 class Target:
     """A device edgeprof reports for. Built from a descriptor file, or detected (``host``)."""
 
@@ -166,8 +235,36 @@ class Target:
     is_host: bool = False
     #: optional per-processor tables (``[processors.cpu]``, ``[processors.cuda]``)
     processors: dict[str, Processor] = field(default_factory=dict)
+    #: optional ``[compute] big_cores``: the board's big CPU cores (see :attr:`big_cores`)
+    big_cores_figure: Quantity | None = None
+    #: the modes the descriptor defines (``[modes.<name>]``), by name; a mode target keeps
+    #: its base's, so either lists them
+    modes: dict[str, Mode] = field(default_factory=dict)
+    #: the mode this target is (``None``: the base descriptor); its id is ``<base>:<mode>``
+    mode: str | None = None
 
     # -- convenience ----------------------------------------------------------------
+    @property
+    def base_id(self) -> str:
+        """The descriptor's id without the mode (``jetson_orin_nano`` for
+        ``jetson_orin_nano:super``); calibrations are looked up by it."""
+        return self.id[: -len(self.mode) - 1] if self.mode else self.id
+
+    @property
+    def mode_names(self) -> tuple[str, ...]:
+        return tuple(self.modes)
+
+    @property
+    def big_cores(self) -> int:
+        """All of the board's big CPU cores (the ones a runtime's threads should use): the
+        ``big_cores`` figure where the descriptor gives one, else the ``[processors.cpu]``
+        table's cores, else ``cores``."""
+        if self.big_cores_figure is not None:
+            return int(self.big_cores_figure.value)
+        if "cpu" in self.processors:
+            return int(self.processors["cpu"].cores.value)
+        return int(self.cores.value)
+
     @property
     def bandwidth_bytes_per_s(self) -> float:
         return float(self.bandwidth.value)
@@ -224,6 +321,8 @@ class Target:
     def figures(self) -> dict[str, Quantity]:
         out = {"cores": self.cores, "ram": self.ram, "bandwidth": self.bandwidth,
                "typical_power": self.typical_power}
+        if self.big_cores_figure is not None:
+            out["big_cores"] = self.big_cores_figure
         if self.frequency is not None:
             out["frequency"] = self.frequency
         out.update(self.caches)
@@ -238,7 +337,9 @@ class Target:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "name": self.name, "kind": self.kind,
+            "id": self.id, "base_id": self.base_id, "mode": self.mode,
+            "modes": {n: m.description for n, m in self.modes.items()},
+            "big_cores": self.big_cores, "name": self.name, "kind": self.kind,
             "strategy_class": self.strategy_class, "processor": self.processor,
             "description": self.description, "is_host": self.is_host,
             "supported_precisions": list(self.supported_precisions),
@@ -360,6 +461,243 @@ def _processors(raw: Any, path: Path) -> dict[str, Processor]:
     return out
 
 
+def _whole_count(q: Quantity, path: Path, fld: str) -> Quantity:
+    if q.value != int(q.value):
+        raise TargetError(f"must be a whole number of cores, got {q.value:g}", path=path,
+                          field=fld)
+    return q
+
+
+def _mode_figures(raw: Any, section: str, path: Path, fld: str) -> dict[str, Quantity]:
+    if not isinstance(raw, dict):
+        raise TargetError("must be a table", path=path, field=fld)
+    spec = MODE_FIGURES[section]
+    allowed = set(spec) | ({"peak"} if section == "compute" else set())
+    extra = set(raw) - allowed
+    if extra:
+        raise TargetError(f"unknown key; a mode may change: {', '.join(sorted(allowed))}",
+                          path=path, field=f"{fld}.{sorted(extra)[0]}")
+    return {k: _quantity(raw[k], path, f"{fld}.{k}", unit) for k, unit in spec.items()
+            if k in raw}
+
+
+def _mode_peak(raw: Any, base_peaks: dict[str, Quantity], path: Path,
+               fld: str) -> dict[str, Quantity]:
+    peak = _peak_table(raw, path, fld)
+    for prec in peak:
+        if prec not in base_peaks:
+            raise TargetError(f"the base descriptor has no {prec} peak here; a mode changes "
+                              f"figures, it does not add them (base has: "
+                              f"{', '.join(base_peaks)})", path=path, field=f"{fld}.{prec}")
+    return peak
+
+
+def _mode(name: Any, raw: Any, path: Path, base: Target) -> Mode:
+    """Validate one ``[modes.<name>]`` table against its base target."""
+    fld = f"modes.{name}"
+    if not isinstance(name, str) or not MODE_NAME.match(name):
+        raise TargetError("a mode name is letters, digits, '_', '.', '+' or '-' (no ':', "
+                          "which separates it from the target id)", path=path, field=fld)
+    if not isinstance(raw, dict):
+        raise TargetError("must be a table [modes.<name>]", path=path, field=fld)
+    extra = set(raw) - MODE_KEYS
+    if extra:
+        raise TargetError(f"unknown key; allowed: {', '.join(sorted(MODE_KEYS))}", path=path,
+                          field=f"{fld}.{sorted(extra)[0]}")
+    desc = raw.get("description")
+    if not isinstance(desc, str) or not desc.strip():
+        raise TargetError("missing: a non-empty string saying what the mode is and how it "
+                          "is set", path=path, field=f"{fld}.description")
+    processor, title = raw.get("processor"), raw.get("name")
+    for key, text in (("processor", processor), ("name", title)):
+        if text is not None and (not isinstance(text, str) or not text.strip()):
+            raise TargetError("must be a non-empty string", path=path, field=f"{fld}.{key}")
+    figs: dict[str, Quantity] = {}
+    peak: dict[str, Quantity] = {}
+    for section in MODE_FIGURES:
+        if section in raw:
+            figs.update(_mode_figures(raw[section], section, path, f"{fld}.{section}"))
+    if "compute" in raw and "peak" in raw["compute"]:
+        peak = _mode_peak(raw["compute"]["peak"], base.peak_compute, path,
+                          f"{fld}.compute.peak")
+    for key in ("cores", "big_cores"):
+        if key in figs:
+            _whole_count(figs[key], path, f"{fld}.compute.{key}")
+    if "frequency" in figs and base.frequency is None:
+        raise TargetError("the base descriptor gives no compute.frequency, so its peaks "
+                          "cannot be scaled by a clock ratio; give the base's clock first",
+                          path=path, field=f"{fld}.compute.frequency")
+    procs: dict[str, ProcessorOverride] = {}
+    raw_procs = raw.get("processors", {})
+    if not isinstance(raw_procs, dict):
+        raise TargetError("must be tables [modes.<name>.processors.<device>]", path=path,
+                          field=f"{fld}.processors")
+    for device, table in raw_procs.items():
+        pfld = f"{fld}.processors.{device}"
+        if device not in base.processors:
+            raise TargetError(f"the base descriptor has no [processors.{device}] table (it has: "
+                              f"{', '.join(base.processors) or 'none'}); a mode changes "
+                              f"tables, it does not add them", path=path, field=pfld)
+        if not isinstance(table, dict):
+            raise TargetError("must be a table", path=path, field=pfld)
+        allowed = {"name", "peak", *MODE_PROCESSOR_FIGURES}
+        extra = set(table) - allowed
+        if extra:
+            raise TargetError(f"unknown key; a mode may change: {', '.join(sorted(allowed))}",
+                              path=path, field=f"{pfld}.{sorted(extra)[0]}")
+        pname = table.get("name")
+        if pname is not None and (not isinstance(pname, str) or not pname.strip()):
+            raise TargetError("must be a non-empty string", path=path, field=f"{pfld}.name")
+        q = {k: _quantity(table[k], path, f"{pfld}.{k}", unit)
+             for k, unit in MODE_PROCESSOR_FIGURES.items() if k in table}
+        if "cores" in q:
+            _whole_count(q["cores"], path, f"{pfld}.cores")
+        base_proc = base.processors[device]
+        if "frequency" in q and base_proc.frequency is None:
+            raise TargetError(f"the base [processors.{device}] gives no frequency, so its peaks "
+                              "cannot be scaled by a clock ratio", path=path,
+                              field=f"{pfld}.frequency")
+        ppeak = (_mode_peak(table["peak"], base_proc.peak_compute, path, f"{pfld}.peak")
+                 if "peak" in table else {})
+        procs[device] = ProcessorOverride(name=pname, cores=q.get("cores"),
+                                          frequency=q.get("frequency"),
+                                          bandwidth=q.get("bandwidth"), peak=ppeak)
+    if not figs and not peak and not procs and processor is None and title is None:
+        raise TargetError("a mode must change at least one figure", path=path, field=fld)
+    return Mode(name=name, description=desc.strip(), processor=processor, title=title,
+                cores=figs.get("cores"), frequency=figs.get("frequency"),
+                big_cores=figs.get("big_cores"), peak=peak, bandwidth=figs.get("bandwidth"),
+                typical_power=figs.get("typical"), processors=procs)
+
+
+def _modes(raw: Any, path: Path, base: Target) -> dict[str, Mode]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not raw:
+        raise TargetError("must be tables [modes.<name>]", path=path, field="modes")
+    return {name: _mode(name, table, path, base) for name, table in raw.items()}
+
+
+# ----------------------------------------------------------------------------- modes
+def _num(v: float) -> str:
+    """A figure as the descriptors write it: ``7.344e9``, ``2``."""
+    text = f"{v:.6g}"
+    if "e" in text:
+        mantissa, exp = text.split("e")
+        return f"{mantissa}e{int(exp)}"
+    return text
+
+
+def _same(a: Quantity | None, b: Quantity | None) -> bool:
+    return a is not None and b is not None and a.value == b.value
+
+
+def _scaled_peaks(base_peaks: dict[str, Quantity], given: dict[str, Quantity],
+                  c0: Quantity, c1: Quantity, f0: Quantity | None, f1: Quantity | None,
+                  mode: str) -> dict[str, Quantity]:
+    """The processor's peaks in ``mode``: the mode's own where it gives them, else the base
+    figure scaled by the core-count and clock ratios (peak = cores x MAC/cycle x Hz), with a
+    source that says so."""
+    cores_changed = c1.value != c0.value
+    clock_changed = f0 is not None and f1 is not None and f1.value != f0.value
+    out: dict[str, Quantity] = {}
+    for prec, q in base_peaks.items():
+        if prec in given:
+            out[prec] = given[prec]
+            continue
+        if not (cores_changed or clock_changed):
+            out[prec] = q
+            continue
+        factor, steps, what = 1.0, "", []
+        if cores_changed:
+            factor *= c1.value / c0.value
+            steps += f" x {_num(c1.value)}/{_num(c0.value)} cores"
+            what.append("core-count")
+        if clock_changed:
+            factor *= f1.value / f0.value
+            steps += f" / {_num(f0.value)} Hz x {_num(f1.value)} Hz"
+            what.append("clock")
+        value = q.value * factor
+        out[prec] = Quantity(value, q.unit, (
+            f"scaled for mode '{mode}' from the base figure by the {' and '.join(what)} "
+            f"ratio (peak = cores x MAC/cycle x Hz; the mode gives no {prec} peak of its "
+            f"own): {_num(q.value)} MAC/s{steps} = {_num(value)}. Base figure's source: "
+            f"{q.source}"))
+    return out
+
+
+def apply_mode(base: Target, mode: str) -> Target:
+    """The target ``<base.id>:<mode>``: the base's figures with the mode's overrides applied.
+
+    Figures the mode does not give stay the base's, except the peaks of a processor whose
+    clock or cores online change: those are scaled (see :func:`_scaled_peaks`). Bandwidth is
+    never scaled. Where the top-level figures and the table of the implied device had the
+    same base value, a change to either applies to both. :class:`UnknownNameError` (exit 2)
+    names the target's modes when ``mode`` is not one of them."""
+    if base.mode is not None:
+        raise UnknownNameError("mode", f"{base.id}:{mode}", [], "A mode applies to a base "
+                               f"target: use {base.base_id}:{mode}")
+    if mode not in base.modes:
+        hint = (f"'{base.id}' has no modes" if not base.modes else
+                "A mode is named TARGET:MODE; 'edgeprof targets' lists each target's modes")
+        raise UnknownNameError("mode", f"{base.id}:{mode}",
+                               [f"{base.id}:{m}" for m in base.modes], hint)
+    m = base.modes[mode]
+    overrides = dict(m.processors)
+    cores, freq, peak_given = m.cores, m.frequency, dict(m.peak)
+    implied = base.implied_device
+    table = base.processors.get(implied)
+    if table is not None:  # the top level and the implied device's table: one processor
+        o = overrides.get(implied, ProcessorOverride())
+        if cores is None and o.cores is not None and _same(base.cores, table.cores):
+            cores = o.cores
+        if freq is None and o.frequency is not None and _same(base.frequency, table.frequency):
+            freq = o.frequency
+        for prec, q in o.peak.items():
+            if prec not in peak_given and _same(base.peak_compute.get(prec),
+                                                table.peak_compute.get(prec)):
+                peak_given[prec] = q
+        tpeak = dict(o.peak)
+        for prec, q in m.peak.items():
+            if prec not in tpeak and _same(base.peak_compute.get(prec),
+                                           table.peak_compute.get(prec)):
+                tpeak[prec] = q
+        overrides[implied] = ProcessorOverride(
+            name=o.name,
+            cores=o.cores or (m.cores if _same(base.cores, table.cores) else None),
+            frequency=o.frequency or (m.frequency if _same(base.frequency, table.frequency)
+                                      else None),
+            bandwidth=o.bandwidth, peak=tpeak)
+    new_cores = cores or base.cores
+    new_freq = freq or base.frequency
+    peaks = _scaled_peaks(base.peak_compute, peak_given, base.cores, new_cores,
+                          base.frequency, new_freq, mode)
+    processors: dict[str, Processor] = {}
+    for device, proc in base.processors.items():
+        o = overrides.get(device)
+        if o is None:
+            processors[device] = proc
+            continue
+        pc, pf = o.cores or proc.cores, o.frequency or proc.frequency
+        processors[device] = replace(
+            proc, name=o.name or proc.name, cores=pc, frequency=pf,
+            bandwidth=o.bandwidth or proc.bandwidth,
+            peak_compute=_scaled_peaks(proc.peak_compute, o.peak, proc.cores, pc,
+                                       proc.frequency, pf, mode))
+    return replace(
+        base, id=f"{base.id}:{mode}", mode=mode, name=m.title or f"{base.name}, {mode} mode",
+        processor=m.processor or base.processor,
+        description=(f"Mode '{mode}': {m.description} Base descriptor: "
+                     f"{base.description}").strip(),
+        cores=new_cores, frequency=new_freq, peak_compute=peaks,
+        bandwidth=m.bandwidth or base.bandwidth,
+        typical_power=m.typical_power or base.typical_power,
+        big_cores_figure=m.big_cores or base.big_cores_figure, processors=processors,
+        # a fingerprint of its own: a calibration fitted for the base is not silently the mode's
+        sha256=(hashlib.sha256(f"{base.sha256}:{mode}".encode()).hexdigest()
+                if base.sha256 else None))
+
+
 def target_from_dict(data: dict[str, Any], *, target_id: str, path: Path,
                      sha256: str | None = None, is_host: bool = False) -> Target:
     """Validate a parsed descriptor and build a :class:`Target`."""
@@ -432,7 +770,10 @@ def target_from_dict(data: dict[str, Any], *, target_id: str, path: Path,
     processors = _processors(data.get("processors"), path)
     mem = sections["memory"]
     caches = {k: mem[k] for k in ("l1d_cache", "l2_cache", "l3_cache") if k in mem}
-    return Target(
+    big = sections["compute"].get("big_cores")
+    if big is not None:
+        _whole_count(big, path, "compute.big_cores")
+    base = Target(
         id=target_id, name=name, kind=kind, strategy_class=strategy_class, processor=processor,
         supported_precisions=precisions, preferred_backends=backends,
         cores=sections["compute"]["cores"], frequency=sections["compute"].get("frequency"),
@@ -440,11 +781,22 @@ def target_from_dict(data: dict[str, Any], *, target_id: str, path: Path,
         typical_power=sections["power"]["typical"], strategy=strategy, caches=caches,
         sram=mem.get("sram"), flash=mem.get("flash"), description=description,
         path=str(path), sha256=sha256, is_host=is_host, processors=processors,
+        big_cores_figure=big,
     )
+    if "modes" not in data:
+        return base
+    if is_host:
+        raise TargetError("'host' is detected on this machine and has no modes", path=path,
+                          field="modes")
+    base = replace(base, modes=_modes(data["modes"], path, base))
+    for name in base.modes:  # every mode applies cleanly (errors name the file, on load)
+        apply_mode(base, name)
+    return base
 
 
-def load_target_file(path: str | Path) -> Target:
-    """Load and validate one descriptor; its file name (without .toml) is its id."""
+def load_target_file(path: str | Path, mode: str | None = None) -> Target:
+    """Load and validate one descriptor; its file name (without .toml) is its id. With
+    ``mode``, the target ``<id>:<mode>`` (:func:`apply_mode`)."""
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -454,5 +806,6 @@ def load_target_file(path: str | Path) -> Target:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise TargetError(f"malformed TOML: {e}", path=path) from None
-    return target_from_dict(data, target_id=path.stem, path=path,
+    base = target_from_dict(data, target_id=path.stem, path=path,
                             sha256=hashlib.sha256(raw).hexdigest())
+    return base if mode is None else apply_mode(base, mode)

@@ -63,6 +63,62 @@ def test_raspberry_pi_4_cpu_table_carries_the_theoretical_bandwidth():
     assert bw == 12.8e9 and cores == 4 and peaks["fp32"] == t.peak_macs("fp32")
 
 
+def test_rk3588_facts():
+    """Orange Pi 5 / ROCK 5B class: all 8 cores at the top level, the A76 cluster as the cpu."""
+    t = _t("rk3588")
+    assert t.kind == "edge_cpu" and t.devices == ("cpu",) and t.modes == {}
+    assert t.cores.value == 8 and t.big_cores == 4 and t.frequency.value == 2.4e9
+    assert t.bandwidth.value == pytest.approx(4224e6 * 8)  # LPDDR4X-4224, 64-bit
+    a76 = {"fp32": 4 * 8 * 2.4e9, "fp16": 4 * 16 * 2.4e9, "int8": 4 * 32 * 2.4e9}
+    a55 = {"fp32": 4 * 4 * 1.8e9, "fp16": 4 * 8 * 1.8e9, "int8": 4 * 16 * 1.8e9}
+    for prec in a76:  # top level: both clusters; an upper bound the roofline may use
+        assert t.peak_macs(prec) == pytest.approx(a76[prec] + a55[prec]), prec
+    bw, peaks, cores = t.processor_figures("cpu")  # what runtimes are pinned to
+    assert (bw, cores) == (t.bandwidth.value, 4) and peaks == pytest.approx(a76)
+    assert t.peak_macs("int8") == pytest.approx(4 * t.peak_macs("fp32"))  # SDOT on both
+    # ARMv8.2-A: fp16 arithmetic and the int8 dot product, no bf16
+    assert {"fp16", "int8", "int8_static"} <= set(t.supported_precisions)
+    assert "bf16" not in t.supported_precisions and "bf16" not in t.peak_compute
+    assert t.strategy.precision == "int8_static" and "big_cores" in t.strategy.reason
+    assert "NPU" in t.strategy.reason and "RKNN" in t.description
+    assert t.last_level_cache_bytes == 3 * 1024 * 1024
+    assert "HPL" in t.typical_power.source
+
+
+BIG_CORES = {"raspberry_pi_4": 4, "raspberry_pi_5": 4, "jetson_nano": 4,
+             "jetson_orin_nano": 6, "rk3588": 4, "mcu": 1, "desktop_ddr4": 8, "mobile_npu": 2}
+
+
+@pytest.mark.parametrize("name", sorted(BIG_CORES))
+def test_big_cores(name):
+    t = _t(name)
+    assert t.big_cores == BIG_CORES[name] and isinstance(t.big_cores, int)
+    q = t.figures()["big_cores"]
+    assert q.unit == "count" and len(q.source) > 20
+    assert t.to_dict()["big_cores"] == BIG_CORES[name]
+    if "cpu" in t.processors:  # never more big cores than the CPU table has
+        assert t.big_cores <= t.processors["cpu"].cores.value
+
+
+def test_big_cores_default_and_whole_number(tmp_path):
+    nano = NANO.read_text(encoding="utf-8")
+    line = next(ln for ln in nano.splitlines() if ln.startswith("big_cores ="))
+    p = tmp_path / "nano_nobig.toml"
+    p.write_text(nano.replace(line + "\n", ""), encoding="utf-8")
+    assert load_target_file(p).big_cores == 4  # default: the [processors.cpu] cores
+    pi5 = (BUILTIN_DIR / "raspberry_pi_5.toml").read_text(encoding="utf-8")
+    line = next(ln for ln in pi5.splitlines() if ln.startswith("big_cores ="))
+    p2 = tmp_path / "pi5_nobig.toml"
+    p2.write_text(pi5.replace(line + "\n", ""), encoding="utf-8")
+    t = load_target_file(p2)
+    assert t.big_cores == 4 and "big_cores" not in t.figures()
+    assert _t("nvidia_gpu").big_cores == 6912  # no CPU described: cores, as documented
+    p3 = tmp_path / "pi5_half.toml"
+    p3.write_text(pi5.replace(line, line.replace("value = 4,", "value = 3.5,")), encoding="utf-8")
+    err = _err(p3)
+    assert err.field == "compute.big_cores" and "whole" in str(err)
+
+
 @pytest.mark.parametrize("name,device", [("desktop_ddr4", "cpu"), ("mcu", "cpu"),
                                          ("nvidia_gpu", "cuda"), ("mobile_npu", "npu")])
 def test_a_target_without_tables_has_the_device_its_kind_implies(name, device):
@@ -128,7 +184,9 @@ def _err(path: Path) -> TargetError:
     ('kind = "cpu"\n', 'kind = "fpga"\n', "processors.cpu.kind", "not one of"),
     ('name = "4x Arm', 'nme = "4x Arm', "processors.cpu.nme", "unknown key"),
     ("cores = { value = 4, unit = \"count\", source = \"NVIDIA Jetson Nano module datasheet "
-     "(DA-09366): quad", "cores = { value = 4, unit = \"cores\", source = \"x: quad",
+     "(DA-09366): quad-core Arm Cortex-A57 MPCore processor",
+     "cores = { value = 4, unit = \"cores\", source = \"x: quad-core Arm Cortex-A57 MPCore "
+     "processor",
      "processors.cpu.cores", "unit must be 'count'"),
     ("fp32 = { value = 2.288e10", "fp64 = { value = 2.288e10", "processors.cpu.peak.fp64",
      "unknown compute precision"),

@@ -16,7 +16,7 @@ def _no_user_dir(monkeypatch):
 def test_builtins_are_listed_with_host():
     ids = TargetRegistry().ids()
     for i in ("raspberry_pi_4", "jetson_nano", "desktop_ddr4", "mcu", "nvidia_gpu",
-              "mobile_npu", "host"):
+              "mobile_npu", "raspberry_pi_5", "jetson_orin_nano", "rk3588", "host"):
         assert i in ids
 
 
@@ -68,3 +68,18 @@ def test_unknown_id_lists_known_names_and_the_closest():
     for i in ("jetson_nano", "mcu", "host"):
         assert i in msg
     assert err.exit_code == 2
+
+
+def test_modes_are_not_ids_but_resolve():
+    reg = TargetRegistry()
+    assert not any(":" in i for i in reg.ids())  # modes are listed on their target
+    assert reg.get("jetson_orin_nano:super").base_id == "jetson_orin_nano"
+    assert reg.get("jetson_orin_nano").modes["super"].description
+
+
+def test_user_folder_target_with_a_mode_overrides_builtin(tmp_path):
+    text = (BUILTIN_DIR / "raspberry_pi_4.toml").read_text(encoding="utf-8")
+    (tmp_path / "raspberry_pi_4.toml").write_text(
+        text.replace("value = 4.3e9", "value = 5.5e9"), encoding="utf-8")
+    t = TargetRegistry(tmp_path).get("raspberry_pi_4:1.8ghz")
+    assert t.bandwidth.value == 5.5e9 and t.frequency.value == 1.8e9

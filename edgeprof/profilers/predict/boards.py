@@ -94,6 +94,7 @@ def board_samples(target_id: str, *, targets_dir=None) -> tuple[list[dict[str, A
     from edgeprof.core.models import resolve_model
     from edgeprof.profilers.estimate.analytic import estimate_model
     from edgeprof.profilers.predict.kernels import features, kernel_ranges, kernels_of
+    from edgeprof.profilers.predict.threads import family_info, parse_threads, work_scale
     from edgeprof.targets import get_target_registry
 
     target = get_target_registry(targets_dir).get(target_id)
@@ -109,7 +110,9 @@ def board_samples(target_id: str, *, targets_dir=None) -> tuple[list[dict[str, A
             continue
         handle = handles.setdefault(model, resolve_model(f"builtin:{model}"))
         est = estimate_model(handle, target, precision)
-        kernels = kernels_of(est)
+        kernels = kernels_of(est, family)
+        threads, threads_note = parse_threads(row.get("threads"), family, target)
+        serial = float(family_info(family)["serial_share"])
         published = float(row["latency_ms"])
         scale = 1.0
         if clock is not None and target.frequency is not None:
@@ -122,6 +125,9 @@ def board_samples(target_id: str, *, targets_dir=None) -> tuple[list[dict[str, A
             "precision": precision, "latency_ms": published * scale,
             "published_latency_ms": published, "clock_scale": scale,
             "framework": row["framework"], "source": row["source"], "note": note,
+            "threads": threads, "threads_published": row.get("threads"),
+            "threads_note": threads_note, "serial_share": serial,
+            "work_scale": work_scale(threads, target, serial),
             "features": features(kernels)})
     return samples, skipped, ranges
 

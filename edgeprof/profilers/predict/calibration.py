@@ -84,8 +84,12 @@ class Calibration:
         try:
             numbers = [float(p["per_inference_ms"]), float(p["per_layer_ms"])]
             numbers += [float(v) for v in p["efficiency_multiplier"].values()]
-            if p.get("basis", "roofline") not in ("roofline", "work"):
+            if p.get("basis", "roofline") not in ("roofline", "work", "split"):
                 raise ValueError(f"basis {p.get('basis')!r}")
+            if p.get("basis") == "split":
+                numbers += [float(v) for v in p["ms_per_compute_ms"].values()]
+                numbers += [float(v) for v in p["ms_per_memory_ms"].values()]
+                numbers.append(float(p["per_memory_layer_ms"]))
             if p.get("basis") == "work":
                 numbers += [float(v) for v in p["ms_per_gmac"].values()]
                 numbers += [float(v) for v in p["ms_per_mb"].values()]

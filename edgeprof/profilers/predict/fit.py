@@ -2,14 +2,22 @@
 
 The model of one inference on a target, for runtime family F at precision P::
 
-    latency = f[F, P] x (per_inference_ms + sum over unfused kernels k of
-                         (per_layer_ms + theta[class(k)] x roofline_ms(k)))
+    latency = f[F, P] x (per_inference_ms + per_layer_ms x n_compute
+                         + per_memory_layer_ms x n_memory
+                         + w(threads) x sum over unfused kernels k of theta[class(k)] x roofline_ms(k))
 
 * ``roofline_ms(k)`` is the kernel's roofline on the target's *descriptor* peaks (the
   datasheet's); ``theta >= 1`` is the inverse of the efficiency a runtime reaches on that
   class of kernel, so the descriptor stays the datasheet's and the efficiency lives here;
-* ``per_layer_ms`` (dispatch, kernel launch) and ``per_inference_ms`` (the call, input and
-  output copies) are the overheads that dominate tiny models;
+* ``per_layer_ms`` (dispatch, kernel launch, packing) per unfused compute kernel (conv,
+  depthwise, pointwise, linear, recurrent, attention), ``per_memory_layer_ms`` per unfused
+  pooling or elementwise kernel (add, mul -- a multiply-by-zero edge too --, concat), and
+  ``per_inference_ms`` (the call, input and output copies) are the overheads that dominate
+  small models (a calibration without ``per_memory_layer_ms`` charges ``per_layer_ms`` for
+  every kernel);
+* ``w(threads)`` scales the kernels' work from the board's big cores (the descriptor's
+  peaks) to the thread count the sample ran (``threads.py``: Amdahl's law with the family's
+  serial share); overheads do not scale;
 * ``f[F, P]`` is a per-runtime-family factor, shrunk towards 1 (``log f = sum of the
   family's log residuals / (n + SHRINK)``) so a family seen once moves the prediction only
   half-way.
@@ -62,14 +70,29 @@ def key_of(family: str, precision: str) -> str:
     return f"{family}/{precision}"
 
 
+COMPUTE_CLASSES = ("conv", "depthwise", "pointwise", "linear", "recurrent", "attention")
+MEMORY_CLASSES = ("pooling", "elementwise")
+
+
+def counts(feats: dict[str, Any]) -> tuple[float, float]:
+    """(unfused compute kernels, unfused pooling/elementwise kernels) of a sample."""
+    c = feats.get("count") or {}
+    if not c:
+        return float(feats["n_kernels"]), 0.0
+    return (float(sum(c.get(k, 0) for k in COMPUTE_CLASSES)),
+            float(sum(c.get(k, 0) for k in MEMORY_CLASSES)))
+
+
 def _design(samples: list[dict[str, Any]], groups: dict[str, tuple[str, ...]]):
     rows, nk, roof = [], [], []
     for s in samples:
         f = s["features"]
-        rows.append([sum(f["roofline_ms"].get(c, 0.0) for c in cls) for cls in groups.values()])
-        nk.append(f["n_kernels"])
+        ws = float(s.get("work_scale", 1.0))
+        rows.append([ws * sum(f["roofline_ms"].get(c, 0.0) for c in cls)
+                     for cls in groups.values()])
+        nk.append(counts(f))
         roof.append(f["roofline_total_ms"])
-    return np.asarray(rows, float), np.asarray(nk, float), np.asarray(roof, float)
+    return np.asarray(rows, float), np.asarray(nk, float).reshape(-1, 2), np.asarray(roof, float)
 
 
 def choose_grouping(n_samples: int) -> str:
@@ -132,7 +155,7 @@ def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
     y = np.asarray([s["latency_ms"] for s in samples], float)
     keys = [key_of(s["family"], s["precision"]) for s in samples]
     factors = {k: 1.0 for k in keys}
-    A = np.column_stack([np.ones(len(y)), nk, R])
+    A = np.column_stack([np.ones(len(y)), nk[:, 0], nk[:, 1], R])
     coef = np.zeros(A.shape[1])
     for _ in range(ITERATIONS):
         f = np.asarray([factors[k] for k in keys])
@@ -149,27 +172,41 @@ def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
             new[k] = math.exp(float(logr[idx].sum()) / (len(idx) + SHRINK))
         factors = new
     theta = {}
-    for (gname, classes), phi in zip(groups.items(), coef[2:]):
+    for (gname, classes), phi in zip(groups.items(), coef[3:]):
         for c in classes:
             theta[c] = 1.0 + float(phi)
     counts = {k: keys.count(k) for k in factors}
     return {"basis": "roofline", "grouping": grouping, "per_inference_ms": float(coef[0]),
-            "per_layer_ms": float(coef[1]), "efficiency_multiplier": theta,
+            "per_layer_ms": float(coef[1]), "per_memory_layer_ms": float(coef[2]),
+            "efficiency_multiplier": theta,
             "factors": {k: {"factor": float(v), "n": counts[k]} for k, v in factors.items()}}
 
 
 def kernel_ms(params: dict[str, Any], kclass: str, roofline_ms: float, macs: float,
               nbytes: float) -> float:
     """One unfused kernel's share of the prediction (without the per-layer overhead)."""
+    if params.get("basis") == "split":
+        return max(params["ms_per_compute_ms"].get(kclass, 0.0),
+                   params["ms_per_memory_ms"].get(kclass, 0.0)) * roofline_ms
     if params.get("basis") == "work":
         return (params["ms_per_gmac"].get(kclass, 0.0) * macs / 1e9
                 + params["ms_per_mb"].get(kclass, 0.0) * nbytes / 1e6)
     return params["efficiency_multiplier"].get(kclass, 1.0) * roofline_ms
 
 
-def base_ms(params: dict[str, Any], feats: dict[str, Any]) -> float:
+def base_ms(params: dict[str, Any], feats: dict[str, Any], work_scale: float = 1.0) -> float:
     """The prediction before the family factor (never below the roofline, unless the
-    calibration's ``floor`` is ``none``)."""
+    calibration's ``floor`` is ``none``). ``work_scale``: the thread factor on the kernels'
+    work (1 at the board's big cores)."""
+    if params.get("basis") == "split":
+        n_compute, n_memory = counts(feats)
+        t = (params["per_inference_ms"] + params["per_layer_ms"] * n_compute
+             + params["per_memory_layer_ms"] * n_memory)
+        a, b = params["ms_per_compute_ms"], params["ms_per_memory_ms"]
+        t += work_scale * sum(a.get(c, 0.0) * feats["compute_ms"].get(c, 0.0)
+                              + b.get(c, 0.0) * feats["memory_ms"].get(c, 0.0)
+                              for c in CLASSES)
+        return max(t, feats["roofline_total_ms"])
     if params.get("basis") == "work":
         t = params["per_inference_ms"] + params["per_layer_ms"] * feats["n_kernels"]
         t += sum(params["ms_per_gmac"].get(c, 0.0) * v for c, v in feats["gmacs"].items())
@@ -177,14 +214,18 @@ def base_ms(params: dict[str, Any], feats: dict[str, Any]) -> float:
         t += params.get("ms_per_spilled_mb", 0.0) * spilled_mb(feats, params.get("cache_mb"))
         return max(t, feats["roofline_total_ms"]) if params.get("floor") == "roofline" else t
     theta = params["efficiency_multiplier"]
-    t = params["per_inference_ms"] + params["per_layer_ms"] * feats["n_kernels"]
-    t += sum(theta.get(c, 1.0) * v for c, v in feats["roofline_ms"].items())
+    n_compute, n_memory = counts(feats)
+    per_layer = float(params["per_layer_ms"])
+    t = (params["per_inference_ms"] + per_layer * n_compute
+         + float(params.get("per_memory_layer_ms", per_layer)) * n_memory)
+    t += work_scale * sum(theta.get(c, 1.0) * v for c, v in feats["roofline_ms"].items())
     return max(t, feats["roofline_total_ms"])
 
 
 def predict_sample(params: dict[str, Any], sample: dict[str, Any]) -> float:
     f = params["factors"].get(key_of(sample["family"], sample["precision"]), {"factor": 1.0})
-    value = f["factor"] * base_ms(params, sample["features"])
+    value = f["factor"] * base_ms(params, sample["features"],
+                                  float(sample.get("work_scale", 1.0)))
     if params.get("floor", "roofline") == "none":
         return value
     return max(value, sample["features"]["roofline_total_ms"])

@@ -16,10 +16,14 @@ TFLite and OpenVINO rows look alike): ``macs / output elements`` is the reductio
 (in/groups x k x k); ``parameters / depth`` is the number of output channels; ``macs /
 (input elements x output channels)`` is k^2/s^2, which is 1 for a pointwise convolution.
 
-Fusion: runtimes fold batch-norm and fuse the activation into the kernel before it (conv
-+ BN + ReLU runs as one kernel). A normalisation or activation row right after a kernel with
-the same number of output elements is therefore *fused*: it costs no time and no per-layer
-overhead of its own.
+Fusion, as each runtime family does it (``data/runtimes.toml``, key ``fuse``): most runtimes
+fold batch-norm and fuse the activation into the kernel before it (conv + BN + ReLU runs as
+one kernel); graph compilers (TensorRT, OpenVINO, TVM, torch.compile) also fuse an
+elementwise add or mul (a residual) into the convolution before it; eager PyTorch fuses
+nothing. A row the family fuses, right after a kernel with the same number of output
+elements, costs no time and no per-layer overhead of its own. Without a family, the
+activation and batch-norm fusions apply (what every shipped board calibration before
+families had fusions assumed).
 """
 
 from __future__ import annotations
@@ -44,10 +48,17 @@ _POOL = {"maxpool1d", "maxpool2d", "maxpool3d", "avgpool1d", "avgpool2d", "avgpo
          "adaptiveavgpool1d", "adaptiveavgpool2d", "adaptivemaxpool2d", "mean", "max_pool_2d",
          "average_pool_2d", "globalaveragepool", "globalmaxpool", "maxpool", "averagepool",
          "reducemean", "reduce_max", "sum", "avg_pool", "max_pool", "reducemax"}
-_FUSABLE = {"batchnorm1d", "batchnorm2d", "batchnorm3d", "batchnormalization", "relu", "relu6",
-            "leakyrelu", "leaky_relu", "silu", "swish", "hardswish", "hard_swish", "hardsigmoid",
-            "gelu", "clip", "clamp", "prelu", "elu", "mish", "sigmoid", "tanh", "hardtanh",
-            "relu_", "relu6_", "relu_n1_to_1", "logistic", "batch_norm", "fusedbatchnorm"}
+_BATCHNORM = {"batchnorm1d", "batchnorm2d", "batchnorm3d", "batchnormalization", "batch_norm",
+              "fusedbatchnorm"}
+_ACTIVATION = {"relu", "relu6", "leakyrelu", "leaky_relu", "silu", "swish", "hardswish",
+               "hard_swish", "hardsigmoid", "gelu", "clip", "clamp", "prelu", "elu", "mish",
+               "sigmoid", "tanh", "hardtanh", "relu_", "relu6_", "relu_n1_to_1", "logistic"}
+_ELEMENTWISE_FUSABLE = {"add", "mul", "sub", "add_", "mul_", "iadd", "imul"}
+_IDENTITY = {"identity", "dropout", "flatten", "reshape", "view", "squeeze", "unsqueeze"}
+_FUSABLE = _BATCHNORM | _ACTIVATION
+_FUSION_SETS = {"activation": _ACTIVATION, "batchnorm": _BATCHNORM,
+                "elementwise": _ELEMENTWISE_FUSABLE, "identity": _IDENTITY}
+_CONV_ANCHORS = {"conv", "depthwise", "pointwise", "linear"}
 _ANCHORS = {"conv", "depthwise", "pointwise", "linear", "recurrent", "elementwise",
             "attention"}
 
@@ -64,6 +75,8 @@ class Kernel:
     roofline_ms: float
     fused_into: str | None = None
     param_bytes: float = 0.0
+    compute_ms: float = 0.0
+    memory_ms: float = 0.0
     detail: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -106,19 +119,40 @@ def classify(row) -> tuple[str, dict[str, Any]]:
     return "elementwise", {}
 
 
-def kernels_of(estimate) -> list[Kernel]:
-    """The estimate's rows as kernels, with fused rows marked."""
+def fusions_of(family: str | None) -> tuple[frozenset[str], bool, bool]:
+    """(op types ``family`` fuses into the kernel before them, whether it removes identity
+    ops, whether it fuses an elementwise add/mul into a convolution)."""
+    if family is None:
+        return frozenset(_FUSABLE), True, False
+    from edgeprof.profilers.predict.threads import family_info
+
+    kinds = set(family_info(family).get("fuse", ()))
+    ops: set[str] = set()
+    for kind in kinds - {"identity", "elementwise"}:
+        ops |= _FUSION_SETS[kind]
+    return frozenset(ops), "identity" in kinds, "elementwise" in kinds
+
+
+def kernels_of(estimate, family: str | None = None) -> list[Kernel]:
+    """The estimate's rows as kernels, with the rows ``family`` fuses marked."""
+    fusable, drop_identity, fuse_elementwise = fusions_of(family)
     out: list[Kernel] = []
     anchor: Kernel | None = None
     anchor_elems = -1
     for row in estimate.layers:
         kclass, detail = classify(row)
+        op = row.op_type.lower()
         k = Kernel(layer=row.layer, op_type=row.op_type, kclass=kclass, macs=int(row.macs),
                    bytes=float(row.parameter_bytes + row.input_bytes + row.activation_bytes),
                    roofline_ms=float(row.roofline_latency_ms), detail=detail,
-                   param_bytes=float(row.parameter_bytes))
-        if (row.op_type.lower() in _FUSABLE and anchor is not None
-                and int(row.output_elements) == anchor_elems):
+                   param_bytes=float(row.parameter_bytes),
+                   compute_ms=float(getattr(row, "compute_ms", 0.0) or 0.0),
+                   memory_ms=float(getattr(row, "memory_ms", 0.0) or 0.0))
+        same = anchor is not None and int(row.output_elements) == anchor_elems
+        if drop_identity and op in _IDENTITY and row.macs == 0:
+            k.fused_into = "(removed)"
+        elif same and (op in fusable or (fuse_elementwise and op in _ELEMENTWISE_FUSABLE
+                                         and anchor.kclass in _CONV_ANCHORS)):
             k.fused_into = anchor.layer
         else:
             anchor = k if kclass in _ANCHORS else None
@@ -132,6 +166,8 @@ def features(kernels: list[Kernel]) -> dict[str, Any]:
     roofline (the ``roofline`` basis), the work in GMACs and the MB moved (``work``), and
     the model's parameter MB (its weights spill out of the caches when larger)."""
     roof = {c: 0.0 for c in CLASSES}
+    comp = {c: 0.0 for c in CLASSES}
+    mem = {c: 0.0 for c in CLASSES}
     count = {c: 0 for c in CLASSES}
     gmacs = {c: 0.0 for c in CLASSES}
     mbytes = {c: 0.0 for c in CLASSES}
@@ -139,10 +175,13 @@ def features(kernels: list[Kernel]) -> dict[str, Any]:
         if k.fused:
             continue
         roof[k.kclass] += k.roofline_ms
+        comp[k.kclass] += k.compute_ms
+        mem[k.kclass] += k.memory_ms
         count[k.kclass] += 1
         gmacs[k.kclass] += k.macs / 1e9
         mbytes[k.kclass] += k.bytes / 1e6
     return {"n_kernels": int(sum(count.values())), "roofline_ms": roof, "count": count,
+            "compute_ms": comp, "memory_ms": mem,
             "gmacs": gmacs, "mbytes": mbytes,
             "params_mb": float(sum(k.param_bytes for k in kernels)) / 1e6,
             "roofline_total_ms": float(sum(k.roofline_ms for k in kernels))}

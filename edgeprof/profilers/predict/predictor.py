@@ -1,37 +1,64 @@
-"""``predict_latency``: a model's latency on a target for one runtime family and precision,
-from a calibration when one matches, else the roofline with a documented prior.
+"""``predict_latency``: a model's latency on a target for one runtime family, precision and
+thread count, from a calibration when one fits, else the roofline with a documented prior.
 
-* **predicted**: the calibration's per-kernel model summed over the estimate's kernels
-  (``fit.py``), never below the target's roofline (except a host calibration's ``work``
-  basis: the host's peaks are measured, so its roofline is no lower bound); the interval is the fit's leave-one-out
-  log-error spread (90 %: value x exp(+-1.645 sigma)), widened by the share of the time in
-  kernels outside the calibration's range (a class it never saw, or a kernel more than
-  twice the largest it saw), which are named.
-* **uncalibrated**: no calibration for (target, family, precision). The value is the
+What a prediction is for: (target and its mode, runtime family, precision, threads). The
+calibration used is, in order: the one given (``--calibration FILE``), the user's own for
+that target (``edgeprof calibrate``, preferred), the shipped one. Methods, each named in the
+result:
+
+* ``calibrated``: the calibration has rows of this runtime family at this precision. Its
+  per-kernel model (``fit.py``) is summed over the estimate's kernels as the family fuses
+  them (``kernels.py``), never below the target's roofline (except a host calibration's
+  ``work`` basis, whose peaks are measured, so its roofline is no lower bound).
+* ``precision transfer``: rows of this family exist at another precision only. The same
+  model is applied to the estimate at the precision asked, whose roofline carries the
+  processor's throughput ratio between the two precisions (the descriptor's peaks, with
+  their sources); the family factor is the one fitted at the other precision; the interval
+  is widened (x ``PRECISION_TRANSFER_WIDENING`` on the log spread).
+* ``thread transfer`` (with either): the request's thread count differs from the rows'.
+  The kernels' work scales by Amdahl's law with the family's serial share (``threads.py``).
+
+Order the hardware implies: where the descriptor gives precision A at least precision B's
+peak and A moves fewer bytes (fp16 against fp32 on a GPU with fp16 at twice fp32's rate,
+int8 against fp32), A's family factor is capped at B's, so no figure at B comes out faster
+than A's on the same model.
+
+* **uncalibrated**: no calibration for (target, family) at any precision. The value is the
   roofline x the median ratio measured/roofline of the published board measurements the
   shipped calibrations were fitted to (``data/prior.json``), the interval runs from the
   roofline (a lower bound) to the 90th percentile of that ratio.
 
-Neither depends on anything measured on this machine: the figure for a target is the same
-however loaded the host is.
+The interval is the fit's leave-one-out log-error spread (90 %: value x exp(+-1.645 sigma)),
+widened by the share of the time in kernels outside the calibration's range (a class it
+never saw, or a kernel more than twice the largest it saw), which are named; a prediction
+whose interval is wider than 2x says why. Nothing depends on this machine: the figure for a
+target is the same however loaded the host is.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edgeprof.core.errors import UserError
 from edgeprof.core.precision import get_precision
 from edgeprof.core.results import WarningRecord, clean
-from edgeprof.profilers.predict.calibration import Calibration, find_calibration
-from edgeprof.profilers.predict.fit import Z90, kernel_ms, predict_sample
+from edgeprof.profilers.predict.calibration import (Calibration, calibrations_for,
+                                                     load_calibration)
+from edgeprof.profilers.predict.fit import Z90, base_ms, kernel_ms
 from edgeprof.profilers.predict.kernels import features, kernels_of
+from edgeprof.profilers.predict.threads import (big_cores, family_info, is_gpu_family,
+                                                work_scale)
 
 PRIOR_FILE = Path(__file__).parent / "data" / "prior.json"
 EXTRAPOLATION_WIDENING = 2.0  # sigma x (1 + 2 x share of the time outside the range)
+PRECISION_TRANSFER_WIDENING = 1.5  # sigma x 1.5 for a precision the rows never ran
+THREAD_TRANSFER_WIDENING = 1.25  # sigma x 1.25 when the serial share is a prior, not fitted
+USEFUL_WIDTH = 2.0  # an interval wider than high/low = 2 says why
 
 
 @dataclass
@@ -46,11 +73,20 @@ class Prediction:
     extrapolated_layers: list[str] = field(default_factory=list)
     note: str = ""
     warnings: list[WarningRecord] = field(default_factory=list)
+    method: str = ""
+    notes: list[str] = field(default_factory=list)
+    target: str = ""
+    backend: str = ""
+    precision: str = ""
+    threads: int | None = None
+    threads_note: str = ""
+    model: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in ("value_ms", "low_ms", "high_ms", "provenance",
-                                           "roofline_ms", "calibration", "calibration_path",
-                                           "extrapolated_layers", "note")}
+        d = {k: getattr(self, k) for k in (
+            "model", "target", "backend", "precision", "threads", "threads_note", "value_ms",
+            "low_ms", "high_ms", "provenance", "method", "roofline_ms", "calibration",
+            "calibration_path", "extrapolated_layers", "note", "notes")}
         d["warnings"] = [w.to_dict() for w in self.warnings]
         return clean(d)
 
@@ -63,12 +99,18 @@ def load_prior() -> dict[str, Any]:
                 "source": "no prior file: the roofline alone"}
 
 
+def base_id(target) -> str:
+    """The descriptor a target (or one of its modes) comes from: calibrations are fitted per
+    descriptor and scale to a mode through its peaks."""
+    return getattr(target, "base_id", None) or target.id.split(":")[0]
+
+
 def fingerprint_of(target) -> dict[str, Any]:
     """What identifies the device a calibration was fitted for."""
     if getattr(target, "is_host", False):
         return {"target": "host", "processor": target.processor,
                 "cores": int(target.cores.value)}
-    return {"target": target.id, "descriptor_sha256": target.sha256}
+    return {"target": base_id(target), "descriptor_sha256": target.sha256}
 
 
 def _differences(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
@@ -82,23 +124,127 @@ def _uncalibrated(roof: float, target, backend: str, compute: str, why: str) -> 
     m, lo, hi = (float(prior.get(k, 1.0)) for k in ("median_ratio", "p10_ratio", "p90_ratio"))
     note = (f"uncalibrated: {why}; roofline {roof:.4g} ms x the prior {m:.3g} (median ratio "
             f"measured/roofline of {prior.get('n', 0)} published board measurements, p10-p90 "
-            f"{lo:.3g}-{hi:.3g}); run 'edgeprof calibrate --target {target.id} --backend "
-            f"{backend}' where the device is reachable")
+            f"{lo:.3g}-{hi:.3g}); time a few models on the board and run 'edgeprof calibrate "
+            f"--target {base_id(target)} --backend {backend} --measurements FILE.csv'")
     return Prediction(value_ms=roof * max(m, 1.0), low_ms=roof * max(lo, 1.0),
                       high_ms=roof * max(hi, 1.0), provenance="uncalibrated", roofline_ms=roof,
-                      note=note)
+                      note=note, notes=[note], method="prior")
+
+
+def total_cores(target) -> int:
+    cores = getattr(target, "cores", None)
+    return int(getattr(cores, "value", cores) or 1)
+
+
+def check_threads(threads: int | None, target) -> None:
+    """A thread count the board cannot run is a user error (exit 2)."""
+    if threads is None:
+        return
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads <= 0:
+        raise UserError(f"--threads must be a positive integer, got {threads!r}")
+    n = total_cores(target)
+    if getattr(target, "kind", "") in ("gpu", "edge_gpu"):
+        return  # a GPU's cores are not threads; the CPU is --device cpu
+    if threads > n and not getattr(target, "is_host", False):
+        raise UserError(f"{target.id} has {n} cores: --threads {threads} is more than the "
+                        f"board can run; give --threads 1 to {n}")
+
+
+def _cal_threads(cal: Calibration, family: str) -> int | None:
+    """The one thread count a calibration's rows of ``family`` ran at, else None."""
+    ts = {s.get("threads") for s in cal.samples if s.get("family") == family}
+    return ts.pop() if len(ts) == 1 else None
+
+
+def _serial(cal: Calibration, family: str) -> tuple[float, bool]:
+    """(serial share, fitted?) of ``family`` for thread transfer."""
+    fitted = (cal.parameters.get("serial_share") or {}).get(family)
+    if fitted is not None:
+        return float(fitted), True
+    return float(family_info(family)["serial_share"]), False
+
+
+def _precedes(target, a: str, b: str) -> bool:
+    """True where the hardware implies compute precision ``a`` at least as fast as ``b``:
+    ``a`` has at least ``b``'s peak on the descriptor and moves fewer bytes."""
+    if a == b:
+        return False
+    pa, pb = target.peak_macs(a), target.peak_macs(b)
+    if not pa or not pb or pa < pb:
+        return False
+    return get_precision(a).weight_bytes < get_precision(b).weight_bytes
+
+
+def _resolve(calibration, target, family: str, compute: str,
+             dirs: list[Path] | None) -> tuple[Calibration | None, str | None]:
+    """(calibration, the precision of its rows used) for the request."""
+    if calibration is not None:
+        cal = calibration if isinstance(calibration, Calibration) else \
+            load_calibration(calibration)
+        if cal.target not in (base_id(target), target.id):
+            raise UserError(f"calibration '{cal.name}' is for target {cal.target}, not "
+                            f"{target.id}; give --target {cal.target} or another calibration")
+        cands = [cal]
+    else:
+        cands = calibrations_for(base_id(target), dirs)
+    for cal in cands:
+        if cal.entry(family, compute) is not None:
+            return cal, compute
+    for cal in cands:
+        others = [e["precision"] for e in cal.runtimes.values() if e.get("family") == family]
+        if others:
+            # the nearest precision: the same peak first, then the fewest bytes apart
+            def distance(p: str) -> tuple[float, float]:
+                pa, pb = target.peak_macs(p) or 0.0, target.peak_macs(compute) or 0.0
+                return (abs(math.log((pa or 1.0) / (pb or 1.0))),
+                        abs(get_precision(p).weight_bytes - get_precision(compute).weight_bytes))
+            return cal, min(sorted(others), key=distance)
+    if calibration is not None:
+        known = sorted({f"{e.get('family')}/{e.get('precision')}" for e in cands[0].runtimes.values()})
+        raise UserError(f"calibration '{cands[0].name}' has no rows for {family}; it holds "
+                        + ", ".join(known) + "; give --backend accordingly")
+    return None, None
 
 
 def predict_with(cal: Calibration, estimate, target, backend: str, compute: str, *,
-                 runtime_version: str | None = None) -> Prediction:
-    """The prediction of ``cal`` for ``estimate`` (whose rows are on ``target``)."""
+                 source_precision: str | None = None, threads: int | None = None,
+                 threads_note: str = "", runtime_version: str | None = None) -> Prediction:
+    """The prediction of ``cal`` for ``estimate`` (whose rows are on ``target``) with family
+    ``backend`` at ``compute``, from the calibration's rows at ``source_precision``."""
+    src = source_precision or compute
     roof = float(estimate.roofline_latency_ms)
-    kernels = kernels_of(estimate)
+    kernels = kernels_of(estimate, backend)
     feats = features(kernels)
     params = dict(cal.parameters)
-    params["factors"] = {k: {"factor": float(v["factor"])} for k, v in cal.runtimes.items()}
-    value = predict_sample(params, {"family": backend, "precision": compute, "features": feats})
+    factors = {k: float(v["factor"]) for k, v in cal.runtimes.items()}
+    factor = factors.get(f"{backend}/{src}", 1.0)
+    notes: list[str] = []
+    method = "calibrated" if src == compute else "precision transfer"
+    # -- the order the hardware implies ----------------------------------------------------
+    for key, f in factors.items():
+        fam, p = key.split("/", 1)
+        if fam != backend or p == src:
+            continue
+        if _precedes(target, p, compute) and f > factor:
+            notes.append(f"factor raised to {backend}/{p}'s ({f:.3g}): {p} runs at least "
+                         f"{compute}'s rate on {target.id} with fewer bytes")
+            factor = f
+        elif _precedes(target, compute, p) and f < factor:
+            notes.append(f"factor capped at {backend}/{p}'s ({f:.3g}): {compute} runs at "
+                         f"least {p}'s rate on {target.id} with fewer bytes")
+            factor = f
+    # -- threads -------------------------------------------------------------------------
+    serial, fitted = _serial(cal, backend)
+    ws = work_scale(threads, target, serial)
+    seen = {s.get("threads") for s in cal.samples if s.get("family") == backend} - {None}
+    thread_transfer = threads is not None and bool(seen) and threads not in seen
+    if thread_transfer:
+        method += " + thread transfer"
+    base = base_ms(params, feats, ws)
+    value = factor * base
     floored = params.get("floor", "roofline") != "none"
+    if floored:
+        value = max(value, roof)
     outside, outside_ms = [], 0.0
     for k in kernels:
         if k.fused:
@@ -108,19 +254,28 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
             outside.append(k.layer)
             outside_ms += kernel_ms(params, k.kclass, k.roofline_ms, k.macs, k.bytes)
     share = min(1.0, outside_ms / value) if value > 0 else 0.0
-    sigma = float(cal.cv["log_sigma"]) * (1.0 + EXTRAPOLATION_WIDENING * share)
+    sigma0 = float(cal.cv["log_sigma"])
+    sigma = sigma0 * (1.0 + EXTRAPOLATION_WIDENING * share)
+    if src != compute:
+        sigma *= PRECISION_TRANSFER_WIDENING
+    if thread_transfer and not fitted:
+        sigma *= THREAD_TRANSFER_WIDENING
     low = value * math.exp(-Z90 * sigma)
     if floored:
         low = max(low, roof)
-    high = value * math.exp(Z90 * sigma)
-    entry = cal.entry(backend, compute) or {}
+    high = max(value * math.exp(Z90 * sigma), low)
+    entry = cal.entry(backend, src) or {}
     warnings: list[WarningRecord] = []
-    diffs = _differences(cal.fingerprint, fingerprint_of(target))
-    if diffs:
-        warnings.append(WarningRecord(
-            "calibration_device_differs",
-            f"calibration '{cal.name}' was fitted for another device description: "
-            + "; ".join(diffs) + "; its prediction is used, but may be off"))
+    if getattr(target, "mode", None) is None:
+        diffs = _differences(cal.fingerprint, fingerprint_of(target))
+        if diffs:
+            warnings.append(WarningRecord(
+                "calibration_device_differs",
+                f"calibration '{cal.name}' was fitted for another device description: "
+                + "; ".join(diffs) + "; its prediction is used, but may be off"))
+    else:
+        notes.append(f"mode '{target.mode}': the calibration of {base_id(target)} applied to "
+                     f"the mode's peaks and bandwidth")
     if cal.fingerprint.get("emulating"):
         warnings.append(WarningRecord(
             "calibration_emulated",
@@ -133,36 +288,105 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
             f"calibration '{cal.name}' was fitted with {backend} {entry['version']}, this is "
             f"{backend} {runtime_version}; its prediction is used, but may be off"))
     cv = cal.cv
-    note = (f"predicted by calibration '{cal.name}' ({backend}/{compute}: {entry.get('n', 0)} of "
+    head = (f"predicted by calibration '{cal.name}' ({backend}/{src}: {entry.get('n', 0)} of "
             f"{cv.get('n')} samples; leave-one-out median |error| "
             f"{100 * float(cv.get('median_abs_error', 0)):.0f} %); 90 % interval "
             f"{low:.4g}-{high:.4g} ms; "
             + (f"never below the roofline {roof:.4g} ms" if floored else
                f"fitted to the work (GMACs, MB) of kernels measured on this device, whose "
                f"roofline ({roof:.4g} ms, on peaks measured here) is no lower bound"))
+    if src != compute:
+        ps, pc = target.peak_macs(src), target.peak_macs(compute)
+        ratio = f"{pc / ps:.3g}" if ps and pc else "unknown"
+        notes.append(f"precision transfer: {backend} was calibrated at {src}, not {compute}; "
+                     f"the kernels' roofline at {compute} carries the processor's throughput "
+                     f"ratio {compute}/{src} = {ratio} (descriptor peaks) and the bytes "
+                     f"{compute} moves; interval widened x{PRECISION_TRANSFER_WIDENING}")
+    if threads is None:
+        notes.append(f"threads: n/a ({threads_note or 'a GPU runtime'})")
+    else:
+        notes.append(f"threads: {threads} ({threads_note})"
+                     + (f"; transferred from the rows' "
+                        f"{', '.join(str(x) for x in sorted(seen))} thread(s) by "
+                        f"Amdahl's law, serial share {serial:.3g} "
+                        f"({'fitted' if fitted else 'prior: ' + family_info(backend)['serial_share_source'][:80] + '...'})"
+                        if thread_transfer else ""))
     if outside:
         shown = ", ".join(outside[:5]) + (f" and {len(outside) - 5} more" if len(outside) > 5
                                           else "")
-        note += (f"; {len(outside)} layers outside the calibration's range ({shown}): "
-                 f"extrapolated, interval widened")
-    return Prediction(value_ms=value, low_ms=low, high_ms=max(high, low), provenance="predicted",
+        notes.append(f"{len(outside)} layers outside the calibration's range ({shown}): "
+                     f"extrapolated, interval widened")
+    if high / low > USEFUL_WIDTH:
+        why = []
+        n = int(entry.get("n", 0) or 0)
+        if n < 3:
+            why.append(f"only {n} row(s) of {backend}/{src}")
+        if sigma0 * 2 * Z90 > math.log(USEFUL_WIDTH):
+            why.append(f"the calibration's own leave-one-out spread (sigma {sigma0:.2f})")
+        if share > 0:
+            why.append(f"{100 * share:.0f} % of the time in extrapolated layers")
+        if src != compute:
+            why.append("a precision the rows never ran")
+        notes.append(f"interval {high / low:.1f}x wide because of "
+                     + (", ".join(why) or "the transfers above"))
+    note = "; ".join([head] + notes)
+    return Prediction(value_ms=value, low_ms=low, high_ms=high, provenance="predicted",
                       roofline_ms=roof, calibration=cal.name,
                       calibration_path=str(cal.path) if cal.path else None,
-                      extrapolated_layers=outside, note=note, warnings=warnings)
+                      extrapolated_layers=outside, note=note, warnings=warnings,
+                      method=method, notes=[head] + notes, target=target.id, backend=backend,
+                      precision=estimate.precision, threads=threads, threads_note=threads_note)
+
+
+def resolve_threads(threads: int | None, target, backend: str,
+                    cal: Calibration | None) -> tuple[int | None, str]:
+    """(threads, why) of a prediction: the request's; else, for a user's calibration whose
+    rows ran one thread count, that count; else all of the board's big cores. None for a GPU
+    runtime or a GPU target."""
+    if is_gpu_family(backend):
+        return None, "a GPU runtime: host threads do not change its kernels"
+    if getattr(target, "kind", "") in ("gpu", "edge_gpu"):
+        return None, (f"{target.id}'s GPU, whose kernels host threads do not change (give "
+                      f"--device cpu for its CPU cores)")
+    check_threads(threads, target)
+    if threads is not None:
+        return threads, "as asked"
+    if cal is not None and cal.fingerprint.get("source") == "measurements":
+        t = _cal_threads(cal, backend)
+        if t is not None:
+            return t, f"as the calibration's rows ran ({cal.name}); give --threads N for another"
+    if getattr(target, "is_host", False):
+        return None, "this machine: the backend's own default"
+    n = big_cores(target)
+    return n, f"all of {target.id}'s {n} big cores (the default; --threads N for another)"
 
 
 def predict_latency(estimate, target, backend: str, precision: str | None = None, *,
+                    threads: int | None = None, calibration: Any = None,
                     runtime_version: str | None = None,
                     dirs: list[Path] | None = None) -> Prediction:
     """Latency of the model behind ``estimate`` on ``target`` with runtime ``backend`` at
-    ``precision`` (default: the estimate's). ``estimate`` must be the estimate on
-    ``target``. A corrupted calibration file raises
+    ``precision`` (default: the estimate's) on ``threads`` of the board's cores (default:
+    see :func:`resolve_threads`). ``estimate`` must be the estimate on ``target`` at that
+    precision. ``calibration``: a :class:`Calibration` or a path, used instead of the
+    search. A corrupted calibration file raises
     :class:`~edgeprof.profilers.predict.calibration.CalibrationError` (exit 2)."""
     precision = precision or estimate.precision
     compute = get_precision(precision).compute
     roof = float(estimate.roofline_latency_ms)
-    cal = find_calibration(target.id, backend, compute, dirs)
+    if calibration is None and os.environ.get("EDGEPROF_CALIBRATION"):
+        calibration = os.environ["EDGEPROF_CALIBRATION"]
+    cal, src = _resolve(calibration, target, backend, compute, dirs)
+    t, why = resolve_threads(threads, target, backend, cal)
     if cal is None:
-        return _uncalibrated(roof, target, backend, compute,
-                             f"no calibration for {target.id} with {backend} at {compute}")
-    return predict_with(cal, estimate, target, backend, compute, runtime_version=runtime_version)
+        p = _uncalibrated(roof, target, backend, compute,
+                          f"no calibration for {base_id(target)} with {backend}")
+        p.target, p.backend, p.precision, p.threads, p.threads_note = \
+            target.id, backend, precision, t, why
+        if t is not None:
+            p.notes.append(f"threads: {t} ({why}); the prior does not model threads")
+        return p
+    if cal.parameters.get("basis") == "work":
+        t = threads  # a host calibration: measured at the backend's own thread setting
+    return predict_with(cal, estimate, target, backend, compute, source_precision=src,
+                        threads=t, threads_note=why, runtime_version=runtime_version)

@@ -81,7 +81,8 @@ def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any
               host: Any | None = None, host_estimate: Estimate | None = None, *,
               stream_rate_fps: float | None = None,
               latency_budget_ms: float | None = None, method: str = "predict",
-              backend: str | None = None, calibration_dirs: list | None = None) -> Summary:
+              backend: str | None = None, calibration_dirs: list | None = None,
+              threads: int | None = None, calibration: Any = None) -> Summary:
     """``estimate`` is on ``target``; ``benchmark`` was measured on this host (or on a board
     of the target); ``host_estimate`` is the same model on ``host``. ``method`` picks how a
     target that was not measured gets its latency: ``predict`` (default) or the named
@@ -153,6 +154,7 @@ def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any
             reason = "no backend named, so no runtime family to predict for"
         else:
             prediction = predict_latency(estimate, target, backend, estimate.precision,
+                                         threads=threads, calibration=calibration,
                                          dirs=calibration_dirs)
             provenance = prediction.provenance
             latency_ms = prediction.value_ms

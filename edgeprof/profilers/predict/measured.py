@@ -1,0 +1,431 @@
+"""Calibrate a board from the user's own measurements (``edgeprof calibrate --measurements``).
+
+Most users have timed a few models on their board by hand. A CSV with the columns
+``model,latency_ms`` (and optionally ``input_shape,precision,threads,runtime,source``), one
+row per timed model, refines the shipped calibration of that board (the *prior*):
+
+* every row is estimated on the target's descriptor and cut into kernels as the runtime
+  family fuses them (``kernels.py``), at the thread count it ran (``threads.py``);
+* **one row moves the level**: the prior's parameters scaled by the geometric mean of
+  measured / prior-predicted;
+* **three rows or more also move the shape**: the ``split`` basis -- per class, a cost per
+  ms of the kernels' compute time (MACs / peak) and one per ms of their memory time (bytes /
+  bandwidth), summed rather than maxed, so kernels small enough to live in the caches are
+  not charged DRAM time they never spend --, the per-layer overheads of compute and memory
+  kernels and the per-inference overhead, fitted by non-negative least squares on relative
+  errors with a ridge pull towards the levelled prior; the prediction is still never below
+  the roofline. The pull's strength is chosen by
+  leave-one-out among ``LAMBDAS``, so ten rows of one family of networks move the shape as far
+  as they support;
+* the reported leave-one-out error is nested (the strength is chosen again without the row
+  held out), so it is the error a new model of the same kind can expect.
+
+The result is a calibration file (``calibration.py``'s format) whose rows are the user's,
+written atomically to ``--out`` or the user's calibration folder, where it is preferred over
+the shipped one. A board without a shipped calibration uses the roofline with the published
+prior ratio as its prior.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeprof.core.errors import ConfigError, EdgeprofError, UserError
+from edgeprof.core.precision import get_precision
+from edgeprof.profilers.predict.fit import COMPUTE_CLASSES, MEMORY_CLASSES, Z90, counts
+from edgeprof.profilers.predict.kernels import CLASSES, features, kernel_ranges, kernels_of
+
+COLUMNS = ("model", "latency_ms")
+OPTIONAL = ("input_shape", "precision", "threads", "runtime", "source")
+LAMBDAS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
+SHAPE_MIN_ROWS = 3
+
+
+class MeasurementsError(ConfigError):
+    """The measurements CSV is unusable (exit 2); the message names the file and line."""
+
+
+@dataclass
+class Row:
+    line: int
+    model: str
+    spec: str
+    latency_ms: float
+    input_shape: tuple[int, ...] | None
+    precision: str
+    threads: int | None
+    threads_note: str
+    runtime: str
+    source: str
+
+
+def _bad(path: Path, line: int | None, what: str) -> MeasurementsError:
+    where = f"{path}" + (f" line {line}" if line else "")
+    return MeasurementsError(f"{where}: {what}")
+
+
+def _resolve_spec(spec: str, folder: Path) -> str:
+    """``nb201.py:cell_532`` or ``net.onnx`` relative to the CSV's folder."""
+    path_part, sep, rest = spec.rpartition(":") if ":" in spec else (spec, "", "")
+    if not sep:
+        path_part = spec
+    if spec.startswith("builtin:") or spec.startswith("llm:"):
+        return spec
+    looks_like_file = path_part.endswith((".py", ".onnx", ".tflite", ".xml", ".gguf",
+                                          ".keras", ".pt")) or os.sep in path_part
+    if looks_like_file and not os.path.isabs(path_part):
+        p = folder / path_part
+        return str(p) + (f":{rest}" if sep else "")
+    return spec
+
+
+def read_measurements(path: str | os.PathLike, target, family: str, *,
+                      precision: str | None = None, threads: int | None = None) -> list[Row]:
+    """The rows of a measurements CSV, validated (:class:`MeasurementsError` names the file
+    and line of the first problem)."""
+    from edgeprof.core.models import parse_shape
+    from edgeprof.profilers.predict.threads import parse_threads
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise _bad(path, None, f"cannot read it ({type(e).__name__}: {e})") from e
+    if not text.strip():
+        raise _bad(path, None, "the file is empty; give a header 'model,latency_ms' and one row "
+                               "per timed model")
+    reader = csv.DictReader(text.splitlines())
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise _bad(path, 1, f"missing column {', '.join(repr(m) for m in missing)}; the columns "
+                            f"are model,latency_ms and optionally {','.join(OPTIONAL)}")
+    unknown = [h for h in header if h not in COLUMNS + OPTIONAL]
+    if unknown:
+        raise _bad(path, 1, f"unknown column {', '.join(repr(u) for u in unknown)}; the columns "
+                            f"are model,latency_ms and optionally {','.join(OPTIONAL)}")
+    if precision is not None:
+        get_precision(precision)
+    rows: list[Row] = []
+    seen: dict[tuple, int] = {}
+    for i, raw in enumerate(reader, start=2):
+        r = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None}
+        if not any(r.values()):
+            continue
+        model = r.get("model", "")
+        if not model:
+            raise _bad(path, i, "empty model; give a model spec edgeprof accepts "
+                                "(builtin:NAME, file.onnx, file.py:factory ...)")
+        try:
+            lat = float(r.get("latency_ms", ""))
+        except ValueError:
+            lat = float("nan")
+        if not (math.isfinite(lat) and lat > 0):
+            raise _bad(path, i, f"latency_ms {r.get('latency_ms')!r} is not a positive finite "
+                                "number of milliseconds")
+        shape = None
+        if r.get("input_shape"):
+            try:
+                shape = parse_shape(r["input_shape"])
+            except EdgeprofError as e:
+                raise _bad(path, i, f"input_shape: {e}") from e
+        p = r.get("precision") or None
+        if p is not None:
+            try:
+                get_precision(p)
+            except EdgeprofError as e:
+                raise _bad(path, i, str(e)) from e
+        if precision is not None and p is not None and p != precision:
+            raise _bad(path, i, f"precision {p} contradicts --precision {precision}; remove "
+                                "the row or the flag")
+        p = p or precision or "fp32"
+        t_text = r.get("threads") or ""
+        t: int | None
+        if t_text:
+            try:
+                t = int(t_text)
+            except ValueError:
+                raise _bad(path, i, f"threads {t_text!r} is not a whole number") from None
+            if t <= 0:
+                raise _bad(path, i, f"threads {t} is not a positive whole number")
+            if threads is not None and t != threads:
+                raise _bad(path, i, f"threads {t} contradicts --threads {threads}; remove the "
+                                    "row or the flag")
+            t_note = "as measured"
+        elif threads is not None:
+            t, t_note = threads, "--threads"
+        else:
+            t, t_note = parse_threads("not stated", family, target)
+        spec = _resolve_spec(model, path.parent)
+        key = (spec, shape, p, t)
+        if key in seen:
+            raise _bad(path, i, f"duplicate of line {seen[key]} (same model, input_shape, "
+                                "precision and threads); keep one row per configuration, or "
+                                "their median")
+        seen[key] = i
+        rows.append(Row(i, model, spec, lat, shape, p, t, t_note, r.get("runtime", ""),
+                        r.get("source", "")))
+    if not rows:
+        raise _bad(path, None, "no rows under the header; give one row per timed model")
+    precs = sorted({r.precision for r in rows})
+    if len(precs) > 1:
+        raise _bad(path, None, f"rows at several precisions ({', '.join(precs)}): give one file "
+                               "per precision (or --precision to check them)")
+    return rows
+
+
+# ---------------------------------------------------------------------------- the fit
+def _columns(sample: dict[str, Any]) -> np.ndarray:
+    """[1, compute kernels, memory kernels, per class its compute ms, per class its memory
+    ms] (the kernels' parts scaled by the thread factor)."""
+    f = sample["features"]
+    n_c, n_m = counts(f)
+    ws = float(sample.get("work_scale", 1.0))
+    comp = f.get("compute_ms") or {}
+    mem = f.get("memory_ms") or {}
+    return np.asarray([1.0, n_c, n_m] + [ws * float(comp.get(c, 0.0)) for c in CLASSES]
+                      + [ws * float(mem.get(c, 0.0)) for c in CLASSES])
+
+
+def prior_vector(params: dict[str, Any], factor: float) -> np.ndarray:
+    """A roofline-basis calibration's parameters as a split-basis vector: each class's
+    efficiency on both its compute and its memory part (the sum of the two parts is at most
+    twice their max, so the levelling step absorbs the difference)."""
+    if params.get("basis") == "split":
+        a, b = params["ms_per_compute_ms"], params["ms_per_memory_ms"]
+        return factor * np.asarray(
+            [float(params["per_inference_ms"]), float(params["per_layer_ms"]),
+             float(params["per_memory_layer_ms"])] + [float(a.get(c, 0.0)) for c in CLASSES]
+            + [float(b.get(c, 0.0)) for c in CLASSES])
+    theta = params.get("efficiency_multiplier") or {}
+    per_layer = float(params.get("per_layer_ms", 0.0))
+    th = [float(theta.get(c, 1.0)) for c in CLASSES]
+    return factor * np.asarray(
+        [float(params.get("per_inference_ms", 0.0)), per_layer,
+         float(params.get("per_memory_layer_ms", per_layer))] + th + th)
+
+
+def _predict(p: np.ndarray, sample: dict[str, Any]) -> float:
+    return max(float(_columns(sample) @ p), float(sample["features"]["roofline_total_ms"]))
+
+
+def _level(prior: np.ndarray, samples: list[dict[str, Any]]) -> float:
+    logs = [math.log(s["latency_ms"] / _predict(prior, s)) for s in samples]
+    return math.exp(sum(logs) / len(logs))
+
+
+def fit_vector(prior: np.ndarray, samples: list[dict[str, Any]], lam: float | None) -> np.ndarray:
+    """The refined parameters: the level alone below ``SHAPE_MIN_ROWS`` rows (or with
+    ``lam`` None), else the ridge fit towards the levelled prior."""
+    from scipy.optimize import lsq_linear
+
+    s = _level(prior, samples)
+    p0 = s * prior
+    if lam is None or len(samples) < SHAPE_MIN_ROWS:
+        return p0
+    A = np.vstack([_columns(x) for x in samples])
+    y = np.asarray([x["latency_ms"] for x in samples], float)
+    Aw = A / y[:, None]
+    bw = np.ones(len(y))
+    med = float(np.median(y))
+    n_c = max(1.0, float(np.median(A[:, 1])))
+    n_m = max(1.0, float(np.median(A[:, 2])))
+    floor_scale = [0.05 * med, 0.05 * med / n_c, 0.05 * med / n_m]
+    scale = np.asarray([max(p0[j], floor_scale[j]) if j < 3 else max(p0[j], 0.5)
+                        for j in range(len(p0))])
+    R = np.sqrt(lam) * np.diag(1.0 / scale)
+    M = np.vstack([Aw, R])
+    b = np.concatenate([bw, R @ p0])
+    lower = np.zeros(len(p0))
+    x0 = p0
+    res = lsq_linear(M, b, bounds=(lower, np.full(len(p0), np.inf)))
+    return res.x if res.success else x0
+
+
+def _loo(prior: np.ndarray, samples: list[dict[str, Any]], lam: float | None) -> list[float]:
+    out = []
+    for i, s in enumerate(samples):
+        rest = samples[:i] + samples[i + 1:]
+        out.append(_predict(fit_vector(prior, rest, lam), s))
+    return out
+
+
+def _log_rmse(samples, preds) -> float:
+    return float(np.sqrt(np.mean([math.log(s["latency_ms"] / p) ** 2
+                                  for s, p in zip(samples, preds)])))
+
+
+def choose_lambda(prior: np.ndarray, samples: list[dict[str, Any]]) -> float | None:
+    """The ridge strength with the smallest leave-one-out log error (None: level only)."""
+    if len(samples) < SHAPE_MIN_ROWS:
+        return None
+    best, best_err = None, _log_rmse(samples, _loo(prior, samples, None))
+    for lam in LAMBDAS:
+        err = _log_rmse(samples, _loo(prior, samples, lam))
+        if err < best_err - 1e-9:
+            best, best_err = lam, err
+    return best
+
+
+def nested_loo(prior: np.ndarray, samples: list[dict[str, Any]]) -> list[float]:
+    """Each row predicted by a fit (strength chosen again) to the others."""
+    out = []
+    for i, s in enumerate(samples):
+        rest = samples[:i] + samples[i + 1:]
+        lam = choose_lambda(prior, rest) if len(rest) >= SHAPE_MIN_ROWS else None
+        out.append(_predict(fit_vector(prior, rest, lam), s))
+    return out
+
+
+def interval_stats(samples: list[dict[str, Any]], preds: list[float],
+                   sigma: float) -> dict[str, float]:
+    """Share of rows inside value x exp(+-1.645 sigma), and the interval's width high/low."""
+    inside = [p * math.exp(-Z90 * sigma) <= s["latency_ms"] <= p * math.exp(Z90 * sigma)
+              for s, p in zip(samples, preds)]
+    return {"coverage": float(np.mean(inside)) if inside else float("nan"),
+            "median_width": float(math.exp(2 * Z90 * sigma))}
+
+
+# ---------------------------------------------------------------------------- the command
+def _prior(target, family: str, precision: str):
+    """(parameter vector, prior calibration name, its log sigma) for the board."""
+    from edgeprof.profilers.predict.calibration import SHIPPED_DIR, calibrations_for
+    from edgeprof.profilers.predict.predictor import base_id, load_prior
+
+    compute = get_precision(precision).compute
+    for cal in calibrations_for(base_id(target), [SHIPPED_DIR]):
+        if cal.parameters.get("basis", "roofline") not in ("roofline", "split"):
+            continue
+        entry = cal.entry(family, compute)
+        if entry is None:
+            entries = [e for e in cal.runtimes.values() if e.get("family") == family]
+            entry = entries[0] if entries else None
+        factor = float(entry["factor"]) if entry else 1.0
+        return (prior_vector(cal.parameters, factor), cal.name, float(cal.cv["log_sigma"]))
+    ratio = float(load_prior().get("median_ratio", 1.0))
+    params = {"per_inference_ms": 0.0, "per_layer_ms": 0.0,
+              "efficiency_multiplier": {c: ratio for c in CLASSES}}
+    return prior_vector(params, 1.0), "the roofline x the published prior ratio", 0.5
+
+
+def calibrate_from_measurements(path: str | os.PathLike, target, family: str, *,
+                                precision: str | None = None, threads: int | None = None,
+                                out: str | os.PathLike | None = None, registry=None,
+                                progress=None) -> tuple[Any, Path, dict[str, Any]]:
+    """Fit a calibration of ``target`` for runtime ``family`` to the CSV's rows and write it
+    (``out`` or the user's calibration folder). Returns (calibration, path, summary)."""
+    from edgeprof._version import __version__
+    from edgeprof.core.models import resolve_model
+    from edgeprof.profilers.estimate.analytic import estimate_model
+    from edgeprof.profilers.predict.calibration import Calibration, user_dir
+    from edgeprof.profilers.predict.fit import cv_summary
+    from edgeprof.profilers.predict.predictor import base_id, check_threads, fingerprint_of
+    from edgeprof.profilers.predict.threads import family_info, work_scale
+
+    say = progress or (lambda m: None)
+    path = Path(path)
+    check_threads(threads, target)
+    rows = read_measurements(path, target, family, precision=precision, threads=threads)
+    for r in rows:
+        if r.threads is not None:
+            try:
+                check_threads(r.threads, target)
+            except UserError as e:
+                raise _bad(path, r.line, str(e)) from None
+    prec = rows[0].precision
+    serial = float(family_info(family)["serial_share"])
+    samples: list[dict[str, Any]] = []
+    ranges: dict[str, list[float]] = {}
+    handles: dict[tuple, Any] = {}
+    for r in rows:
+        say(f"estimating {r.model} (line {r.line})")
+        key = (r.spec, r.input_shape)
+        try:
+            if key not in handles:
+                handles[key] = resolve_model(r.spec, input_shapes=[r.input_shape]
+                                             if r.input_shape else None, registry=registry)
+            est = estimate_model(handles[key], target, prec, registry=registry)
+        except EdgeprofError as e:
+            raise _bad(path, r.line, f"model {r.model!r} does not load: {e}") from None
+        except Exception as e:  # a user's factory can raise anything
+            raise _bad(path, r.line, f"model {r.model!r} does not load: {type(e).__name__}: "
+                                     f"{str(e).splitlines()[0] if str(e) else ''}") from None
+        kernels = kernels_of(est, family)
+        for c, (lo, hi) in kernel_ranges(kernels).items():
+            old = ranges.setdefault(c, [lo, hi])
+            ranges[c] = [min(old[0], lo), max(old[1], hi)]
+        samples.append({"id": r.line, "model": r.model, "family": family, "precision":
+                        get_precision(prec).compute, "latency_ms": r.latency_ms,
+                        "threads": r.threads, "threads_note": r.threads_note,
+                        "serial_share": serial, "work_scale": work_scale(r.threads, target, serial),
+                        "runtime": r.runtime, "source": r.source,
+                        "input_shape": list(r.input_shape) if r.input_shape else None,
+                        "features": features(kernels)})
+    prior, prior_name, prior_sigma = _prior(target, family, prec)
+    say(f"fitting {len(samples)} rows")
+    lam = choose_lambda(prior, samples)
+    p = fit_vector(prior, samples, lam)
+    if len(samples) >= 2:
+        loo = nested_loo(prior, samples)
+        cv = cv_summary(samples, loo)
+        cv["method"] = "nested leave-one-out"
+    else:
+        fitted = [_predict(p, s) for s in samples]
+        cv = cv_summary(samples, fitted)
+        cv["method"] = "none: one row (the fit reproduces it); sigma is the prior's"
+        cv["log_sigma"] = prior_sigma
+        loo = fitted
+    cv.update(interval_stats(samples, loo, float(cv["log_sigma"])))
+    if len(samples) == 1:
+        cv["coverage"] = None
+    learned = ("the level only (one row moves the level; three or more also move the shape)"
+               if lam is None else f"the level and the shape (ridge strength {lam} chosen by "
+               f"leave-one-out)")
+    compute = get_precision(prec).compute
+    ts = sorted({s["threads"] for s in samples if s["threads"] is not None})
+    runtime_names = sorted({r.runtime for r in rows if r.runtime})
+    name = (f"{base_id(target)}--measured-{family}-{compute}"
+            + (f"-t{ts[0]}" if len(ts) == 1 else ""))
+    fp = dict(fingerprint_of(target))
+    fp.update({"source": "measurements", "file": str(path.resolve()),
+               "mode": getattr(target, "mode", None)})
+    k = len(CLASSES)
+    params = {"basis": "split", "grouping": "per_class", "floor": "roofline",
+              "per_inference_ms": float(p[0]), "per_layer_ms": float(p[1]),
+              "per_memory_layer_ms": float(p[2]),
+              "ms_per_compute_ms": {c: float(v) for c, v in zip(CLASSES, p[3:3 + k])},
+              "ms_per_memory_ms": {c: float(v) for c, v in zip(CLASSES, p[3 + k:])},
+              "efficiency_multiplier": {},
+              "ridge_lambda": lam, "prior": prior_name, "learned": learned,
+              "serial_share": {}}
+    cal = Calibration(
+        name=name, target=base_id(target), fingerprint=fp,
+        runtimes={f"{family}/{compute}": {"family": family, "precision": compute,
+                                          "version": ", ".join(runtime_names) or None,
+                                          "factor": 1.0, "n": len(samples)}},
+        parameters=params, cv=cv, ranges=ranges, samples=samples,
+        created_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        edgeprof_version=__version__,
+        note=(f"fitted to {len(samples)} measurement(s) in {path.name}, refining {prior_name}: "
+              f"{learned}"))
+    if out is None:
+        folder = user_dir(create=True)
+        if folder is None:
+            raise UserError("no calibration folder can be created here; give --out FILE.json")
+        folder.mkdir(parents=True, exist_ok=True)
+        out = folder / f"{name}.json"
+    written = cal.save(out)
+    cal.path = Path(written)
+    summary = {"rows": len(samples), "learned": learned, "prior": prior_name,
+               "ridge_lambda": lam, "threads": ts, "cv": {k: cv.get(k) for k in (
+                   "method", "n", "median_abs_error", "within_25", "spearman", "log_sigma",
+                   "coverage", "median_width")}}
+    return cal, Path(written), summary

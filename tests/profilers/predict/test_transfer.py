@@ -1,0 +1,156 @@
+"""Threads and precisions in board predictions (issue 18, items 1-3): the thread count is an
+input, precisions transfer through the descriptor's throughput ratio, the order the hardware
+implies holds, and each runtime family fuses what it fuses."""
+
+from __future__ import annotations
+
+import pytest
+
+from edgeprof.core.errors import UserError
+from edgeprof.profilers.predict import predict_latency
+from edgeprof.profilers.predict.calibration import SHIPPED_DIR, calibrations_for
+from edgeprof.profilers.predict.kernels import kernels_of
+from edgeprof.profilers.predict.predictor import _precedes
+from edgeprof.profilers.predict.threads import (default_threads, family_info, parse_threads,
+                                                speedup, work_scale)
+from edgeprof.targets import get_target
+
+
+@pytest.fixture(scope="module")
+def pi():
+    return get_target("raspberry_pi_4")
+
+
+@pytest.fixture(scope="module")
+def nano():
+    return get_target("jetson_nano")
+
+
+@pytest.fixture()
+def shipped_only(tmp_path, monkeypatch):
+    d = tmp_path / "user-calibrations"
+    d.mkdir()
+    monkeypatch.setenv("EDGEPROF_CALIBRATIONS_DIR", str(d))
+    monkeypatch.delenv("EDGEPROF_CALIBRATION", raising=False)
+    return d
+
+
+def _est(model, target, precision, registry):
+    from edgeprof.core.models import resolve_model
+    from edgeprof.profilers.estimate.analytic import estimate_model
+
+    return estimate_model(resolve_model(model, registry=registry), target, precision)
+
+
+# ---------------------------------------------------------------------------- threads
+@pytest.mark.parametrize("text,family,expected", [
+    ("multi-threaded (4 cores)", "tflite", 4), ("default (4)", "torch_eager", 4),
+    ("4", "ncnn", 4), ("1 (single core)", "xcubeai", 1),
+    ("not stated", "tflite", 1),  # TFLite's default: one thread
+    ("not stated", "tvm", 4), ("default (OpenCV)", "opencv", 4), ("default", "ncnn", 4),
+    ("n/a (GPU)", "tensorrt", None), ("", "tflite", 1)])
+def test_published_thread_cells_are_read(pi, text, family, expected):
+    assert parse_threads(text, family, pi)[0] == expected
+
+
+def test_runtime_defaults_have_sources(pi):
+    t, why = default_threads("tflite", pi)
+    assert t == 1 and "num_threads" in why
+    assert default_threads("onnxruntime", pi)[0] == 4
+    assert default_threads("tensorrt", pi)[0] is None
+    assert "XNNPACK" in family_info("anything_new")["serial_share_source"]
+
+
+def test_amdahl_work_scale(pi):
+    assert work_scale(4, pi, 0.15) == pytest.approx(1.0)
+    assert work_scale(None, pi, 0.15) == 1.0  # a GPU
+    assert work_scale(1, pi, 0.15) == pytest.approx(speedup(4, 0.15))
+    assert work_scale(1, pi, 0.0) == pytest.approx(4.0)
+    assert work_scale(2, pi, 0.15) < work_scale(1, pi, 0.15)
+
+
+def test_fewer_threads_predict_slower_and_say_so(pi, registry, shipped_only):
+    est = _est("builtin:small_mobilenet", pi, "fp32", registry)
+    by = {t: predict_latency(est, pi, "tflite", threads=t) for t in (1, 2, 4)}
+    assert by[1].value_ms > by[2].value_ms > by[4].value_ms
+    assert by[1].threads == 1 and "as asked" in by[1].threads_note
+    default = predict_latency(est, pi, "tflite")
+    assert default.threads == 4 and "big cores" in default.threads_note
+    assert default.value_ms == pytest.approx(by[4].value_ms)
+    assert "thread transfer" in by[2].method and "Amdahl" in by[2].note
+    for p in by.values():
+        assert p.value_ms >= p.roofline_ms
+
+
+def test_threads_the_board_does_not_have_are_refused(pi, registry, shipped_only):
+    est = _est("builtin:small_cnn", pi, "fp32", registry)
+    with pytest.raises(UserError, match="4 cores"):
+        predict_latency(est, pi, "tflite", threads=8)
+    with pytest.raises(UserError, match="positive"):
+        predict_latency(est, pi, "tflite", threads=0)
+
+
+def test_gpu_runtimes_ignore_threads(nano, registry, shipped_only):
+    est = _est("builtin:small_resnet", nano, "fp16", registry)
+    p = predict_latency(est, nano, "tensorrt", threads=2)
+    assert p.threads is None and p.value_ms == pytest.approx(
+        predict_latency(est, nano, "tensorrt").value_ms)
+
+
+def test_shipped_samples_carry_their_threads():
+    cal = next(c for c in calibrations_for("raspberry_pi_4", [SHIPPED_DIR]))
+    by_id = {s["id"]: s for s in cal.samples}
+    assert by_id[0]["threads"] == 4  # XNNPACK, 'multi-threaded (4 cores)'
+    assert by_id[11]["threads"] == 1  # TFLite, not stated: the interpreter's default
+    assert by_id[11]["work_scale"] > 2
+    assert all("threads_note" in s for s in cal.samples)
+
+
+# ------------------------------------------------------------------ precision transfer
+def test_tensorrt_fp32_is_never_faster_than_fp16_on_the_nano(nano, registry, shipped_only):
+    """The issue's case: fp16 calibrated, fp32 had come out 2.3x faster (uncalibrated)."""
+    for model in ("builtin:small_resnet", "builtin:resnet18", "builtin:small_cnn"):
+        fp16 = predict_latency(_est(model, nano, "fp16", registry), nano, "tensorrt")
+        fp32 = predict_latency(_est(model, nano, "fp32", registry), nano, "tensorrt")
+        assert fp16.provenance == fp32.provenance == "predicted"
+        assert fp16.method == "calibrated" and fp32.method == "precision transfer"
+        assert fp32.value_ms >= fp16.value_ms
+        assert fp32.high_ms / fp32.low_ms > fp16.high_ms / fp16.low_ms  # wider
+        assert "throughput ratio fp32/fp16 = 0.5" in fp32.note
+
+
+def test_make_demo_line_is_predicted(pi, registry, shipped_only):
+    """torch_eager on the Pi 4 has int8 rows only: fp32 transfers from them."""
+    p = predict_latency(_est("builtin:small_cnn", pi, "fp32", registry), pi, "torch_eager")
+    assert p.provenance == "predicted" and p.method.startswith("precision transfer")
+
+
+@pytest.mark.parametrize("target_id", ["raspberry_pi_4", "jetson_nano", "mcu"])
+def test_the_order_the_hardware_implies_holds(target_id, registry, shipped_only):
+    t = get_target(target_id)
+    cal = calibrations_for(target_id, [SHIPPED_DIR])[0]
+    families = sorted({e["family"] for e in cal.runtimes.values()})
+    precisions = [p for p in ("fp32", "fp16", "int8") if t.peak_macs(p)]
+    ests = {p: _est("builtin:small_mobilenet", t, p, registry) for p in precisions}
+    for fam in families:
+        values = {p: predict_latency(ests[p], t, fam, p).value_ms for p in precisions}
+        for a in precisions:
+            for b in precisions:
+                if _precedes(t, a, b):
+                    assert values[a] <= values[b] * (1 + 1e-9), (fam, a, b, values)
+
+
+def test_a_family_without_rows_stays_uncalibrated(pi, registry, shipped_only):
+    p = predict_latency(_est("builtin:small_cnn", pi, "fp32", registry), pi, "openvino")
+    assert p.provenance == "uncalibrated" and "--measurements" in p.note
+
+
+# ------------------------------------------------------------------------------ fusion
+def test_each_family_fuses_what_it_fuses(registry, pi):
+    est = _est("builtin:small_resnet", pi, "fp32", registry)
+    unfused = {f: sum(not k.fused for k in kernels_of(est, f))
+               for f in ("torch_eager", "tflite", "tensorrt")}
+    # eager PyTorch runs BN and ReLU as kernels; TFLite folds them; TensorRT also fuses the
+    # residual add into the convolution
+    assert unfused["torch_eager"] > unfused["tflite"] > unfused["tensorrt"]
+    assert sum(not k.fused for k in kernels_of(est)) == unfused["tflite"]
