@@ -23,14 +23,17 @@ from edgeprof.profilers.predict.boards import build_all  # noqa: E402
 
 def table(built) -> str:
     lines = ["board            rows used  left out  median |err|  within +-25%  Spearman  "
-             "fit (grouping, per-inference ms, per-layer ms)",
-             "-" * 118]
+             "90% interval: coverage, width  fit (grouping, per-inference ms, per-layer ms "
+             "compute/memory)",
+             "-" * 150]
     for t, (cal, skipped) in built.items():
         cv, p = cal.cv, cal.parameters
         rho = f"{cv['spearman']:.2f}" if cv["spearman"] is not None else "-"
         lines.append(f"{t:16s} {cv['n']:9d} {len(skipped):9d} {100 * cv['median_abs_error']:11.0f} %"
-                     f" {100 * cv['within_25']:11.0f} % {rho:>9s}  {p['grouping']}, "
-                     f"{p['per_inference_ms']:.3g}, {p['per_layer_ms']:.3g}")
+                     f" {100 * cv['within_25']:11.0f} % {rho:>9s}  {100 * cv['coverage']:17.0f} %,"
+                     f" {cv['median_width']:5.2f}x  {p['grouping']}, "
+                     f"{p['per_inference_ms']:.3g}, {p['per_layer_ms']:.3g}/"
+                     f"{p.get('per_memory_layer_ms', p['per_layer_ms']):.3g}")
     lines.append("")
     lines.append("row  board            model                 family          prec  measured ms  "
                  "LOO predicted ms  error")

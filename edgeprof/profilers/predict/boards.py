@@ -137,15 +137,18 @@ def build_board(target_id: str, *, targets_dir=None) -> tuple[Any, list[dict[str
     left-out rows)."""
     from edgeprof._version import __version__
     from edgeprof.profilers.predict.calibration import Calibration
-    from edgeprof.profilers.predict.fit import cv_summary, fit, leave_one_out
+    from edgeprof.profilers.predict.fit import Z90, cv_summary, fit, leave_one_out, select_grouping
     from edgeprof.profilers.predict.predictor import fingerprint_of
     from edgeprof.targets import get_target_registry
 
     target = get_target_registry(targets_dir).get(target_id)
     samples, skipped, ranges = board_samples(target_id, targets_dir=targets_dir)
-    params = fit(samples)
+    grouping, spreads = select_grouping(samples)
+    params = fit(samples, grouping)
+    params["grouping_spreads"] = spreads
     loo = leave_one_out(samples, params["grouping"])
     cv = cv_summary(samples, loo)
+    cv.update(interval_coverage(samples, loo, cv["log_sigma"], Z90))
     runtimes = {}
     for key, v in params.pop("factors").items():
         family, precision = key.split("/")
@@ -165,6 +168,18 @@ def build_board(target_id: str, *, targets_dir=None) -> tuple[Any, list[dict[str
               + (" (and the same for the others)" if len(skipped) > 1 else "")
               + "); runtime versions as published (see samples)"))
     return cal, skipped
+
+
+def interval_coverage(samples: list[dict[str, Any]], predicted: list[float], sigma: float,
+                      z: float) -> dict[str, float]:
+    """How often value x exp(+-z sigma) held the measured latency (leave-one-out), and the
+    interval's width high/low (before the widenings a prediction may add)."""
+    import math
+
+    inside = [p * math.exp(-z * sigma) <= s["latency_ms"] <= p * math.exp(z * sigma)
+              for s, p in zip(samples, predicted)]
+    return {"coverage": sum(inside) / len(inside) if inside else None,
+            "median_width": math.exp(2 * z * sigma)}
 
 
 def prior_from(cals: list[Any]) -> dict[str, Any]:

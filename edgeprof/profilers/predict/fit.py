@@ -62,8 +62,19 @@ GROUPINGS: dict[str, dict[str, tuple[str, ...]]] = {
     "split": {"compute": ("conv", "pointwise", "linear", "recurrent", "attention"),
               "depthwise": ("depthwise",), "memory": ("pooling", "elementwise")},
     "tied": {"all": CLASSES},
+    "compute_memory": {"compute": ("conv", "depthwise", "pointwise", "linear", "recurrent",
+                                   "attention"), "memory": ("pooling", "elementwise")},
+    "split_linear": {"conv": ("conv", "pointwise", "recurrent", "attention"),
+                     "linear": ("linear",), "depthwise": ("depthwise",),
+                     "memory": ("pooling", "elementwise")},
 }
+#: the groupings a board's fit chooses among by leave-one-out (``select_grouping``)
+CANDIDATE_GROUPINGS = ("tied", "compute_memory", "split", "split_linear")
 Z90 = 1.645
+#: below this many samples the per-layer and per-inference overheads are not fitted (0): with
+#: four or five rows they soak up whatever the efficiencies leave (0.4 ms per layer on a
+#: 480 MHz MCU)
+LAYER_TERMS_MIN_SAMPLES = 8
 
 
 def key_of(family: str, precision: str) -> str:
@@ -93,6 +104,21 @@ def _design(samples: list[dict[str, Any]], groups: dict[str, tuple[str, ...]]):
         nk.append(counts(f))
         roof.append(f["roofline_total_ms"])
     return np.asarray(rows, float), np.asarray(nk, float).reshape(-1, 2), np.asarray(roof, float)
+
+
+def select_grouping(samples: list[dict[str, Any]]) -> tuple[str, dict[str, float]]:
+    """The grouping whose leave-one-out log-error spread is smallest among
+    :data:`CANDIDATE_GROUPINGS` that the samples can carry (below 10 samples: one efficiency
+    for all, or one for compute and one for memory kernels); returns it and every
+    candidate's spread (for the record)."""
+    spreads: dict[str, float] = {}
+    for g in CANDIDATE_GROUPINGS:
+        if len(samples) < 10 and len(GROUPINGS[g]) > 2:
+            continue
+        loo = leave_one_out(samples, g)
+        spreads[g] = cv_summary(samples, loo)["log_sigma"]
+    best = min(spreads, key=lambda g: (round(spreads[g], 6), CANDIDATE_GROUPINGS.index(g)))
+    return best, spreads
 
 
 def choose_grouping(n_samples: int) -> str:
@@ -155,7 +181,10 @@ def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
     y = np.asarray([s["latency_ms"] for s in samples], float)
     keys = [key_of(s["family"], s["precision"]) for s in samples]
     factors = {k: 1.0 for k in keys}
-    A = np.column_stack([np.ones(len(y)), nk[:, 0], nk[:, 1], R])
+    few = len(y) < LAYER_TERMS_MIN_SAMPLES  # too few to tell overheads from efficiencies
+    if few:
+        nk = np.zeros_like(nk)
+    A = np.column_stack([np.zeros(len(y)) if few else np.ones(len(y)), nk[:, 0], nk[:, 1], R])
     coef = np.zeros(A.shape[1])
     for _ in range(ITERATIONS):
         f = np.asarray([factors[k] for k in keys])

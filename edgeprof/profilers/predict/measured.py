@@ -288,10 +288,9 @@ def nested_loo(prior: np.ndarray, samples: list[dict[str, Any]]) -> list[float]:
 def interval_stats(samples: list[dict[str, Any]], preds: list[float],
                    sigma: float) -> dict[str, float]:
     """Share of rows inside value x exp(+-1.645 sigma), and the interval's width high/low."""
-    inside = [p * math.exp(-Z90 * sigma) <= s["latency_ms"] <= p * math.exp(Z90 * sigma)
-              for s, p in zip(samples, preds)]
-    return {"coverage": float(np.mean(inside)) if inside else float("nan"),
-            "median_width": float(math.exp(2 * Z90 * sigma))}
+    from edgeprof.profilers.predict.boards import interval_coverage
+
+    return interval_coverage(samples, preds, sigma, Z90)
 
 
 # ---------------------------------------------------------------------------- the command
