@@ -357,6 +357,11 @@ def applicable(ctx: EvalContext, cand: Candidate) -> str | None:
     a = cls.availability()
     if not a.available:
         return f"unavailable: {a.reason}" + (f"; {a.hint}" if a.hint else "")
+    from edgeprof.optimize.router import runs_on_target
+
+    elsewhere = runs_on_target(cls, cand.backend, ctx.target)
+    if elsewhere is not None:
+        return f"skipped: not ranked for {ctx.target.id}: {elsewhere}"
     caps = cls.capabilities
     if "cpu" not in caps.devices:
         return (f"unavailable: {cand.backend} runs on {', '.join(caps.devices)}, and this "
@@ -422,6 +427,9 @@ def _take_timing(ctx: EvalContext, res: CandidateResult, handle: Any, bench: Any
     res.host_latency_ms = bench.stats.median_ms
     res.host_ci_ms = (bench.stats.ci_low_ms, bench.stats.ci_high_ms)
     res.latency_ms, res.latency_provenance = lat.value, lat.provenance
+    lo, hi = summ.figures.get("latency_low_ms"), summ.figures.get("latency_high_ms")
+    res.latency_low_ms = lo.value if lo is not None else None
+    res.latency_high_ms = hi.value if hi is not None else None
     res.energy_proxy_j = summ.value("energy_proxy_j")
     return est, lat
 

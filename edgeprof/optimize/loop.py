@@ -96,13 +96,56 @@ def recommend_plan(model: Any, target: Any = "host", *, latency_budget_ms: float
     return _plan(handle, tgt, constraints, reg, precision)
 
 
+def latency_figures(handle: Any, tgt: Any, backends: dict[str, type], *,
+                    threads: int | None = None, calibration: Any = None):
+    """``latency_of(precision, backend)`` for the router: the board prediction of that
+    configuration (``predict_latency``: calibrated, else the roofline x the prior, labelled
+    so), cached; with backend None, the best figure among the backends that run on the
+    target and run that precision. None for this machine (nothing is measured by a plan)."""
+    from edgeprof.core.provenance import sort_key
+    from edgeprof.optimize.router import LatencyFigure, runs_on_target
+    from edgeprof.profilers.estimate.analytic import estimate_model
+    from edgeprof.profilers.predict import predict_latency
+
+    if getattr(tgt, "is_host", False):
+        return None
+    runnable = {n: c for n, c in backends.items() if runs_on_target(c, n, tgt) is None}
+    ests: dict[str, Any] = {}
+    cache: dict[tuple[str, str | None], Any] = {}
+
+    def figure(precision: str, backend: str | None):
+        key = (precision, backend)
+        if key in cache:
+            return cache[key]
+        out = None
+        if backend is None:
+            figs = [figure(precision, n) for n in runnable]
+            figs = [f for f in figs if f is not None]
+            out = min(figs, key=lambda f: sort_key(f.provenance, f.value_ms)) if figs else None
+        elif backend in runnable and precision in tuple(
+                getattr(runnable[backend].capabilities, "precisions", ()) or ()):
+            if precision not in ests:
+                ests[precision] = estimate_model(handle, tgt, precision)
+            p = predict_latency(ests[precision], tgt, backend, precision, threads=threads,
+                                calibration=calibration)
+            out = LatencyFigure(p.value_ms, p.provenance, p.low_ms, p.high_ms,
+                                basis=f"{backend} {precision}, {p.method}"
+                                      + (f" by {p.calibration}" if p.calibration else ""),
+                                backend=backend)
+        cache[key] = out
+        return out
+
+    return figure
+
+
 def _plan(handle: Any, tgt: Any, constraints: Any, reg: Any, precision: str = "fp32"):
     from edgeprof.optimize.router import recommend
     from edgeprof.profilers.estimate.analytic import estimate_model
 
     est = estimate_model(handle, tgt, precision)
-    return recommend(est, tgt, constraints, backends={n: e.cls for n, e in reg.backends_for("tensor").items()},
-                     rules=reg)
+    backends = {n: e.cls for n, e in reg.backends_for("tensor").items()}
+    return recommend(est, tgt, constraints, backends=backends, rules=reg,
+                     latency_of=latency_figures(handle, tgt, backends))
 
 
 # --------------------------------------------------------------------------- optimize

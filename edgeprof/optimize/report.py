@@ -36,6 +36,9 @@ class CandidateResult:
     executed_precision: str | None = None
     latency_ms: float | None = None  # on the target
     latency_provenance: str | None = None  # measured (host) | predicted | uncalibrated
+    latency_low_ms: float | None = None  # the prediction's interval, where it has one
+    latency_high_ms: float | None = None
+    latency_verdict: str | None = None  # how sure the budget is met (core/provenance.py)
     host_latency_ms: float | None = None  # measured here
     host_ci_ms: tuple[float | None, float | None] | None = None
     accuracy: float | None = None
@@ -64,6 +67,8 @@ class CandidateResult:
             "label": c.label, "request": c.to_dict(), "status": self.status,
             "reason": self.reason, "executed_precision": self.executed_precision,
             "latency_ms": self.latency_ms, "latency_provenance": self.latency_provenance,
+            "latency_low_ms": self.latency_low_ms, "latency_high_ms": self.latency_high_ms,
+            "latency_verdict": self.latency_verdict,
             "host_latency_ms": self.host_latency_ms,
             "host_latency_ci_ms": list(self.host_ci_ms) if self.host_ci_ms else None,
             "accuracy": self.accuracy, "accuracy_drop_pp": self.accuracy_drop_pp,
@@ -90,6 +95,8 @@ class CandidateResult:
             "precision": c.precision, "executed_precision": self.executed_precision,
             "pruning": c.pruning, "sparsity": self.sparsity, "params": self.params,
             "latency_ms": self.latency_ms, "latency_provenance": self.latency_provenance,
+            "latency_low_ms": self.latency_low_ms, "latency_high_ms": self.latency_high_ms,
+            "latency_verdict": self.latency_verdict,
             "host_latency_ms": self.host_latency_ms, "accuracy": self.accuracy,
             "accuracy_drop_pp": self.accuracy_drop_pp,
             "top1_agreement": self.agreement.get("top1_agreement"),

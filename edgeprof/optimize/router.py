@@ -11,8 +11,13 @@ still fails, ``"check"`` always, last). A rule with the name of a built-in repla
 Nothing here branches on a target's id or a backend's name: rules read the target's kind,
 strategy and figures, the estimate (memory- or compute-bound, roofline latency, bytes) and
 the constraints. The router projects each candidate step with the roofline split into its
-compute and memory parts (:meth:`RouterContext.project`); every projected figure is an
-*estimate* and the plan says so.
+compute and memory parts (:meth:`RouterContext.project`). Where the caller gives a
+``latency_of(precision, backend)`` (``recommend_plan`` does: the calibrated board
+prediction of :func:`edgeprof.profilers.predict.predict_latency`), the latency it judges is
+that figure -- measured, then predicted, then uncalibrated, in that order of preference
+(:mod:`edgeprof.core.provenance`) -- scaled by the roofline's projection of the steps
+(pruning, batch) that a prediction does not see; only without one is it the roofline, which
+can show a budget missed but never met.
 
 No heavy import: the estimate is duck-typed (``roofline_latency_ms``, ``bound``,
 ``parameter_bytes``, ``peak_activation_bytes``, ``total_macs``, ``precision`` and, when
@@ -30,6 +35,7 @@ from typing import Any
 
 from edgeprof.core.errors import ConstraintError, PluginError, UserError
 from edgeprof.core.precision import PRECISIONS
+from edgeprof.core.provenance import budget_verdict, sort_key
 from edgeprof.core.results import WarningRecord, clean
 
 if sys.version_info >= (3, 11):
@@ -115,8 +121,24 @@ class Step:
 
 
 @dataclass(frozen=True)
+class LatencyFigure:
+    """A configuration's latency on the target, as ``latency_of`` gives it: the value, its
+    interval, its provenance and what it rests on (``basis``: backend, calibration, method)."""
+
+    value_ms: float
+    provenance: str
+    low_ms: float | None = None
+    high_ms: float | None = None
+    basis: str = ""
+    backend: str | None = None
+
+
+@dataclass(frozen=True)
 class Projection:
-    """The plan's figures on the target as the router projects them (provenance: estimated)."""
+    """The plan's figures on the target as the router projects them. The latency is the
+    best figure there is (``latency_provenance``: predicted, uncalibrated, or analytic for the
+    bare roofline) with the steps the figure does not see projected on the roofline; memory
+    and accuracy are estimated."""
 
     latency_ms: float  # one request: batch compute plus the wait to collect the batch
     batch_latency_ms: float
@@ -128,13 +150,26 @@ class Projection:
     batch_size: int
     fits_device: bool
     device_memory_note: str
+    latency_provenance: str = "analytic"
+    latency_low_ms: float | None = None
+    latency_high_ms: float | None = None
+    latency_basis: str = "the roofline (a lower bound)"
+    backend: str | None = None
 
     @property
     def memory_bytes(self) -> float:
         return self.weight_bytes + self.activation_bytes
 
+    def latency_verdict(self, budget_ms: float):
+        return budget_verdict(self.latency_ms, budget_ms, self.latency_provenance,
+                              low_ms=self.latency_low_ms, high_ms=self.latency_high_ms)
+
     def to_dict(self) -> dict[str, Any]:
         return clean({"latency_ms": self.latency_ms, "batch_latency_ms": self.batch_latency_ms,
+                      "latency_provenance": self.latency_provenance,
+                      "latency_low_ms": self.latency_low_ms,
+                      "latency_high_ms": self.latency_high_ms,
+                      "latency_basis": self.latency_basis, "backend": self.backend,
                       "throughput_fps": self.throughput_fps, "weight_bytes": self.weight_bytes,
                       "activation_bytes": self.activation_bytes,
                       "memory_bytes": self.memory_bytes,
@@ -162,6 +197,8 @@ class Plan:
     projected: Projection
     notes: list[str] = field(default_factory=list)
     rules: list[str] = field(default_factory=list)
+    #: constraints the figures cannot decide (a roofline under the budget), with why
+    undecided: dict[str, str] = field(default_factory=dict)
 
     @property
     def feasible(self) -> bool:
@@ -183,25 +220,41 @@ class Plan:
             "warnings": [w.to_dict() for w in self.warnings],
             "baseline": self.baseline.to_dict(), "projected": self.projected.to_dict(),
             "notes": list(self.notes), "rules": list(self.rules),
+            "undecided": dict(self.undecided),
         })
+
+    @staticmethod
+    def _latency_text(p: Projection) -> str:
+        if p.latency_provenance == "analytic":
+            return f"{p.latency_ms:.3g} ms (roofline: a lower bound on latency)"
+        interval = (f" [{p.latency_low_ms:.3g}-{p.latency_high_ms:.3g}]"
+                    if p.latency_low_ms is not None and p.latency_high_ms is not None else "")
+        return f"{p.latency_ms:.3g} ms{interval} ({p.latency_provenance}: {p.latency_basis})"
 
     def to_text(self) -> str:
         b, p = self.baseline, self.projected
-        lines = [f"Plan for {self.model} on {self.target} ({self.bound}-bound; figures are "
-                 "estimated, not measured)"]
-        lines.append(f"  baseline: {b.latency_ms:.3g} ms (roofline: a lower bound on latency), "
-                     f"{b.memory_bytes / 1e6:.3g} MB at {b.precision}")
+        lines = [f"Plan for {self.model} on {self.target} ({self.bound}-bound; latency "
+                 f"{'predicted' if b.latency_provenance != 'analytic' else 'on the roofline'}, "
+                 "memory and accuracy estimated; nothing measured)"]
+        lines.append(f"  baseline: {self._latency_text(b)}, {b.memory_bytes / 1e6:.3g} MB at "
+                     f"{b.precision}")
         if self.already_met:
-            lines.append("  The baseline already meets the constraints on its roofline: no "
-                         "compression needed. Real runtimes reach a fraction of the roofline; "
-                         "confirm with 'edgeprof profile' or 'edgeprof optimize', which measure.")
+            lines.append("  The baseline already meets the constraints on the figures above: "
+                         "no compression needed; confirm with 'edgeprof profile' or "
+                         "'edgeprof optimize', which measure.")
         for i, s in enumerate(self.steps, 1):
             lines.append(f"  {i}. {s.describe()} - {s.reason}")
         if not self.already_met:
-            lines.append(f"  projected: {p.latency_ms:.3g} ms, {p.memory_bytes / 1e6:.3g} MB, "
+            lines.append(f"  projected: {self._latency_text(p)}, {p.memory_bytes / 1e6:.3g} MB, "
                          f"expected accuracy drop {p.accuracy_drop_pp:.2g} pp")
+        budget = self.constraints.latency_budget_ms
+        if budget is not None and "latency_budget_ms" not in self.failing and \
+                "latency_budget_ms" not in self.undecided:
+            lines.append(f"  latency budget: {p.latency_verdict(budget).text}")
         for name in self.failing:
             lines.append(f"  FAILS {name}: {self.failing_reasons.get(name, '')}")
+        for name, why in self.undecided.items():
+            lines.append(f"  UNDECIDED {name}: {why}")
         for w in self.warnings:
             lines.append(f"  warning [{w.code}]: {w.message}")
         for n in self.notes:
@@ -243,12 +296,13 @@ class RouterContext:
     """What a rule sees: the inputs, the data, the steps chosen so far, and a projector."""
 
     def __init__(self, estimate: Any, target: Any, constraints: Constraints,
-                 backends: dict[str, type], data: dict[str, Any]):
+                 backends: dict[str, type], data: dict[str, Any], latency_of: Any = None):
         self.estimate = estimate
         self.target = target
         self.constraints = constraints
         self.backends = dict(backends)
         self.data = data
+        self.latency_of = latency_of  # (precision, backend or None) -> LatencyFigure | None
         self.steps: list[Step] = []
         self.warnings: list[WarningRecord] = []
         self.notes: list[str] = []
@@ -316,6 +370,20 @@ class RouterContext:
         preferred = [n for n in self.target.preferred_backends if n in ok]
         others = sorted(n for n in ok if n not in preferred)
         return [(n, ok[n]) for n in preferred + others]
+
+    def best_backend(self, precision: str, names: list[str]) -> str | None:
+        """Of ``names`` (backends that run ``precision``), the one with the best figure:
+        measured, then predicted, then uncalibrated, then the fastest; the first without a
+        ``latency_of``."""
+        if not names:
+            return None
+        if self.latency_of is None:
+            return names[0]
+        scored = []
+        for i, n in enumerate(names):
+            fig = self.latency_of(precision, n)
+            scored.append((sort_key(fig.provenance, fig.value_ms) if fig else (9, 0.0), i, n))
+        return min(scored)[2]
 
     @staticmethod
     def backend_precisions(cls: type) -> tuple[str, ...]:
@@ -396,8 +464,27 @@ class RouterContext:
         weights = b["param_bytes"] * rw * kw
         acts = b["peak_act"] * ra * ka * rel
         fits, why = self.device_fit(weights, acts)
-        return Projection(batch_ms + wait_ms, batch_ms, throughput, weights, acts,
-                          max(drop, 0.0), prec, batch, fits, why)
+        backend = chosen["backend"].value if "backend" in chosen else None
+        fig = self.latency_of(prec, backend) if self.latency_of is not None else None
+        if fig is None:
+            return Projection(batch_ms + wait_ms, batch_ms, throughput, weights, acts,
+                              max(drop, 0.0), prec, batch, fits, why, backend=backend)
+        # the figure is for the model at this precision, batch as estimated, unpruned: the
+        # other steps scale it as they scale the roofline
+        plain = b["L0"] * max(b["c0"] * fc, b["m0"] * (b["w_share"] * rw + (1 - b["w_share"])
+                                                         * ra)) / denom if denom > 0 else 0.0
+        scale = batch_ms / plain if plain > 0 else 1.0
+        f_ms = fig.value_ms * scale
+        lo = fig.low_ms * scale if fig.low_ms is not None else None
+        hi = fig.high_ms * scale if fig.high_ms is not None else None
+        throughput = batch / f_ms * 1e3 if f_ms > 0 else None
+        basis = fig.basis + (f"; x{scale:.3g} for the steps it does not see (roofline)"
+                             if abs(scale - 1) > 1e-9 else "")
+        return Projection(f_ms + wait_ms, f_ms, throughput, weights, acts, max(drop, 0.0), prec,
+                          batch, fits, why, latency_provenance=fig.provenance,
+                          latency_low_ms=lo + wait_ms if lo is not None else None,
+                          latency_high_ms=hi + wait_ms if hi is not None else None,
+                          latency_basis=basis, backend=fig.backend or backend)
 
     def device_fit(self, weight_bytes: float, activation_bytes: float) -> tuple[bool, str]:
         """Whether weights and activations fit the target's memories: weights in flash and
@@ -417,16 +504,34 @@ class RouterContext:
                     f"{activation_bytes / 1e3:.4g} kB of {a_cap / 1e3:.4g} kB "
                     f"{'SRAM' if sram is not None else 'RAM'}")
 
+    def undecided(self, proj: Projection) -> dict[str, str]:
+        """Constraints the figures cannot decide: a roofline (a lower bound) that meets a
+        latency budget or a stream rate says nothing about the real latency."""
+        c = self.constraints
+        out: dict[str, str] = {}
+        if proj.latency_provenance != "analytic":
+            return out
+        if c.latency_budget_ms is not None:
+            v = proj.latency_verdict(c.latency_budget_ms)
+            if v.met is None:
+                out["latency_budget_ms"] = v.text
+        if c.stream_rate_fps is not None and (proj.throughput_fps or 0.0) >= c.stream_rate_fps:
+            out["stream_rate_fps"] = (f"the roofline's {proj.throughput_fps:.3g} inferences/s "
+                                      "is an upper bound: cannot say the stream rate is kept")
+        return out
+
     def failing(self, proj: Projection) -> dict[str, str]:
         """Which constraints ``proj`` fails, with the figures that say so."""
         c = self.constraints
         out: dict[str, str] = {}
-        if c.latency_budget_ms is not None and proj.latency_ms > c.latency_budget_ms:
-            out["latency_budget_ms"] = (f"projected {proj.latency_ms:.3g} ms > budget "
-                                        f"{c.latency_budget_ms:.3g} ms")
+        if c.latency_budget_ms is not None:
+            v = proj.latency_verdict(c.latency_budget_ms)
+            if v.met is False:
+                out["latency_budget_ms"] = "projected " + v.text
         if c.stream_rate_fps is not None and (proj.throughput_fps or 0.0) < c.stream_rate_fps:
             out["stream_rate_fps"] = (f"projected {proj.throughput_fps or 0:.3g} inferences/s "
-                                      f"< stream rate {c.stream_rate_fps:.3g} fps")
+                                      f"({proj.latency_provenance}) < stream rate "
+                                      f"{c.stream_rate_fps:.3g} fps")
         if c.memory_budget_bytes is not None and proj.memory_bytes > c.memory_budget_bytes:
             out["memory_budget_bytes"] = (f"projected {proj.memory_bytes / 1e6:.3g} MB > budget "
                                           f"{c.memory_budget_bytes / 1e6:.3g} MB")
@@ -465,6 +570,26 @@ def collect_rules(registry: Any = None, extra: list[Any] | None = None) -> list[
     return sorted(merged.values(), key=lambda r: float(getattr(r, "order", 50)))
 
 
+def runs_on_target(cls: type, name: str, target: Any,
+                   data: dict[str, Any] | None = None) -> str | None:
+    """Why runtime ``name`` cannot run on ``target``, or None where it can: its declared
+    devices meet the target's processors (the kind's devices and the descriptor's
+    ``[processors]``), or the descriptor lists it among its preferred backends (the family
+    that deploys there: TFLite for TFLite Micro on an MCU). This machine runs what it can."""
+    if getattr(target, "is_host", False):
+        return None
+    if name in (getattr(target, "preferred_backends", ()) or ()):
+        return None
+    kinds = (data or load_strategies()).get("kind_devices", {})
+    devices = set(kinds.get(target.kind, [])) | set(getattr(target, "processors", {}) or {})
+    declared = set(getattr(getattr(cls, "capabilities", None), "devices", ()) or ())
+    if declared & devices:
+        return None
+    return (f"{name} runs on {', '.join(sorted(declared)) or 'no declared device'}; "
+            f"{target.id} ({target.kind}) offers {', '.join(sorted(devices)) or 'none'} and "
+            f"deploys {', '.join(target.preferred_backends) or 'no listed runtime'}")
+
+
 def _registry_backends() -> dict[str, type]:
     from edgeprof.core.plugins import get_registry
 
@@ -473,12 +598,14 @@ def _registry_backends() -> dict[str, type]:
 
 def recommend(estimate: Any, target: Any, constraints: Constraints | None = None,
               backends: dict[str, type] | None = None, rules: Any = None,
-              data: dict[str, Any] | None = None) -> Plan:
+              data: dict[str, Any] | None = None, latency_of: Any = None) -> Plan:
     """Plan how to run ``estimate``'s model on ``target`` within ``constraints``.
 
     ``backends`` maps names to backend classes (default: the registry's). ``rules`` is a
     list of rule objects merged over the built-ins (see :func:`collect_rules`), or a
     plugin Registry; default: the registry's. ``data`` replaces strategies.toml.
+    ``latency_of(precision, backend)``: the best latency figure of that configuration on the
+    target (a :class:`LatencyFigure`, or None); without it the plan judges on the roofline.
     """
     constraints = constraints or Constraints()
     if not isinstance(constraints, Constraints):
@@ -493,9 +620,10 @@ def recommend(estimate: Any, target: Any, constraints: Constraints | None = None
         rule_list = collect_rules(rules)
     else:
         rule_list = collect_rules(extra=list(rules))
-    ctx = RouterContext(estimate, target, constraints, backends, data or load_strategies())
+    ctx = RouterContext(estimate, target, constraints, backends, data or load_strategies(),
+                        latency_of=latency_of)
     baseline = ctx.project()
-    already = not ctx.failing(baseline)
+    already = not ctx.failing(baseline) and not ctx.undecided(baseline)
     for rule in rule_list:
         stage = getattr(rule, "stage", "compress")
         if stage == "compress" and (already or not ctx.failing(ctx.project())):
@@ -517,8 +645,14 @@ def recommend(estimate: Any, target: Any, constraints: Constraints | None = None
                 ctx.steps.append(s)
     final = ctx.project()
     failing = ctx.failing(final)
+    undecided = ctx.undecided(final)
     if already:
-        ctx.note("the baseline roofline already meets every constraint; nothing to compress")
+        ctx.note(f"the baseline ({baseline.latency_provenance}) already meets every "
+                 "constraint; nothing to compress")
+    if latency_of is not None and final.latency_provenance == "analytic":
+        ctx.note("no calibrated figure for this target and runtime: the latency is the "
+                 "roofline, a lower bound (time a few models on the board and run 'edgeprof "
+                 "calibrate --measurements')")
     cap = getattr(estimate, "memory_capacity", None) or {}
     if isinstance(cap, dict) and cap.get("fits") is False and baseline.fits_device:
         ctx.note("the estimate's memory check says the model does not fit this target, "
@@ -530,7 +664,8 @@ def recommend(estimate: Any, target: Any, constraints: Constraints | None = None
                 constraints=constraints, steps=ctx.steps, warnings=ctx.warnings,
                 already_met=already, failing=order,
                 failing_reasons={n: failing[n] for n in order}, baseline=baseline,
-                projected=final, notes=ctx.notes, rules=[r.name for r in rule_list])
+                projected=final, notes=ctx.notes, rules=[r.name for r in rule_list],
+                undecided=undecided)
 
 
 def check_feasible(plan: Plan) -> Plan:
@@ -544,6 +679,7 @@ def check_feasible(plan: Plan) -> Plan:
     return plan
 
 
-__all__ = ["CONSTRAINT_NAMES", "Constraints", "Plan", "Projection", "RouterContext", "STEP_KINDS",
+__all__ = ["CONSTRAINT_NAMES", "Constraints", "LatencyFigure", "Plan", "Projection",
+           "RouterContext", "STEP_KINDS",
            "Step", "check_feasible", "collect_rules", "load_strategies", "precision_bits",
-           "recommend"]
+           "recommend", "runs_on_target"]

@@ -30,6 +30,7 @@ from typing import Any
 
 from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.precision import PRECISIONS
+from edgeprof.core.provenance import rank
 from edgeprof.optimize.router import RouterContext, Step, precision_bits
 
 _LATENCY_LIKE = ("latency_budget_ms", "stream_rate_fps")
@@ -173,7 +174,7 @@ class PrecisionRule:
                 continue
             names = [n for n, c in fitting if p in ctx.backend_precisions(c)]
             if names or not fitting:  # no backend runs on this device: the target decides
-                runner[p] = names[0] if names else ""
+                runner[p] = ctx.best_backend(p, names) or ""
         if not runner:
             ctx.note(f"no precision beyond {cur} is both supported by the target and run by a "
                      "fitting backend")
@@ -198,9 +199,11 @@ class PrecisionRule:
                     and qp.accuracy_drop_pp == chosen[1].accuracy_drop_pp
                     and runner.get(q) == current.value]
             chosen = same[0] if same else chosen
-        if chosen is None:  # closest: fewest failing constraints, then latency, then memory
-            chosen = min(allowed, key=lambda x: (len(ctx.failing(x[1])), x[1].latency_ms,
-                                                 x[1].memory_bytes))
+        if chosen is None:  # closest: fewest failing constraints, then the best-founded
+            # figure (a calibrated prediction before a guess), then latency, then memory
+            chosen = min(allowed, key=lambda x: (len(ctx.failing(x[1])),
+                                                 rank(x[1].latency_provenance),
+                                                 x[1].latency_ms, x[1].memory_bytes))
         p, proj = chosen
         before = ctx.project()
         if not meets and proj.latency_ms >= before.latency_ms and \

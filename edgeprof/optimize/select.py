@@ -80,9 +80,14 @@ def judge(ctx: Any, res: CandidateResult, est: Any) -> None:
         if c.latency_budget_ms is not None or c.stream_rate_fps is not None:
             fails["latency_budget_ms"] = "no latency for the target"
     else:
-        if c.latency_budget_ms is not None and res.latency_ms > c.latency_budget_ms:
-            fails["latency_budget_ms"] = (f"{res.latency_ms:.4g} ms ({prov}) > budget "
-                                          f"{c.latency_budget_ms:g} ms")
+        if c.latency_budget_ms is not None:
+            from edgeprof.core.provenance import budget_verdict
+
+            v = budget_verdict(res.latency_ms, c.latency_budget_ms, prov,
+                               low_ms=res.latency_low_ms, high_ms=res.latency_high_ms)
+            res.latency_verdict = v.text
+            if v.met is not True:
+                fails["latency_budget_ms"] = v.text
         if c.stream_rate_fps is not None:
             rate = est.batch_size * 1e3 / res.latency_ms if res.latency_ms > 0 else float("inf")
             if rate < c.stream_rate_fps:
@@ -127,13 +132,19 @@ def retime_finalists(results: list[CandidateResult],
 # ---------------------------------------------------------------------------- choice
 def choose(results: list[CandidateResult]
            ) -> tuple[CandidateResult | None, list[CandidateResult]]:
-    """The fastest accepted candidate. Differences within :data:`TIE_FRACTION` of the
+    """The fastest accepted candidate among those with the best-founded figure (measured,
+    then predicted, then uncalibrated: :mod:`edgeprof.core.provenance`; a faster guess does
+    not outrank a calibrated prediction). Differences within :data:`TIE_FRACTION` of the
     fastest are noise on a busy machine; among those the simplest wins (fewest compression
     steps, then the higher accuracy, then the lower latency). Returns (chosen, the faster
     candidates it was preferred to)."""
+    from edgeprof.core.provenance import rank
+
     accepted = [r for r in results if r.ok and r.accepted]
     if not accepted:
         return None, []
+    best_tier = min(rank(r.latency_provenance) for r in accepted)
+    accepted = [r for r in accepted if rank(r.latency_provenance) == best_tier]
     fastest = min(r.latency_ms for r in accepted)
     near = [r for r in accepted if r.latency_ms <= fastest * (1 + TIE_FRACTION)]
     chosen = min(near, key=lambda r: (len(r.candidate.compression), -(r.accuracy or 0.0),

@@ -243,14 +243,63 @@ def test_stream_rate_batches_on_gpu_but_not_on_edge_cpu():
 
 
 # ---------------------------------------------------------------- already met / infeasible
+def with_prediction(t, est, value_ms, *, low_ms=None, high_ms=None, provenance="predicted",
+                    **constraints):
+    from edgeprof.optimize.router import LatencyFigure
+
+    def latency_of(precision, backend):
+        scale = 0.5 if precision != est.precision else 1.0  # a lower precision halves it
+        return LatencyFigure(value_ms * scale, provenance,
+                             low_ms * scale if low_ms else None,
+                             high_ms * scale if high_ms else None, basis="test", backend=backend)
+
+    return recommend(est, t, Constraints(**constraints), backends=BACKENDS, rules=[],
+                     latency_of=latency_of)
+
+
 def test_already_met_stops_without_compression():
+    """Met on a predicted figure whose interval's high end is under the budget."""
+    t = TARGETS["edge_cpu"]()
+    est = compute_bound(t)
+    roof = est.roofline_latency_ms
+    p = with_prediction(t, est, 1.2 * roof, low_ms=roof, high_ms=1.5 * roof,
+                        latency_budget_ms=roof * 2)
+    assert p.already_met and not p.failing and not p.undecided
+    assert set(kinds(p)) <= {"backend", "threads", "layout"}
+    text = p.to_text()
+    assert "already meets" in text and "even at its interval's high end" in text
+    assert p.baseline.latency_provenance == "predicted"
+    assert check_feasible(p) is p
+
+
+def test_a_roofline_under_the_budget_is_never_met():
+    """Issue 21: the roofline is a lower bound; alone it cannot say a budget is met."""
     t = TARGETS["edge_cpu"]()
     est = compute_bound(t)
     p = plan(t, est, latency_budget_ms=est.roofline_latency_ms * 2)
-    assert p.already_met and not p.failing
-    assert set(kinds(p)) <= {"backend", "threads", "layout"}
-    assert "already meets" in p.to_text()
-    assert check_feasible(p) is p
+    assert not p.already_met and not p.failing
+    assert "latency_budget_ms" in p.undecided and "lower bound" in p.undecided["latency_budget_ms"]
+    assert "UNDECIDED latency_budget_ms" in p.to_text() and "already meets" not in p.to_text()
+    # a roofline over the budget misses it by at least the difference
+    p = plan(t, est, latency_budget_ms=est.roofline_latency_ms / 1000)
+    assert "by at least" in p.failing_reasons["latency_budget_ms"]
+
+
+def test_a_prediction_over_the_budget_fails_though_the_roofline_meets_it():
+    """Issue 21's tinynet on a Pi 4: roofline 0.83 ms, predicted 1.34-2.13 ms, budget 1 ms."""
+    t = TARGETS["edge_cpu"]()
+    est = compute_bound(t)
+    roof = est.roofline_latency_ms
+    p = with_prediction(t, est, 2.0 * roof, low_ms=1.6 * roof, high_ms=2.6 * roof,
+                        latency_budget_ms=1.2 * roof, max_accuracy_drop=0.0)
+    assert not p.already_met and p.failing == ["latency_budget_ms"]
+    assert "(predicted)" in p.failing_reasons["latency_budget_ms"]
+    with pytest.raises(ConstraintError):
+        check_feasible(p)
+    # likely: the value meets the budget, the interval's high end does not
+    p = with_prediction(t, est, 1.1 * roof, low_ms=roof, high_ms=1.6 * roof,
+                        latency_budget_ms=1.2 * roof)
+    assert p.already_met and "likely meets" in p.to_text()
 
 
 def test_infeasible_names_the_failing_constraint():
