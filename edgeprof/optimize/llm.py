@@ -12,7 +12,15 @@
    that reaches it only at the upper end of its interval is kept out and the reasons say so.
 3. **most bits**: among those left, the format with the widest quantized weights, then the
    most stored bits per parameter (q4_k_m's 6-bit tensors put it above q4_0); a tie
-   goes to the faster predicted decode.
+   goes to the faster predicted decode. Without ``tokens_per_s`` the interactive floor
+   (:data:`INTERACTIVE_FLOOR_TOKENS_PER_S`, 10 tok/s of decode: about reading speed) stands
+   in for it, stated in the reasons, so "most bits" never picks an f32 that crawls; where
+   nothing reaches the floor the fastest format that fits is chosen and the reasons say so.
+   A chosen format below 4 bits carries a quality caveat.
+
+The processor: ``device=None`` is the one the runtimes would use on the target (its GPU on
+a Jetson, where a backend runs it there), said in the notes with the other processor's
+figure beside the choice.
 
 The first reason names the constraint that bound the choice (``RAM fit``, ``tokens/s
 budget`` or ``most bits that fit``). When nothing fits the verdict is ``does_not_fit``, with
@@ -36,6 +44,11 @@ from edgeprof.core.errors import EdgeprofError, UnknownNameError, UserError
 from edgeprof.core.llm import LLMModel
 
 VERDICTS = ("ok", "does_not_fit", "budget_not_met")
+#: decode tok/s a format must reach when the user sets no --tokens-per-s (about reading
+#: speed: a chat reply appears faster than it is read)
+INTERACTIVE_FLOOR_TOKENS_PER_S = 10.0
+#: formats whose quantized weights are narrower than this get a quality caveat
+QUALITY_CAVEAT_BELOW_BITS = 4
 CANDIDATE_STATUSES = ("chosen", "ok", "does_not_fit", "below_budget", "no_prediction",
                       "unsupported")
 
@@ -218,10 +231,27 @@ def _unsupported(cls: type | None, model: LLMModel, fmt: str, device: str) -> st
 
 
 # --------------------------------------------------------------------------- the choice
-def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
+def default_device(model: LLMModel, tgt: Any, backends: Sequence[str] | str | None,
+                   notes: list[str]) -> str:
+    """The processor the runtimes would use on ``tgt``: its implied one (the GPU of a Jetson)
+    where one of the backends runs there, else its CPU."""
+    implied = tgt.implied_device
+    if implied == "cpu":
+        return "cpu"
+    for name, cls, table in _backend_formats(backends, []):
+        if cls is not None and any(_unsupported(cls, model, fmt, implied) is None
+                                   for fmt in table):
+            notes.append(f"device {implied}: {tgt.id}'s {implied} processor, which {name} "
+                         f"runs on; --device cpu for its CPU")
+            return implied
+    return "cpu"
+
+
+def choose_llm_format(model: LLMModel, target: Any, *, device: str | None = None,
                       backends: Sequence[str] | str | None = None,
                       context_tokens: int | None = None, tokens_per_s: float | None = None,
-                      prompt_tokens: int = 512, gen_tokens: int = 128) -> LLMChoice:
+                      prompt_tokens: int = 512, gen_tokens: int = 128,
+                      precisions: Sequence[str] | str | None = None) -> LLMChoice:
     """The format (and backend) for ``model`` on ``target``'s processor ``device``: fits the
     RAM with room for ``context_tokens`` (default: prompt + generated tokens), reaches
     ``tokens_per_s`` of predicted decode when given, else keeps the most bits. ``backends``:
@@ -237,6 +267,9 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
                         f"got {type(model).__name__}")
     spec = model.spec
     tgt = _target(target)
+    notes: list[str] = []
+    if device is None:
+        device = default_device(model, tgt, backends, notes)
     if device not in tgt.devices:
         raise UnknownNameError("device", device, tgt.devices,
                                f"Target '{tgt.id}' has these processors")
@@ -253,14 +286,27 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
         raise UserError(f"--tokens-per-s must be a positive number, got {tokens_per_s!r}")
     from edgeprof.profilers.predict.llm import predict_llm
 
-    notes: list[str] = []
+    wanted = None
+    if precisions is not None:
+        wanted = [x.strip() for x in (precisions.split(",") if isinstance(precisions, str)
+                                      else precisions) if x.strip()]
+    floor = tokens_per_s is None
+    budget = INTERACTIVE_FLOOR_TOKENS_PER_S if floor else tokens_per_s
 
     ram = float(tgt.ram.value)
     usable = usable_ram_bytes(ram)
     over = runtime_overhead_bytes(spec, prompt_tokens)
     parameters = parameter_count(spec)
     cands: list[LLMCandidate] = []
-    for name, cls, table in _backend_formats(backends, notes):
+    tables = _backend_formats(backends, notes)
+    if wanted is not None:
+        known = sorted({f for _, _, t in tables for f in t})
+        unknown = [w for w in wanted if w not in known]
+        if unknown:
+            raise UnknownNameError("format", unknown[0], known,
+                                   "The backends given make these formats")
+        tables = [(n, c, {k: v for k, v in t.items() if k in wanted}) for n, c, t in tables]
+    for name, cls, table in tables:
         for fmt, info in table.items():
             c = LLMCandidate(backend=name, format=fmt, bits_per_weight=float(info.bits),
                              weight_bits=int(info.weight_bits or info.bits))
@@ -293,17 +339,18 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
                 c.status = "does_not_fit"
                 c.why = (f"needs {_gb(c.total_bytes)} with {context_tokens} tokens of context, "
                          f"{_gb(usable)} usable")
-            elif tokens_per_s is not None:
-                if c.decode is None:
+            elif c.decode is None:
+                if not floor:
                     c.status = "no_prediction"
                     c.why = c.why or "no decode prediction to hold against the budget"
-                else:
-                    c.meets_budget = c.decode >= tokens_per_s
-                    if not c.meets_budget:
-                        c.status = "below_budget"
-                        c.why = f"predicted {c.rate_text()} < {tokens_per_s:g} tok/s"
-                        if c.decode_high is not None and c.decode_high >= tokens_per_s:
-                            c.why += " (only the interval's upper end reaches it)"
+            else:
+                c.meets_budget = c.decode >= budget
+                if not c.meets_budget:
+                    c.status = "below_budget"
+                    c.why = (f"predicted {c.rate_text()} < {budget:g} tok/s"
+                             + (" (the interactive floor)" if floor else ""))
+                    if c.decode_high is not None and c.decode_high >= budget:
+                        c.why += " (only the interval's upper end reaches it)"
     if not cands:
         raise UserError("no generative backend with a known format to choose from; name one "
                         "of llama_cpp, onnxruntime_genai, openvino_genai, transformers")
@@ -313,7 +360,9 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
 
     considered = [c for c in cands if c.status != "unsupported"]
     fitting = [c for c in considered if c.fits]
-    meeting = [c for c in fitting if tokens_per_s is None or c.meets_budget]
+    meeting = [c for c in fitting if c.meets_budget or (floor and c.decode is None)]
+    tokens_per_s_given = tokens_per_s
+    tokens_per_s = budget
     where = f"{tgt.id} ({device})"
     ram_text = (f"{where}'s {_gb(ram)} RAM ({_gb(usable)} usable after the OS reserve) with "
                 f"{context_tokens} tokens of context")
@@ -336,14 +385,21 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
             text += "; its weights alone leave no room for a context"
         reasons.append(text)
     elif not meeting:
-        verdict = "budget_not_met"
+        verdict = "budget_not_met" if not floor else "ok"
         pred = [c for c in fitting if c.decode is not None]
+        if floor:  # the floor is out of reach: speed cannot make it interactive, so do not
+            # give up 4-bit quality for it (the fastest of the 4-bit-or-wider formats)
+            pred = [c for c in pred if c.weight_bits >= QUALITY_CAVEAT_BELOW_BITS] or pred
         chosen = max(pred, key=lambda c: (c.decode, c.bits_per_weight)) if pred else \
             min(fitting, key=lambda c: c.total_bytes)
         if pred:
-            text = (f"tokens/s budget bound: no format that fits {ram_text} is predicted to "
-                    f"reach {tokens_per_s:g} tok/s; the fastest, {chosen.label}, is at "
-                    f"{chosen.rate_text()}")
+            text = (f"tokens/s {'floor' if floor else 'budget'} bound: no format that fits "
+                    f"{ram_text} is predicted to reach {tokens_per_s:g} tok/s"
+                    + (" (the interactive floor; --tokens-per-s sets another)" if floor
+                       else "")
+                    + (f"; the fastest with 4-bit or wider weights, {chosen.label}, is at "
+                       if floor else f"; the fastest, {chosen.label}, is at ")
+                    + chosen.rate_text())
             if chosen.decode_high is not None and chosen.decode_high >= tokens_per_s:
                 text += "; only the upper end of its interval reaches the budget"
         else:
@@ -358,14 +414,16 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
         more_bits = [c for c in considered if c.rank > chosen.rank]
         size = (f"{_gb(chosen.total_bytes)} (weights {_gb(chosen.weight_bytes)} + KV "
                 f"{_gb(chosen.kv_cache_bytes)} + runtime {_gb(chosen.runtime_overhead_bytes)})")
-        if tokens_per_s is not None and more_bits_fit:
+        floor_text = (" (the interactive floor, as no --tokens-per-s was given)"
+                      if floor else "")
+        if more_bits_fit and any(c.status == "below_budget" for c in more_bits_fit):
             next_up = min(more_bits_fit, key=lambda c: (c.rank,
                                                         -(c.decode or -1.0)))
             others = len(more_bits_fit) - 1
             reasons.append(
                 f"tokens/s budget bound: {next_up.label} ({next_up.bits_per_weight:g} "
                 f"bits/weight) fits but is predicted at {next_up.rate_text()}, below "
-                f"{tokens_per_s:g} tok/s"
+                f"{tokens_per_s:g} tok/s{floor_text}"
                 + (f" (and {others} more fitting format(s) with more bits miss it too)"
                    if others else "")
                 + f"; {chosen.label} is the format with the most bits "
@@ -382,7 +440,7 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
                 f"most bits that fit: {chosen.label} has the most bits of every format "
                 f"({chosen.bits_per_weight:g}/weight) and fits {ram_text}: {size}"
                 + (f"; predicted {chosen.rate_text()} meets {tokens_per_s:g} tok/s"
-                   if tokens_per_s is not None else ""))
+                   f"{floor_text}" if chosen.decode is not None else ""))
         ties = [c for c in meeting if c is not chosen and c.rank == chosen.rank
                 and c.decode is not None and chosen.decode is not None
                 and c.decode < chosen.decode]
@@ -408,13 +466,34 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
             basis = (chosen.decode_tokens_per_s or {}).get("basis")
             reasons.append(f"decode {chosen.rate_text()} on {where}: llama-bench's tg"
                            f"{gen_tokens} from an empty cache" + (f"; {basis}" if basis else ""))
+    if chosen is not None and chosen.weight_bits and \
+            chosen.weight_bits < QUALITY_CAVEAT_BELOW_BITS:
+        reasons.append(f"quality caveat: {chosen.format} stores {chosen.weight_bits}-bit "
+                       f"weights; below 4 bits small models lose clearly more quality "
+                       f"(perplexity) than at 4 bits or more, which edgeprof does not measure "
+                       f"(random weights): check it on your task")
+    if chosen is not None:
+        other = next((d for d in tgt.devices if d != device), None)
+        if other is not None:
+            try:
+                est = estimate_llm(spec, next(t[chosen.format] for n, _, t in tables
+                                              if n == chosen.backend),
+                                   prompt_tokens=prompt_tokens, gen_tokens=gen_tokens,
+                                   target=tgt, device=other, backend=chosen.backend)
+                alt = predict_llm(est, tgt, device=other, runtime=chosen.backend)
+                d = alt["decode_tokens_per_s"]
+                notes.append(f"{chosen.label} on {tgt.id}'s {other} instead: decode "
+                             f"{_rate(d.get('value'))} tok/s ({_rate(d.get('low'))}–"
+                             f"{_rate(d.get('high'))}, {d.get('provenance')})")
+            except EdgeprofError:
+                pass
     if device != "cpu":
         notes.append(f"--device {device}: whether each runtime's {device} build is installed on "
                      f"{tgt.id} is not checked (this machine's builds say nothing of the board)")
     if model.random_weights:
         notes.append(model.note)
     return LLMChoice(model=spec.name, target=tgt.id, device=device,
-                     context_tokens=context_tokens, tokens_per_s=tokens_per_s,
+                     context_tokens=context_tokens, tokens_per_s=tokens_per_s_given,
                      prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, ram_bytes=ram,
                      usable_bytes=int(usable), verdict=verdict,
                      backend=chosen.backend if chosen else None,
@@ -422,4 +501,5 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str = "cpu",
                      candidates=cands, notes=notes)
 
 
-__all__ = ["CANDIDATE_STATUSES", "LLMCandidate", "LLMChoice", "VERDICTS", "choose_llm_format"]
+__all__ = ["CANDIDATE_STATUSES", "INTERACTIVE_FLOOR_TOKENS_PER_S", "LLMCandidate", "LLMChoice",
+           "VERDICTS", "choose_llm_format", "default_device"]

@@ -57,7 +57,9 @@ def test_ram_bound_keeps_the_most_bits_that_fit(llama3b):
     from edgeprof.targets import get_target
 
     t = get_target("raspberry_pi_4")
-    choice = choose_llm_format(llama3b, t, context_tokens=8192)
+    # a budget every format reaches: RAM alone binds (no format reaches the default 10 tok/s
+    # interactive floor on a Pi 4 with a 3B model)
+    choice = choose_llm_format(llama3b, t, context_tokens=8192, tokens_per_s=0.1)
     _check_table(choice, llama3b, t.ram.value, 8192)
     chosen = choice.chosen
     assert choice.verdict == "ok" and chosen is not None and chosen.fits
@@ -93,7 +95,7 @@ def test_budget_bound_takes_the_most_bits_that_reach_it(tinyllama):
 
 def test_nothing_binds_most_bits_that_fit():
     model = resolve_llm("llm:qwen2.5-0.5b")
-    choice = choose_llm_format(model, "raspberry_pi_5", context_tokens=2048)
+    choice = choose_llm_format(model, "raspberry_pi_5", context_tokens=2048, tokens_per_s=0.1)
     assert choice.verdict == "ok"
     assert choice.chosen.weight_bits == 32
     assert all(c.fits for c in choice.candidates if c.status != "unsupported")
@@ -168,7 +170,7 @@ def test_tie_on_bits_goes_to_the_faster_prediction(tinyllama, monkeypatch):
                                                            "f32": (1.5, 1.0, 3.0)}))
     choice = choose_llm_format(tinyllama, "raspberry_pi_5",
                                backends=["llama_cpp", "onnxruntime_genai"],
-                               context_tokens=1024)
+                               context_tokens=1024, tokens_per_s=1.0)
     assert (choice.backend, choice.format) == ("onnxruntime_genai", "fp32")
     assert "over f32 on llama_cpp" in choice.reasons[1]
 
@@ -227,3 +229,67 @@ def test_recommend_command_prints_the_choice():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+# ------------------------------------------------- generative decisions (issue 21, item 3)
+def test_without_a_budget_the_interactive_floor_keeps_f32_out():
+    """'Most bits' alone picked f32 on llama_cpp, ~6x slower than q4_0 and never measured."""
+    from edgeprof.optimize.llm import INTERACTIVE_FLOOR_TOKENS_PER_S
+
+    model = resolve_llm("llm:qwen2.5-0.5b")
+    choice = choose_llm_format(model, "raspberry_pi_5", context_tokens=2048)
+    assert choice.verdict == "ok" and choice.tokens_per_s is None
+    assert choice.chosen.decode >= INTERACTIVE_FLOOR_TOKENS_PER_S
+    assert "interactive floor" in " ".join(choice.reasons)
+    f32 = [c for c in choice.candidates if c.format in ("f32", "fp32") and c.decode is not None
+           and c.decode < INTERACTIVE_FLOOR_TOKENS_PER_S]
+    assert all(c.status == "below_budget" for c in f32)
+
+
+def test_a_jetson_defaults_to_its_gpu_and_shows_the_cpu_beside_it():
+    model = resolve_llm("llm:llama-3.2-1b")
+    choice = choose_llm_format(model, "jetson_orin_nano", tokens_per_s=30)
+    assert choice.device == "cuda"
+    assert any("cuda" in n and "--device cpu" in n for n in choice.notes)
+    assert any(" cpu instead: decode" in n for n in choice.notes)
+    cpu = choose_llm_format(model, "jetson_orin_nano", tokens_per_s=30, device="cpu")
+    assert cpu.device == "cpu"
+
+
+def test_below_four_bits_carries_a_quality_caveat():
+    model = resolve_llm("llm:llama-3.2-1b")
+    choice = choose_llm_format(model, "raspberry_pi_5", tokens_per_s=15,
+                               backends=["llama_cpp"])
+    if choice.chosen is not None and choice.chosen.weight_bits < 4:
+        assert any(r.startswith("quality caveat") for r in choice.reasons)
+    two_bit = choose_llm_format(model, "raspberry_pi_5", tokens_per_s=0.1,
+                                backends=["llama_cpp"], precisions=["q2_k"])
+    assert two_bit.format == "q2_k"
+    assert any(r.startswith("quality caveat: q2_k stores 2-bit") for r in two_bit.reasons)
+
+
+def test_precisions_narrow_the_choice_and_unknown_ones_are_refused():
+    from edgeprof.core.errors import UnknownNameError
+
+    model = resolve_llm("llm:smollm2-135m")
+    choice = choose_llm_format(model, "raspberry_pi_5", backends=["llama_cpp"],
+                               precisions="q4_0,q8_0")
+    assert {c.format for c in choice.candidates} == {"q4_0", "q8_0"}
+    with pytest.raises(UnknownNameError, match="q3_x"):
+        choose_llm_format(model, "raspberry_pi_5", backends=["llama_cpp"], precisions=["q3_x"])
+
+
+def test_recommend_exits_4_when_a_constraint_cannot_be_met(capsys):
+    from edgeprof.cli.main import main
+
+    code = main(["recommend", "llm:llama-3.2-3b", "--target", "raspberry_pi_4",
+                 "--tokens-per-s", "500", "--backend", "llama_cpp"])
+    out, err = capsys.readouterr()
+    assert code == 4 and "budget bound" in err and err.count("\n") == 1
+    code = main(["recommend", "llm:llama-3.2-3b", "--target", "raspberry_pi_4",
+                 "--context", "131072", "--backend", "llama_cpp", "--json"])
+    assert code == 4 and json.loads(capsys.readouterr().out)["verdict"] == "does_not_fit"
+    assert main(["optimize", "llm:smollm2-135m", "--target", "raspberry_pi_5", "--precision",
+                 "q4_0,q8_0", "--backend", "llama_cpp", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {c["format"] for c in doc["candidates"]} == {"q4_0", "q8_0"}
