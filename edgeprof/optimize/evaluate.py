@@ -257,7 +257,12 @@ def predict_prepared(prepared: Any, x: Any, batch_size: int, specs: Sequence[Any
     input batch); a short last batch is padded with repeats and the padding dropped."""
     import numpy as np
 
-    feed = _feeder(prepared.inputs, specs)
+    if prepared.feed is not None:  # the backend's own conversion (quantized inputs: the
+        def feed(arrays):          # interpreter's scale and zero point), as profile runs it
+            return prepared.feed([np.asarray(a, dtype=np.float32)
+                                  if np.asarray(a).dtype.kind == "f" else a for a in arrays])
+    else:
+        feed = _feeder(prepared.inputs, specs)
     n = len(x)
     outs = []
     for i in range(0, n, batch_size):

@@ -140,3 +140,26 @@ def test_fine_tune_recovers_accuracy_and_keeps_pruned_weights_zero(trained):
             assert bool((p[zeros[name]] == 0).all()), f"{name}: pruned weights came back"
     assert info["accuracy_after"] >= info["accuracy_before"] - 0.01
     assert info["accuracy_after"] > 0.5
+
+
+def test_accuracy_of_a_quantized_input_tflite_model(trained):
+    """Issue 21: tflite int8_static takes int8 inputs; optimize rejected it with 'accuracy not
+    measured' though profile ran the same build. The backend's own feed quantizes the data
+    (scale and zero point from the interpreter's input details)."""
+    from dataclasses import replace
+
+    from edgeprof.core.backend import RunConfig
+    from edgeprof.core.models import resolve_model
+    from edgeprof.core.plugins import get_registry
+    from edgeprof.optimize.evaluate import predict_with
+
+    handle = replace(resolve_model("builtin:small_cnn"), _module=trained.module)
+    data = load_digits_dataset("small_cnn")
+    cls = get_registry().backend("tflite")
+    x = data.x_test[:64]
+    ref = predict_with(get_registry().backend("torch_eager"), handle,
+                       RunConfig(precision="fp32"), x)
+    logits = predict_with(cls, handle, RunConfig(precision="int8_static"), x)
+    assert logits.shape == ref.shape
+    agree = float(np.mean(logits.argmax(1) == ref.argmax(1)))
+    assert agree > 0.8
