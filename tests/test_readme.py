@@ -58,3 +58,26 @@ def test_backend_plugin_walkthrough_runs_as_written(tmp_path):
     (run,) = doc["runs"]
     assert run["backend"] == "ort_unoptimized" and run["status"] == "ok"
     assert run["benchmark"]["stats"]["median_ms"] > 0
+
+
+def test_calibrate_from_measurements_example_runs_as_written(tmp_path):
+    """The README's NAS-Bench-201 worked example: calibrate a Pi 4 from ten timed networks,
+    then predict one with the calibration."""
+    import os
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("### Calibrate from your own measurements")
+    block = _blocks(text[start:text.index("\n## ", start)], "bash")[0]
+    commands = [c.replace("\\\n", " ") for c in re.split(r"\n(?=edgeprof )", block.strip())]
+    assert len(commands) == 2
+    env = {**os.environ, "EDGEPROF_CALIBRATIONS_DIR": str(tmp_path / "cals")}
+    out = []
+    for c in commands:
+        argv = c.replace("nb201-pi4.json", str(tmp_path / "nb201-pi4.json")).split()
+        assert argv[0] == "edgeprof"
+        done = subprocess.run([sys.executable, "-m", "edgeprof", *argv[1:]], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        out.append(done.stdout)
+    assert "nested leave-one-out" in out[0] and (tmp_path / "nb201-pi4.json").exists()
+    assert "predicted" in out[1] and "raspberry_pi_4--measured-tflite-fp32-t1" in out[1]
