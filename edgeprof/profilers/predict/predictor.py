@@ -285,8 +285,9 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
     if runtime_version and entry.get("version") and entry["version"] != runtime_version:
         warnings.append(WarningRecord(
             "calibration_runtime_differs",
-            f"calibration '{cal.name}' was fitted with {backend} {entry['version']}, this is "
-            f"{backend} {runtime_version}; its prediction is used, but may be off"))
+            f"calibration '{cal.name}' was fitted with {backend} build {entry['version']!r}; "
+            f"the prediction asked for build {runtime_version!r}; its prediction is used, but "
+            f"may be off"))
     cv = cal.cv
     head = (f"predicted by calibration '{cal.name}' ({backend}/{src}: {entry.get('n', 0)} of "
             f"{cv.get('n')} samples; leave-one-out median |error| "

@@ -209,3 +209,18 @@ def test_predict_and_estimate_commands(nb201_cal, capsys, user_dir):
     assert main(["estimate", "builtin:small_cnn", "--target", "raspberry_pi_4",
                  "--threads", "2"]) == 2
     assert "give --backend" in capsys.readouterr().err
+
+
+def test_a_calibration_from_another_runtime_build_warns_naming_both(tmp_path, user_dir):
+    import edgeprof
+
+    p = _csv(tmp_path, "model,latency_ms,runtime\nbuiltin:small_cnn,0.5,2.14\n")
+    cal, path, _ = edgeprof.calibrate_measurements(p, "raspberry_pi_4", "tflite",
+                                                   out=tmp_path / "c.json")
+    pred = edgeprof.predict("builtin:small_cnn", "raspberry_pi_4", "tflite", calibration=path,
+                            runtime_version="2.16")
+    (w,) = [w for w in pred.warnings if w.code == "calibration_runtime_differs"]
+    assert "'2.14'" in w.message and "'2.16'" in w.message
+    same = edgeprof.predict("builtin:small_cnn", "raspberry_pi_4", "tflite", calibration=path,
+                            runtime_version="2.14")
+    assert not same.warnings
