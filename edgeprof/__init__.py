@@ -52,6 +52,7 @@ _LAZY = {
     "Predictor": "edgeprof.api",
     "calibrate_measurements": "edgeprof.api",
     "Prediction": "edgeprof.profilers.predict",
+    "GenerativeReport": "edgeprof.profilers.report.generative",
     "get_target": "edgeprof.targets",
     "load_target_file": "edgeprof.targets",
     "Target": "edgeprof.targets",

@@ -23,3 +23,4 @@ def test_wheel_contains_default_plugins_and_data(tmp_path):
         assert f"edgeprof/targets/data/{f.name}" in names
     assert "edgeprof/targets/strategies.toml" in names
     assert "edgeprof/schema/profile.schema.json" in names
+    assert "edgeprof/schema/llm_profile.schema.json" in names

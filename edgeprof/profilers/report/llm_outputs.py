@@ -1,6 +1,9 @@
 """What a generative profile or estimate writes: the JSON payload (``profile.json``, schema
-``edgeprof.llm/1``), ``llm_bench.csv`` in llama-bench's columns, ``estimate.csv`` (one row per
-layer and stage of each estimate) and ``report.html`` (when the HTML renderer is there).
+``edgeprof.llm/1``, ``schema_version`` :data:`SCHEMA_VERSION`, described by
+``edgeprof/schema/llm_profile.schema.json``; its typed form is
+:class:`edgeprof.profilers.report.generative.GenerativeReport`), ``llm_bench.csv`` in
+llama-bench's columns, ``estimate.csv`` (one row per layer and stage of each estimate) and
+``report.html`` (when the HTML renderer is there).
 
 Every figure in the payload is ``{"value", "unit", "provenance"}``; a measured run keeps its
 :class:`~edgeprof.core.llm.GenerationRecord` form (provenance ``measured``). Nothing here
@@ -19,6 +22,8 @@ from edgeprof.core.llm import GenerationConfig, GenerationRecord, LLMModel
 from edgeprof.core.results import clean
 
 SCHEMA = "edgeprof.llm/1"
+#: the version of the payload's layout (``schema_version``; a 1.x reader reads every 1.y)
+SCHEMA_VERSION = "1.0"
 #: llama-bench's CSV columns first, then edgeprof's
 BENCH_COLUMNS = ["model", "backend", "format", "device", "test", "n_prompt", "n_gen", "n_depth",
                  "avg_ts", "stddev_ts", "median_ts", "model_size", "model_n_params",
@@ -70,7 +75,7 @@ def build_payload(model: LLMModel, *, target: Any = None, device: str = "cpu",
     if recommendation is not None and hasattr(recommendation, "to_dict"):
         recommendation = recommendation.to_dict()
     return clean({
-        "schema": SCHEMA, "kind": "llm", "command": command,
+        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "kind": "llm", "command": command,
         "edgeprof_version": __version__,
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "model": m,
@@ -179,6 +184,6 @@ def write_llm_outputs(out_dir: str | os.PathLike, payload: dict[str, Any]) -> li
     return publish_staged(out_dir, write)
 
 
-__all__ = ["BENCH_COLUMNS", "FIGURES", "SCHEMA", "bench_frame", "build_payload",
-           "estimate_frame", "figure", "figure_value", "find_figure",
+__all__ = ["BENCH_COLUMNS", "FIGURES", "SCHEMA", "SCHEMA_VERSION", "bench_frame",
+           "build_payload", "estimate_frame", "figure", "figure_value", "find_figure",
            "write_llm_outputs"]

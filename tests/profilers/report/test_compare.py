@@ -258,3 +258,206 @@ def test_cli_compare_refuses_with_exit_2_and_one_line(tmp_path):
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2, (name, proc.stderr)
         assert len(lines) == 1 and "internal error" not in lines[0], (name, proc.stderr)
+
+
+# ------------------------------------------------------------------- generative profiles
+def gen_run(backend="llama_cpp", fmt="q4_0", depth=0, *, prefill_s=0.040, decode_s=0.030,
+            n=6, n_prompt=16, n_gen=4, threads=2, status="ok", reason="", spread=0.01,
+            runtime="llama-cpp-python 0.3.36"):
+    """A generation record as the harness writes it: raw seconds per repetition (with a
+    little noise) and the summaries generate.py computes from them."""
+    from edgeprof.core.llm import GenerationRecord
+    from edgeprof.profilers.measure.generate import rate_stats, tpot_stats
+
+    rec = GenerationRecord(model="smollm2-135m", backend=backend, format=fmt, status=status,
+                           reason=reason, n_prompt=n_prompt, n_gen=n_gen, n_depth=depth,
+                           n_threads=threads, runtime_version=runtime)
+    if status != "ok":
+        return rec
+    def noise(base):
+        return [float(base * (1 + spread * rng.standard_normal())) for _ in range(n)]
+
+    pp, tg = noise(prefill_s), noise(decode_s)
+    ttft = [t + decode_s / (n_gen - 1) for t in pp]
+    rec.repetitions = n
+    rec.prefill_tokens_per_s = rate_stats([n_prompt / t for t in pp])
+    rec.decode_tokens_per_s = rate_stats([(n_gen - 1) / t for t in tg])
+    rec.ttft_ms = rate_stats([1e3 * t for t in ttft])
+    rec.tpot_ms = tpot_stats([1e3 * t / (n_gen - 1) for t in tg])
+    rec.samples = {"prefill_s": pp, "ttft_s": ttft, "decode_s": tg}
+    return rec
+
+
+def gen_doc(*runs, prompt_tokens=16, gen_tokens=4, target=None, model="llm:smollm2-135m"):
+    """A generative profile.json payload (build_payload), from records."""
+    from edgeprof.core.llm import GenerationConfig
+    from edgeprof.profilers.report.llm_outputs import build_payload
+    from edgeprof.zoo.llm import resolve_llm
+
+    config = GenerationConfig(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens,
+                              repetitions=max((r.repetitions for r in runs), default=1))
+    return json.loads(json.dumps(build_payload(resolve_llm(model), config=config, runs=runs,
+                                               target=target)))
+
+
+def by_figure(rows):
+    return {(r.backend, r.format, r.depth, r.figure): r for r in rows}
+
+
+def test_generative_profiles_compare_per_run_and_figure():
+    # B: prefill 20% quicker (faster), decode 25% slower (rate falls, TPOT rises)
+    a = gen_doc(gen_run(prefill_s=0.040, decode_s=0.030))
+    b = gen_doc(gen_run(prefill_s=0.032, decode_s=0.0375))
+    rows = compare_results(a, b)
+    figures = by_figure(rows)
+    assert set(figures) == {("llama_cpp", "q4_0", 0, f) for f in
+                            ("prefill_tokens_per_s", "decode_tokens_per_s", "ttft_ms", "tpot_ms")}
+    pp, tg, ttft, tpot = (figures[("llama_cpp", "q4_0", 0, f)] for f in
+                          ("prefill_tokens_per_s", "decode_tokens_per_s", "ttft_ms", "tpot_ms"))
+    assert all(r.status == "compared" and r.significant for r in rows)
+    assert pp.verdict == "faster" and pp.delta_pct == pytest.approx(25, abs=3)  # 1/0.8
+    assert pp.cliffs_delta > 0 and pp.unit == "tokens/s" and pp.higher_is_better
+    assert tg.verdict == "slower" and tg.delta_pct == pytest.approx(-20, abs=3)
+    assert ttft.verdict == "faster" and ttft.delta < 0 and ttft.unit == "ms"
+    assert tpot.verdict == "slower" and tpot.delta_pct == pytest.approx(25, abs=3)
+    assert pp.n_a == pp.n_b == 6 and pp.p_value < 0.05
+    assert pp.median_a == pytest.approx(a["runs"][0]["prefill_tokens_per_s"]["median"])
+    json.dumps([r.to_dict() for r in rows], allow_nan=False)
+
+
+def test_generative_same_runs_are_no_significant_change():
+    a = gen_doc(gen_run())
+    rows = compare_results(a, json.loads(json.dumps(a)))
+    assert {r.verdict for r in rows} == {"no significant change"}
+    assert all(r.significant is False for r in rows)
+
+
+def test_generative_runs_are_matched_by_backend_format_and_depth():
+    a = gen_doc(gen_run(fmt="q4_0"), gen_run(fmt="q8_0"), gen_run(fmt="q4_0", depth=128),
+                gen_run(backend="ort_genai", fmt="int4", status="unavailable",
+                        reason="onnxruntime-genai is not installed"))
+    b = gen_doc(gen_run(fmt="q4_0"), gen_run(fmt="q4_0", depth=512),
+                gen_run(fmt="q8_0", n=1), gen_run(backend="ort_genai", fmt="int4"))
+    rows = compare_results(a, b)
+    whole = {(r.backend, r.format, r.depth): r for r in rows if r.figure is None}
+    assert whole[("llama_cpp", "q4_0", 128)].status == "only_in_a"
+    assert whole[("llama_cpp", "q4_0", 512)].status == "only_in_b"
+    assert whole[("llama_cpp", "q8_0", 0)].status == "no_samples"
+    assert "B: 1 repetition" in whole[("llama_cpp", "q8_0", 0)].reason
+    gone = whole[("ort_genai", "int4", 0)]
+    assert gone.status == "no_samples" and "unavailable" in gone.reason \
+        and "not installed" in gone.reason
+    assert len([r for r in rows if r.figure and r.format == "q4_0" and r.depth == 0]) == 4
+
+
+def test_too_few_repetitions_give_medians_without_a_verdict():
+    from edgeprof.profilers.report.compare import min_p_value
+
+    assert min_p_value(2, 2) == pytest.approx(1 / 3) and min_p_value(4, 4) < 0.05 \
+        <= min_p_value(3, 3)
+    rows = compare_results(gen_doc(gen_run(n=2)), gen_doc(gen_run(n=2, decode_s=0.3)))
+    assert len(rows) == 4 and {r.status for r in rows} == {"too_few_samples"}
+    assert {r.verdict for r in rows} == {"not compared"}
+    tg = by_figure(rows)[("llama_cpp", "q4_0", 0, "decode_tokens_per_s")]
+    assert tg.delta_pct == pytest.approx(-90, abs=2) and tg.significant is None
+    assert "--repetitions 4" in tg.reason
+    text = format_comparison(rows)
+    assert "2 and 2 repetitions" in text and "too few repetitions" in text
+
+
+def test_generative_threads_and_runtime_differences_are_noted():
+    rows = compare_results(gen_doc(gen_run(threads=2)),
+                           gen_doc(gen_run(threads=4, runtime="llama-cpp-python 0.3.40")))
+    notes = rows[0].notes
+    assert "threads 2 (A) vs 4 (B)" in notes and any(n.startswith("runtime") for n in notes)
+    text = format_comparison(rows, "before", "after")
+    assert "[threads 2 (A) vs 4 (B)" in text.splitlines()[2]
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"prompt_tokens": 512}, "prompt tokens"),
+    ({"gen_tokens": 128}, "generated tokens"),
+    ({"model": "llm:qwen2.5-0.5b"}, "model name"),
+])
+def test_generative_profiles_of_different_things_are_refused(change, needle):
+    a = gen_doc(gen_run())
+    b = gen_doc(gen_run(), **change)
+    with pytest.raises(ConfigError, match=needle) as err:
+        compare_results(a, b)
+    assert "--force" in str(err.value)
+    rows = compare_results(a, b, force=True)
+    assert all(r.notes[0].startswith("NOT LIKE FOR LIKE") for r in rows)
+    assert "NOT LIKE FOR LIKE" in format_comparison(rows)
+
+
+def test_a_tensor_and_a_generative_profile_are_refused():
+    tensor, generative = doc(run("ort", lat(10.0))), gen_doc(gen_run())
+    for a, b in ((tensor, generative), (generative, tensor)):
+        with pytest.raises(ConfigError, match="tensor .*generative|generative .*tensor"):
+            compare_results(a, b)
+        with pytest.raises(ConfigError):
+            compare_results(a, b, force=True)  # never like for like
+
+
+def test_generative_estimates_have_nothing_to_compare():
+    est = gen_doc()
+    est["command"] = "estimate"
+    with pytest.raises(ConfigError, match="no measured runs.*edgeprof estimate"):
+        compare_results(est, gen_doc(gen_run()))
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda d: d["runs"][0]["samples"]["decode_s"].__setitem__(1, 0.0), "decode_s sample 1"),
+    (lambda d: d["runs"][0]["samples"]["prefill_s"].__setitem__(0, "fast"), "prefill_s sample 0"),
+    (lambda d: d["runs"][0]["samples"].__setitem__("ttft_s", 3.0), "ttft_s of run 0"),
+    (lambda d: d["runs"][0].__setitem__("samples", [1.0]), "samples of run 0"),
+    (lambda d: d["runs"][0].pop("format"), "'format'"),
+    (lambda d: d.update(schema="edgeprof.llm/2"), "schema"),
+    (lambda d: d.update(schema_version="2.0"), "schema_version"),
+])
+def test_damaged_generative_profiles_are_refused(mutate, needle):
+    bad = gen_doc(gen_run())
+    mutate(bad)
+    with pytest.raises(ConfigError, match=needle):
+        check_profile(bad)
+
+
+def test_generative_table_and_json_through_the_cli(tmp_path, capsys):
+    from edgeprof.cli.main import main
+
+    a = _write(tmp_path / "a.json", gen_doc(gen_run(decode_s=0.030)))
+    b = _write(tmp_path / "b.json", gen_doc(gen_run(decode_s=0.020)))
+    assert main(["compare", a, b]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["backend", "format", "depth", "figure"]
+    decode = next(line for line in out if "decode tok/s" in line)
+    assert decode.startswith("llama_cpp") and decode.rstrip().endswith("faster")
+    change = next(cell for cell in decode.split() if cell.endswith("%"))
+    assert float(change.rstrip("%")) == pytest.approx(50, abs=5)  # 0.030 s -> 0.020 s
+    assert any("higher is faster" in line for line in out)
+    assert main(["compare", a, b, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 4 and {r["kind"] for r in rows} == {"generative"}
+    tg = next(r for r in rows if r["figure"] == "decode_tokens_per_s")
+    assert tg["verdict"] == "faster" and tg["significant"] is True
+
+
+def test_cli_refuses_a_tensor_and_a_generative_profile_with_exit_2(tmp_path, capsys):
+    from edgeprof.cli.main import main
+
+    tensor = _write(tmp_path / "tensor.json", described([run("ort", lat(10.0))]))
+    generative = _write(tmp_path / "llm.json", gen_doc(gen_run()))
+    for args in ([tensor, generative], [generative, tensor], [generative, tensor, "--force"],
+                 [tensor, generative, "--json"]):
+        assert main(["compare", *args]) == 2, args
+        captured = capsys.readouterr()
+        lines = captured.err.strip().splitlines()
+        assert captured.out == "" and len(lines) == 1, (args, captured)
+        assert "tensor" in lines[0] and "generative" in lines[0]
+        assert "Traceback" not in captured.err
+    # and the before/after page draws tensor profiles only: exit 2 before anything is printed
+    assert main(["compare", generative, generative, "--html",
+                 str(tmp_path / "c.html")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "--html" in captured.err
+    assert not (tmp_path / "c.html").exists()
