@@ -47,7 +47,7 @@ def main() -> int:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    from edgeprof.profilers.estimate.llm import BACKEND_FORMATS, estimate_llm
+    from edgeprof.profilers.estimate.llm import estimate_llm, formats_for
     from edgeprof.targets import get_target
 
     pi5 = get_target("raspberry_pi_5")
@@ -60,7 +60,7 @@ def main() -> int:
     cold = _times(one, 1)
     warm = _times(one, args.rounds)
     every = _times(lambda: [estimate_llm("llm:llama-3.2-3b", f, target=pi5, backend="llama_cpp")
-                            for f in BACKEND_FORMATS["llama_cpp"]], max(3, args.rounds // 4))
+                            for f in formats_for("llama_cpp")], max(3, args.rounds // 4))
     est = one()
     print(f"Estimate speed, llama-3.2-3b q4_k_m on raspberry_pi_5 (pp512/tg128); "
           f"Python {sys.version.split()[0]}; import + target load {import_s * 1e3:.0f} ms")
@@ -69,7 +69,7 @@ def main() -> int:
     print("|---|---|---|---|")
     print(_row("estimate_llm, first call (cold)", cold))
     print(_row("estimate_llm (warm)", warm))
-    print(_row(f"estimate_llm x {len(BACKEND_FORMATS['llama_cpp'])} llama.cpp formats", every))
+    print(_row(f"estimate_llm x {len(formats_for('llama_cpp'))} llama.cpp formats", every))
     cmd = [sys.executable, "-m", "edgeprof", *CLI]
     probe = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if probe.returncode == 0:

@@ -29,14 +29,15 @@ import ctypes
 import functools
 import os
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from edgeprof.backends.llama_cpp_formats import LLAMA_CPP_FORMATS, MADE
 from edgeprof.core.errors import EdgeprofError, ModelError, UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
-from edgeprof.core.llm import GenerativeBackend, LLMModel
+from edgeprof.core.llm import FormatInfo, GenerativeBackend, LLMModel
 from edgeprof.zoo.llm import GGUF_FILE_TYPES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -342,8 +343,9 @@ class LlamaCppBackend(GenerativeBackend):
         "llama.cpp, about 10 minutes on 2 cores; not -march=native, so the cached wheel runs "
         "on any AVX2 CPU): CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON "
         "-DGGML_F16C=ON' pip install 'edgeprof[llama]' (add -DGGML_CUDA=ON for NVIDIA GPUs)")
-    formats: ClassVar[tuple[str, ...]] = ("q2_k", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q8_0",
-                                          "f16", "f32")
+    formats: ClassVar[tuple[str, ...]] = MADE
+    #: each format's byte layout: the quantizer's per-tensor types (llama_cpp_formats)
+    format_layouts: ClassVar[Mapping[str, FormatInfo]] = LLAMA_CPP_FORMATS
     devices = _Devices()  # type: ignore[assignment]
     #: llama.cpp runs on a board's CPU, or offloads all layers to CUDA (a Jetson's GPU)
     board_devices = ("cpu", "cuda")

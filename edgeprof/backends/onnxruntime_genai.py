@@ -17,6 +17,7 @@ samples; each later one runs the model on the previous token and samples.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -24,19 +25,83 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edgeprof.backends.llm_layout import GENERIC_FORMATS, groupwise_bytes
 from edgeprof.core.backend import Capabilities
 from edgeprof.core.errors import UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
-from edgeprof.core.llm import GenerativeBackend, LLMModel, dist_version
+from edgeprof.core.llm import FormatInfo, GenerativeBackend, LLMModel, LLMSpec, WeightTensor, \
+    dist_version
 
 #: model_type -> what the builder calls it (checked against its dispatch table)
 FAMILIES = ("llama", "qwen2", "gemma", "gemma2", "gemma3_text", "phi3")
 FORMATS = ("int4", "int8", "fp32")
 #: the weight-quantization options passed to the builder (its CPU defaults, made explicit)
 QUANT_OPTIONS = {"block_size": 32, "is_symmetric": "true", "accuracy_level": 4}
+
+
+@dataclass(frozen=True)
+class MatMulNBitsLayout:
+    """The model builder's int4/int8 (onnxruntime-genai 0.18, ``models/builders/base.py``):
+    every MatMul becomes ``MatMulNBits`` (``fmt.weight_bits`` values in groups of
+    ``fmt.group_size``, symmetric: no zero points), its scales in the I/O dtype, K padded to
+    whole groups; the embedding stays a float Gather in the I/O dtype, except int4 with tied
+    embeddings, where the embedding reads the LM head's int4 groups (GatherBlockQuantized;
+    counted once; int8 keeps a quantized head beside the float embedding); norms and biases
+    in the I/O dtype."""
+
+    #: device -> (bytes, name) of the I/O dtype: fp32 on CPU, fp16 on CUDA
+    io_dtypes: tuple[tuple[str, int, str], ...] = (("cpu", 4, "fp32"), ("cuda", 2, "fp16"))
+
+    def storage(self, spec: LLMSpec, tensors: Sequence[WeightTensor], fmt: FormatInfo,
+                device: str = "cpu") -> dict[str, tuple[int, str]]:
+        io, io_type = next(((b, n) for d, b, n in self.io_dtypes if d == device),
+                           self.io_dtypes[0][1:])
+        bits = fmt.weight_bits or 4
+        zp = 0 if fmt.symmetric else (4 if bits == 4 else 8)
+        group = fmt.group_size or QUANT_OPTIONS["block_size"]
+        head = (spec.hidden_size, spec.vocab_size)  # the LM head in ggml order
+
+        def q(ne: Sequence[int]) -> tuple[int, str]:
+            return groupwise_bytes(ne, bits, group, io, zp), f"int{bits}_b{fmt.group_size}"
+
+        tied_int4 = spec.tie_word_embeddings and bits == 4
+        out: dict[str, tuple[int, str]] = {}
+        for t in tensors:
+            if t.kind == "embedding":
+                out[t.name] = q(head) if tied_int4 else (t.numel * io, io_type)
+            elif t.is_matrix:
+                out[t.name] = q(t.ne)
+            else:
+                out[t.name] = (t.numel * io, io_type)
+        if spec.tie_word_embeddings and not tied_int4:
+            out["output.weight"] = q(head)  # int8: a quantized head beside the float embedding
+        return out
+
+    def file_bytes(self, spec: LLMSpec, tensors: Sequence[WeightTensor],
+                   fmt: FormatInfo) -> tuple[int, str] | None:
+        return None
+
+
+MATMUL_NBITS = MatMulNBitsLayout()
+_BLOCK = QUANT_OPTIONS["block_size"]
+_SYMMETRIC = QUANT_OPTIONS["is_symmetric"] == "true"
+#: each format's byte layout (what the estimate reads: ``format_layouts``)
+FORMAT_LAYOUTS: dict[str, FormatInfo] = {
+    "int4": FormatInfo("int4", "genai", 5.0, "fp32", "int8",
+                       f"ONNX Runtime GenAI builder int4: MatMulNBits block {_BLOCK} symmetric, "
+                       "fp32 scales on CPU; embedding float unless tied", weight_bits=4,
+                       group_size=_BLOCK, symmetric=_SYMMETRIC, backend="onnxruntime_genai",
+                       layout=MATMUL_NBITS),
+    "int8": FormatInfo("int8", "genai", 9.0, "fp32", "int8",
+                       f"ONNX Runtime GenAI builder int8: MatMulNBits block {_BLOCK} symmetric, "
+                       "fp32 scales on CPU; embedding float", weight_bits=8, group_size=_BLOCK,
+                       symmetric=_SYMMETRIC, backend="onnxruntime_genai", layout=MATMUL_NBITS),
+    "fp32": dataclasses.replace(GENERIC_FORMATS["fp32"], backend="onnxruntime_genai"),
+}
 #: seconds the model builder may run
 BUILD_TIMEOUT_S = 3600
 
@@ -92,6 +157,7 @@ class OnnxruntimeGenaiBackend(GenerativeBackend):
     requires = ("onnxruntime_genai",)
     install_hint = "pip install onnxruntime-genai"
     formats = FORMATS
+    format_layouts = FORMAT_LAYOUTS
     devices = _DEVICES
     #: onnxruntime-genai has CPU and CUDA builds (onnxruntime-genai-cuda)
     board_devices = ("cpu", "cuda")

@@ -39,13 +39,16 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edgeprof.backends.llm_layout import FLOAT, groupwise_bytes
 from edgeprof.core.backend import Capabilities
 from edgeprof.core.errors import UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
-from edgeprof.core.llm import GenerativeBackend, LLMModel, dist_version
+from edgeprof.core.llm import FormatInfo, GenerativeBackend, LLMModel, LLMSpec, WeightTensor, \
+    dist_version
 
 FORMATS = ("int4", "int8", "fp16")
 #: families whose transformers implementation exports with a DynamicCache of plain layers
@@ -71,6 +74,57 @@ def int4_group_size(spec_or_cfg: Any) -> int:
     while g > 1 and any(w % g for w in widths):
         g //= 2
     return g
+
+
+@dataclass(frozen=True)
+class NNCFLayout:
+    """NNCF's weight compression as the export applies it: ``int4`` = INT4_SYM groups of
+    :func:`int4_group_size` (an f16 scale per group, no zero point) on every matrix, with
+    the tensors of ``backup_kinds`` (and any matrix whose input size doesn't divide into the
+    group) in the backup precision INT8_ASYM per output channel (u8 weights, f16 scale, u8
+    zero point: NNCF's default, as optimum-intel); ``int8`` = INT8_ASYM per channel
+    everywhere. 1-D tensors stay f32."""
+
+    scale_bytes: int = 2  # f16
+    backup_kinds: tuple[str, ...] = ("embedding", "lm_head")
+    vector_bytes: int = 4  # f32
+
+    def storage(self, spec: LLMSpec, tensors: Sequence[WeightTensor], fmt: FormatInfo,
+                device: str = "cpu") -> dict[str, tuple[int, str]]:
+        g = int4_group_size(spec)
+        out: dict[str, tuple[int, str]] = {}
+        for t in tensors:
+            if not t.is_matrix:
+                out[t.name] = (t.numel * self.vector_bytes, "f32")
+            elif fmt.weight_bits == 8 or t.kind in self.backup_kinds or t.ne[0] % g:
+                out[t.name] = (groupwise_bytes(t.ne, 8, 0, self.scale_bytes, 8), "int8_asym")
+            else:
+                out[t.name] = (groupwise_bytes(t.ne, 4, g, self.scale_bytes, 0),
+                               f"int4_sym_g{g}")
+        return out
+
+    def file_bytes(self, spec: LLMSpec, tensors: Sequence[WeightTensor],
+                   fmt: FormatInfo) -> tuple[int, str] | None:
+        return None
+
+
+NNCF = NNCFLayout()
+#: each format's byte layout (what the estimate reads: ``format_layouts``)
+FORMAT_LAYOUTS: dict[str, FormatInfo] = {
+    "int4": FormatInfo("int4", "genai", 4.125, "f16", "int8",
+                       f"OpenVINO GenAI / NNCF INT4_SYM, group {INT4_GROUP} halved until it "
+                       "divides every matrix's input width (f16 scale per group, no zero "
+                       "point), as the openvino_genai backend builds it; embedding and LM head "
+                       "INT8_ASYM per channel (NNCF's default)", weight_bits=4,
+                       group_size=INT4_GROUP, symmetric=True, backend="openvino_genai",
+                       layout=NNCF),
+    "int8": FormatInfo("int8", "genai", 8.0, "f16", "int8",
+                       "OpenVINO GenAI / NNCF INT8_ASYM per output channel (f16 scale + u8 zero "
+                       "point)", weight_bits=8, group_size=0, symmetric=False,
+                       backend="openvino_genai", layout=NNCF),
+    "fp16": FormatInfo("fp16", "float", 16, "f16", "fp16", "OpenVINO IR with fp16 weights",
+                       backend="openvino_genai", layout=FLOAT),
+}
 
 
 # ------------------------------------------------------------------------------- export
@@ -266,6 +320,7 @@ class OpenvinoGenaiBackend(GenerativeBackend):
     requires = ("openvino_genai", "openvino_tokenizers", "openvino")
     install_hint = "pip install openvino-genai openvino-tokenizers"
     formats = FORMATS
+    format_layouts = FORMAT_LAYOUTS
     devices = ("cpu",)
     #: OpenVINO offloads to Intel GPUs and NPUs, never to CUDA: on the boards here, the CPU
     board_devices = ("cpu",)

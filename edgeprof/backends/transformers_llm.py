@@ -12,11 +12,13 @@ through the model (``n - 1`` forward passes).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from edgeprof.backends.llm_layout import GENERIC_FORMATS
 from edgeprof.core.backend import Capabilities
 from edgeprof.core.errors import UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
@@ -24,6 +26,9 @@ from edgeprof.core.llm import GenerativeBackend, LLMModel
 
 FORMATS = ("fp32", "bf16")
 DTYPE = {"fp32": "float32", "bf16": "bfloat16"}
+#: each format's byte layout: every weight in the format's dtype
+FORMAT_LAYOUTS = {n: dataclasses.replace(GENERIC_FORMATS[n], backend="transformers")
+                  for n in FORMATS}
 
 
 class TransformersBackend(GenerativeBackend):
@@ -32,6 +37,7 @@ class TransformersBackend(GenerativeBackend):
     requires = ("transformers", "torch")
     install_hint = "pip install transformers torch"
     formats = FORMATS
+    format_layouts = FORMAT_LAYOUTS
     devices = ("cpu",)
     #: torch eager runs on a board's CPU or, with a CUDA torch (a Jetson's), its GPU
     board_devices = ("cpu", "cuda")

@@ -7,6 +7,9 @@ Nothing here imports a runtime or a framework.
   count parameters, bytes per format and the KV cache without materialising a weight.
 * :class:`LLMModel` — a spec plus where it came from (a preset ``llm:NAME``, a GGUF file, a
   Hugging Face folder) and whether its weights are random.
+* :class:`FormatInfo` — a weight format a generative backend makes, with its byte layout
+  (:class:`WeightLayout`); a backend declares them as data (:class:`DeclaresFormats`:
+  ``format_layouts``), and the estimate reads them from the backend.
 * :class:`GenerationConfig` — what to run: prompt and generated tokens (llama-bench's ``pp``/
   ``tg``), depths, repetitions, threads, device.
 * :class:`GenerativeBackend` / :class:`GenerativeSession` — the plugin contract:
@@ -23,7 +26,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, Sequence, runtime_checkable
+from typing import (TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol, Sequence,
+                    runtime_checkable)
 
 from edgeprof.core.backend import Backend, Capabilities
 from edgeprof.core.errors import UnsupportedError, UserError
@@ -137,6 +141,81 @@ class LLMModel:
                    given=d["given"], path=Path(d["path"]) if d.get("path") else None,
                    random_weights=bool(d.get("random_weights", True)),
                    file_format=d.get("file_format"))
+
+
+# ------------------------------------------------------------------ weight formats
+@runtime_checkable
+class WeightTensor(Protocol):
+    """One stored tensor of a generative model as the estimate lists it
+    (``edgeprof.backends.llm_layout.tensors``): llama.cpp's name, ``ne`` in ggml order
+    (input size first)."""
+
+    name: str
+    kind: str  # embedding | attention | mlp | norm | lm_head
+    layer: int | None
+    ne: tuple[int, ...]
+    category: str  # llama.cpp's tensor category (token_embd, output, attn_v, ffn_down ...)
+
+    @property
+    def numel(self) -> int: ...
+
+    @property
+    def is_matrix(self) -> bool: ...
+
+
+@runtime_checkable
+class WeightLayout(Protocol):
+    """How a runtime stores each tensor in a format: the byte model the estimate reads.
+
+    Declared by the backend that makes the format (its data: the types, bits, block sizes,
+    which tensors stay wide), so the estimate needs no knowledge of any runtime.
+    """
+
+    def storage(self, spec: LLMSpec, tensors: Sequence[WeightTensor], fmt: FormatInfo,
+                device: str = "cpu") -> dict[str, tuple[int, str]]:
+        """Tensor name -> (bytes, stored type) of every tensor in ``tensors``; an LM head
+        stored apart from a tied embedding is added as ``output.weight``."""
+
+    def file_bytes(self, spec: LLMSpec, tensors: Sequence[WeightTensor],
+                   fmt: FormatInfo) -> tuple[int, str] | None:
+        """(bytes, how they are counted) of the runtime's model file when the layout models
+        it (a GGUF), else None."""
+
+
+@dataclass(frozen=True)
+class FormatInfo:
+    """A weight format a generative backend makes: how each tensor is stored (``layout``)
+    and what it computes in. :meth:`to_dict` leaves ``layout`` out (it is behaviour)."""
+
+    name: str
+    family: str  # llama_cpp | genai | float
+    bits: float  # nominal bits per weight of the format's main type
+    kv_dtype: str  # the runtime's default KV cache dtype
+    compute: str  # compute precision whose peak bounds prefill (fp32 when the target lacks it)
+    description: str
+    ftype: int | None = None  # llama.cpp's llama_ftype
+    ggml_type: str | None = None  # llama.cpp's default tensor type for the ftype
+    weight_bits: int | None = None  # group-wise: 4 | 8
+    group_size: int | None = None  # group-wise: 0 = one group per output channel
+    symmetric: bool = True
+    backend: str | None = None  # the runtime whose layout this is (None: generic)
+    layout: WeightLayout | None = field(default=None, compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name != "layout"}
+
+
+@runtime_checkable
+class DeclaresFormats(Protocol):
+    """A generative backend that declares its formats' byte layouts as data: the estimate,
+    the router and the predictor read ``format_layouts`` (every format it knows, by name;
+    ``formats`` says which it makes). A backend without it gets the generic accounting of
+    a format of the same name."""
+
+    name: str
+    formats: tuple[str, ...]
+    format_layouts: Mapping[str, FormatInfo]
 
 
 @dataclass(frozen=True)
@@ -372,6 +451,7 @@ class GenerationRecord:
         return rows
 
 
-__all__ = ["GenerationConfig", "GenerationRecord", "GenerativeBackend", "GenerativeSession",
-           "LLMModel", "LLMSpec", "LLM_PREFIX", "RANDOM_WEIGHTS_NOTE", "backend_workload",
+__all__ = ["DeclaresFormats", "FormatInfo", "GenerationConfig", "GenerationRecord",
+           "GenerativeBackend", "GenerativeSession", "LLMModel", "LLMSpec", "LLM_PREFIX",
+           "RANDOM_WEIGHTS_NOTE", "WeightLayout", "WeightTensor", "backend_workload",
            "dist_version", "is_llm_spec"]

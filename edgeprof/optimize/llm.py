@@ -178,43 +178,39 @@ def _target(target: Any) -> Any:
     return target
 
 
-def _backend_formats(names: Sequence[str] | None, notes: list[str]
+def _backend_formats(names: Sequence[str | type] | str | None, notes: list[str]
                      ) -> list[tuple[str, type | None, dict[str, Any]]]:
-    """(name, registered class or None, {format: FormatInfo}) per generative backend."""
-    from edgeprof.profilers.estimate.llm import BACKEND_FORMATS, formats_for
+    """(name, registered class or None, {format: FormatInfo}) per generative backend: the
+    formats each makes as it declares them (``format_layouts``), read through the registry.
+    ``names`` may also hold backend classes (a user's ``--plugins`` backend the default
+    registry does not list): their own declarations are read."""
+    from edgeprof.core.plugins import get_registry
+    from edgeprof.profilers.estimate.llm import backend_formats, formats_for
 
     explicit = names is not None
     if names is None:
-        from edgeprof.core.plugins import get_registry
-
-        registered = get_registry().backends_for("generate")
-        classes = {n: e.cls for n, e in registered.items()}
-        names = list(classes) or list(BACKEND_FORMATS)
+        classes = {n: e.cls for n, e in get_registry().backends_for("generate").items()}
+        names = list(classes)
     else:
         if isinstance(names, str):
             names = [n.strip() for n in names.split(",") if n.strip()]
         if not names:
             raise UserError("no backend given; name one or more generative backends ("
-                            f"{', '.join(BACKEND_FORMATS)})")
-        classes = {}
+                            f"{', '.join(backend_formats())})")
         try:
-            from edgeprof.core.plugins import get_registry
-
             classes = {n: e.cls for n, e in get_registry().backends_for("generate").items()}
-        except EdgeprofError:  # a broken plugins file: formats are still known here
+        except EdgeprofError:  # a broken plugins file: the built-ins' formats are still known
             classes = {}
     out = []
-    for n in dict.fromkeys(names):
+    for item in dict.fromkeys(names):
+        n, cls = (item, classes.get(item)) if isinstance(item, str) else (item.name, item)
         try:
-            table = formats_for(n)
+            table = formats_for(cls if cls is not None else n)
         except UnknownNameError:
             if explicit:
                 raise
             notes.append(f"backend {n}: edgeprof has no byte model of its formats; left out")
             continue
-        cls = classes.get(n)
-        if cls is not None and getattr(cls, "formats", None):
-            table = {k: v for k, v in table.items() if k in cls.formats}
         out.append((n, cls, table))
     return out
 

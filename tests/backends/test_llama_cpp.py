@@ -141,7 +141,8 @@ def test_preset_builds_in_every_format_with_llama_cpps_quantizer(smollm2, backen
 def test_file_sizes_and_tensor_types_match_the_estimate(smollm2):
     from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
-    from edgeprof.profilers.estimate.llm import gguf_file_bytes, gguf_tensor_types, weight_bytes
+    from edgeprof.backends.llama_cpp_formats import gguf_file_bytes, gguf_tensor_types
+    from edgeprof.profilers.estimate.llm import weight_bytes
 
     model, arts = smollm2
     for fmt, art in arts.items():

@@ -4,33 +4,25 @@ From an :class:`~edgeprof.core.llm.LLMSpec` alone it gives the parameter count, 
 each weight format, the KV cache, per-layer and per-stage MACs and bytes, the roofline of
 prefill and decode on a target, and whether the model fits the target's RAM.
 
-Weight formats (:data:`FORMATS`, and per backend :func:`formats_for`):
+Weight formats are the generative backends' knowledge, declared as data on each backend
+class (``format_layouts``: name -> :class:`~edgeprof.core.llm.FormatInfo`, whose ``layout``
+gives every tensor's stored bytes and type; :class:`~edgeprof.core.llm.DeclaresFormats`)
+and read here through the plugin registry (:func:`formats_for`, :func:`backend_formats`).
+Nothing here knows a runtime:
 
-* **llama.cpp** (``q2_k q4_0 q4_k_m q5_k_m q6_k q8_0 f16 f32 bf16``): the tensor type of
-  every tensor is chosen as llama.cpp's quantizer chooses it (``llama_tensor_get_type`` in
-  ``src/llama-quant.cpp`` of the llama.cpp vendored by llama-cpp-python 0.3.36): the output
-  tensor (and a tied token embedding) in Q6_K, or Q8_0 when its rows don't divide into 256;
-  Q4_K_M/Q5_K_M put half of ``attn_v``/``ffn_down`` (``use_more_bits``) in Q6_K; Q2_K puts
-  ``attn_v`` in Q4_K (GQA >= 4) or Q3_K, ``ffn_down``/``attn_output`` in Q3_K; a row that
-  doesn't divide into the type's block falls back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
-  Q2_K/Q3_K -> Q4_0, then F16); 1-D tensors and norms stay F32. Block sizes are ggml's
-  (``ggml-common.h``: Q4_0 18 B/32, Q8_0 34/32, Q2_K 84/256, Q3_K 110/256, Q4_K 144/256,
-  Q5_K 176/256, Q6_K 210/256, Q5_0 22/32, Q5_1 24/32). :func:`weight_bytes` is the tensor
-  data; :func:`gguf_file_bytes` adds the GGUF header, the tensor table, 32-byte alignment and
-  an allowance for the vocabulary metadata (:data:`GGUF_VOCAB_BYTES_PER_TOKEN`, approximate:
-  a real tokenizer's strings and merges vary).
-* **ONNX Runtime GenAI** (``int4 int8 fp32``): its model builder (onnxruntime-genai 0.18,
-  ``models/builders/base.py``): every MatMul becomes ``MatMulNBits`` with block size 32,
-  symmetric (no zero points), scales in the I/O dtype (fp32 on CPU, fp16 on CUDA), K padded
-  to whole blocks; the embedding stays a float Gather in the I/O dtype, except int4 with
-  tied embeddings, where the embedding reads the LM head's int4 blocks (GatherBlockQuantized;
-  counted once); norms and biases in the I/O dtype.
-* **OpenVINO GenAI** (``int4 int8 fp16``): NNCF weight compression as optimum-intel applies it
-  by default: int4 asymmetric, group size 128 (u4 weights, an f16 scale and a u4 zero point
-  per group), with the embedding and the last MatMul (LM head) in the backup precision
-  INT8_ASYM (per output channel: u8 weights, f16 scale, u8 zero point), as are MatMuls whose
-  input size does not divide into 128; ``int8`` is INT8_ASYM per channel everywhere.
-* **float** (``fp32 bf16 fp16``): every parameter in that dtype; a tied embedding once.
+* llama.cpp (``q2_k q4_0 q4_k_m q5_k_m q6_k q8_0 f16 f32``): its quantizer's per-tensor type
+  choice, ggml's block sizes and the GGUF file size (``file_bytes``), in
+  :mod:`edgeprof.backends.llama_cpp_formats`;
+* ONNX Runtime GenAI (``int4 int8 fp32``): its model builder's MatMulNBits layout, in
+  :mod:`edgeprof.backends.onnxruntime_genai`;
+* OpenVINO GenAI (``int4 int8 fp16``): NNCF's INT4_SYM groups with INT8_ASYM embedding and
+  LM head, in :mod:`edgeprof.backends.openvino_genai`;
+* float (``fp32 bf16 fp16``; transformers): every parameter in that dtype, a tied embedding
+  once (:mod:`edgeprof.backends.llm_layout`).
+
+A format named without a backend (``backend=None``), or for a backend that declares no
+layouts (a plugin's), gets the generic table (:func:`generic_formats`): the float formats as
+such, then each format name as the first registered backend that declares it lays it out.
 
 The KV cache holds, per token and layer, K and V for the KV heads (``2 x kv_heads x
 head_dim`` values); a sliding-window layer holds at most its window.
@@ -49,13 +41,14 @@ Figures carry provenance ``analytic``; roofline times (peak figures, uncalibrate
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from edgeprof.core.errors import UnknownNameError, UserError
-from edgeprof.core.llm import LLMModel, LLMSpec
+from edgeprof.backends.llm_layout import GENERIC_FORMATS, TensorInfo, tensors
+from edgeprof.core.errors import EdgeprofError, UnknownNameError, UserError
+from edgeprof.core.llm import FormatInfo, LLMModel, LLMSpec
 
 #: prompt tokens llama.cpp evaluates per micro-batch (n_ubatch default): weights are read
 #: once per micro-batch during prefill
@@ -65,23 +58,7 @@ UBATCH = 512
 RUNTIME_BASE_BYTES = 256 * 1024 ** 2
 #: share of a target's RAM left to the operating system and other processes
 OS_RESERVE_FRACTION = 0.10
-#: GGUF vocabulary metadata per token (string + length, token type, score); approximate
-GGUF_VOCAB_BYTES_PER_TOKEN = 24
-#: other GGUF metadata (general.*, the architecture's hyper-parameters); approximate
-GGUF_BASE_METADATA_BYTES = 4096
-GGUF_ALIGNMENT = 32
 
-# ------------------------------------------------------------------------ ggml types
-#: ggml type -> (elements per block, bytes per block) (ggml-common.h static_asserts)
-GGML_TYPE_SIZES: dict[str, tuple[int, int]] = {
-    "F32": (1, 4), "F16": (1, 2), "BF16": (1, 2),
-    "Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34),
-    "Q2_K": (256, 84), "Q3_K": (256, 110), "Q4_K": (256, 144), "Q5_K": (256, 176),
-    "Q6_K": (256, 210),
-}
-#: tensor_type_fallback: a row that doesn't divide into the block -> this type (then F16)
-_GGML_FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1",
-                  "Q6_K": "Q8_0"}
 #: KV cache dtype -> bytes per value (llama.cpp's quantized caches at their block rate)
 KV_DTYPE_BYTES: dict[str, Fraction] = {
     "f32": Fraction(4), "fp32": Fraction(4), "f16": Fraction(2), "fp16": Fraction(2),
@@ -90,331 +67,139 @@ KV_DTYPE_BYTES: dict[str, Fraction] = {
 }
 
 
-@dataclass(frozen=True)
-class FormatInfo:
-    """A weight format: how each tensor is stored and what it computes in."""
+# ------------------------------------------------------------------------ formats
+def _registry(registry: Any = None) -> Any:
+    """The plugin registry (the built-ins alone when the user's plugins file is broken:
+    their formats are still known)."""
+    if registry is not None:
+        return registry
+    from edgeprof.core.plugins import get_registry
 
-    name: str
-    family: str  # llama_cpp | genai | float
-    bits: float  # nominal bits per weight of the format's main type
-    kv_dtype: str  # the runtime's default KV cache dtype
-    compute: str  # compute precision whose peak bounds prefill (fp32 when the target lacks it)
-    description: str
-    ftype: int | None = None  # llama.cpp's llama_ftype
-    ggml_type: str | None = None  # llama.cpp's default tensor type for the ftype
-    weight_bits: int | None = None  # group-wise: 4 | 8
-    group_size: int | None = None  # group-wise: 0 = one group per output channel
-    symmetric: bool = True
-    backend: str | None = None  # the runtime whose layout this is (None: generic)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    try:
+        return get_registry()
+    except EdgeprofError:
+        return _builtin_registry()
 
 
-def _ll(name, ftype, ggml_type, bits, desc):
-    return FormatInfo(name=name, family="llama_cpp", bits=bits, kv_dtype="f16",
-                      compute="fp16" if ggml_type in ("F16", "BF16") else
-                      "fp32" if ggml_type == "F32" else "int8",
-                      description=desc, ftype=ftype, ggml_type=ggml_type, backend="llama_cpp")
+@lru_cache(maxsize=1)
+def _builtin_registry() -> Any:
+    from edgeprof.core.plugins import PluginManager
+
+    return PluginManager(use_env=False, entry_points=False).build_registry()
 
 
-#: every format by name (``int4``/``int8`` here are ONNX Runtime GenAI's; OpenVINO GenAI's
-#: differ: see :func:`formats_for`)
-FORMATS: dict[str, FormatInfo] = {f.name: f for f in (
-    _ll("q2_k", 10, "Q2_K", 2.625, "llama.cpp Q2_K mix (attn_v Q3_K/Q4_K, ffn_down and "
-        "attn_output Q3_K, output Q6_K)"),
-    _ll("q4_0", 2, "Q4_0", 4.5, "llama.cpp Q4_0 (output Q6_K)"),
-    _ll("q4_k_m", 15, "Q4_K", 4.5, "llama.cpp Q4_K_M mix (half of attn_v and ffn_down Q6_K, "
-        "output Q6_K)"),
-    _ll("q5_k_m", 17, "Q5_K", 5.5, "llama.cpp Q5_K_M mix (half of attn_v and ffn_down Q6_K, "
-        "output Q6_K)"),
-    _ll("q6_k", 18, "Q6_K", 6.5625, "llama.cpp Q6_K"),
-    _ll("q8_0", 7, "Q8_0", 8.5, "llama.cpp Q8_0"),
-    _ll("f16", 1, "F16", 16, "llama.cpp F16 (1-D tensors F32)"),
-    _ll("f32", 0, "F32", 32, "llama.cpp F32"),
-    FormatInfo("int4", "genai", 5.0, "fp32", "int8",
-               "ONNX Runtime GenAI builder int4: MatMulNBits block 32 symmetric, fp32 scales on "
-               "CPU; embedding float unless tied", weight_bits=4, group_size=32,
-               backend="onnxruntime_genai"),
-    FormatInfo("int8", "genai", 9.0, "fp32", "int8",
-               "ONNX Runtime GenAI builder int8: MatMulNBits block 32 symmetric, fp32 scales on "
-               "CPU; embedding float", weight_bits=8, group_size=32,
-               backend="onnxruntime_genai"),
-    FormatInfo("fp32", "float", 32, "fp32", "fp32", "every weight fp32"),
-    FormatInfo("bf16", "float", 16, "bf16", "bf16", "every weight bf16"),
-    FormatInfo("fp16", "float", 16, "fp16", "fp16", "every weight fp16"),
-)}
-#: llama.cpp's bf16 file type (not a default format of the llama_cpp backend)
-FORMATS["bf16_gguf"] = _ll("bf16_gguf", 32, "BF16", 16, "llama.cpp BF16")
-
-_OPENVINO = {f.name: f for f in (
-    FormatInfo("int4", "genai", 4.125, "f16", "int8",
-               "OpenVINO GenAI / NNCF INT4_SYM, group 128 halved until it divides every "
-               "matrix's input width (f16 scale per group, no zero point), as the "
-               "openvino_genai backend builds it; embedding and LM head INT8_ASYM per channel "
-               "(NNCF's default)", weight_bits=4, group_size=128, symmetric=True,
-               backend="openvino_genai"),
-    FormatInfo("int8", "genai", 8.0, "f16", "int8",
-               "OpenVINO GenAI / NNCF INT8_ASYM per output channel (f16 scale + u8 zero point)",
-               weight_bits=8, group_size=0, symmetric=False, backend="openvino_genai"),
-    FormatInfo("fp16", "float", 16, "f16", "fp16", "OpenVINO IR with fp16 weights",
-               backend="openvino_genai"),
-)}
-#: the formats each generative backend makes
-BACKEND_FORMATS: dict[str, tuple[str, ...]] = {
-    "llama_cpp": ("q2_k", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q8_0", "f16", "f32"),
-    "onnxruntime_genai": ("int4", "int8", "fp32"),
-    "openvino_genai": ("int4", "int8", "fp16"),
-    "transformers": ("fp32", "bf16"),
-}
+def _layouts(backend: Any) -> dict[str, FormatInfo]:
+    """What a backend class (or instance) declares: ``format_layouts`` (empty if none)."""
+    return dict(getattr(backend, "format_layouts", None) or {})
 
 
-def formats_for(backend: str | None) -> dict[str, FormatInfo]:
-    """The formats ``backend`` makes, by name (every format for ``None``)."""
-    if backend is None:
-        return dict(FORMATS)
-    if backend not in BACKEND_FORMATS:
-        raise UnknownNameError("generative backend", backend, BACKEND_FORMATS)
-    table = {**FORMATS, **_OPENVINO} if backend == "openvino_genai" else FORMATS
-    out = {}
-    for n in BACKEND_FORMATS[backend]:
-        f = table[n]
-        out[n] = f if f.backend == backend else FormatInfo(**{**f.to_dict(), "backend": backend})
+def _declaring(registry: Any = None) -> dict[str, type]:
+    """Name -> class of the registered generative backends that declare their layouts."""
+    return {n: e.cls for n, e in _registry(registry).backends_for("generate").items()
+            if _layouts(e.cls)}
+
+
+def declares_formats(backend: Any, registry: Any = None) -> bool:
+    """Whether ``backend`` (a name, a class or an instance) declares its formats' layouts."""
+    if isinstance(backend, str):
+        return backend in _declaring(registry)
+    return bool(_layouts(backend))
+
+
+def _made(cls: Any) -> dict[str, FormatInfo]:
+    """The declared formats ``cls`` makes, in the order of its ``formats``."""
+    table = _layouts(cls)
+    made = tuple(getattr(cls, "formats", None) or table)
+    return {n: table[n] for n in made if n in table}
+
+
+def backend_formats(registry: Any = None) -> dict[str, dict[str, FormatInfo]]:
+    """Backend name -> {format name: FormatInfo} of every registered generative backend that
+    declares its layouts (registry order)."""
+    return {n: _made(cls) for n, cls in _declaring(registry).items()}
+
+
+def generic_formats(registry: Any = None) -> dict[str, FormatInfo]:
+    """Every format by name: the float formats as such, then each name as the first
+    registered backend that declares it lays it out (what a format is estimated as without
+    a backend, or for a backend that declares no layouts)."""
+    out = dict(GENERIC_FORMATS)
+    for cls in _declaring(registry).values():
+        for n, f in _layouts(cls).items():
+            out.setdefault(n, f)
     return out
 
 
-def resolve_format(fmt: str | FormatInfo, backend: str | None = None) -> FormatInfo:
-    """A format name (for ``backend`` when given) -> :class:`FormatInfo`."""
+def formats_for(backend: Any, registry: Any = None) -> dict[str, FormatInfo]:
+    """The formats ``backend`` (a name, a class or an instance) makes, by name, as it declares
+    them (every format for ``None``: :func:`generic_formats`)."""
+    if backend is None:
+        return generic_formats(registry)
+    if not isinstance(backend, str) and _layouts(backend):
+        return _made(backend)
+    declaring = _declaring(registry)
+    name = _backend_name(backend)
+    if not isinstance(backend, str) or name not in declaring:
+        raise UnknownNameError("generative backend", name, declaring,
+                               hint="only backends that declare their formats' byte layouts "
+                                    "(format_layouts) have them")
+    return _made(declaring[name])
+
+
+def _layout_backend(backend: Any) -> Any:
+    """``backend`` when it names one whose layouts count (a class that declares none: None)."""
+    if backend is None or isinstance(backend, str) or _layouts(backend):
+        return backend
+    return None
+
+
+def _backend_name(backend: Any) -> str | None:
+    if backend is None or isinstance(backend, str):
+        return backend
+    return str(getattr(backend, "name", backend))
+
+
+def resolve_format(fmt: str | FormatInfo, backend: Any = None,
+                   registry: Any = None) -> FormatInfo:
+    """A format name (as ``backend`` lays it out when given) -> :class:`FormatInfo`."""
     if isinstance(fmt, FormatInfo):
         return fmt
-    table = formats_for(backend) if backend else FORMATS
+    backend = _layout_backend(backend)
+    table = formats_for(backend, registry)
     if fmt not in table:
-        what = f"format for backend '{backend}'" if backend else "weight format"
+        what = (f"format for backend '{_backend_name(backend)}'" if backend is not None
+                else "weight format")
         raise UnknownNameError(what, str(fmt), table)
     return table[fmt]
 
 
+def __getattr__(name: str) -> Any:
+    # read from the registry when asked: FORMATS (every format, the generic table) and
+    # BACKEND_FORMATS (backend -> the names of the formats it makes), kept for old callers
+    if name == "FORMATS":
+        return generic_formats()
+    if name == "BACKEND_FORMATS":
+        return {n: tuple(t) for n, t in backend_formats().items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 # ------------------------------------------------------------------------ tensors
-@dataclass(frozen=True)
-class TensorInfo:
-    """One tensor under llama.cpp's name; ``ne`` in ggml order (input size first)."""
-
-    name: str
-    kind: str  # embedding | attention | mlp | norm | lm_head
-    layer: int | None
-    ne: tuple[int, ...]
-    category: str  # llama.cpp's tensor category (token_embd, output, attn_v, ffn_down ...)
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.ne)
-
-    @property
-    def is_matrix(self) -> bool:
-        return len(self.ne) >= 2
-
-
-@lru_cache(maxsize=256)
-def tensors(spec: LLMSpec) -> tuple[TensorInfo, ...]:
-    """Every stored tensor of ``spec`` in llama.cpp's names and order (by layer, then name);
-    a tied LM head is not a tensor of its own."""
-    h, hd = spec.hidden_size, spec.head_dim
-    q_out, kv_out = spec.num_heads * hd, spec.num_kv_heads * hd
-    ff = spec.intermediate_size
-    gemma_post = spec.family in ("gemma2", "gemma3_text")
-    out = [TensorInfo("token_embd.weight", "embedding", None, (h, spec.vocab_size),
-                      "token_embd"),
-           TensorInfo("output_norm.weight", "norm", None, (h,), "other")]
-    if not spec.tie_word_embeddings:
-        out.append(TensorInfo("output.weight", "lm_head", None, (h, spec.vocab_size), "output"))
-    for i in range(spec.num_layers):
-        b = f"blk.{i}."
-        layer = [TensorInfo(b + "attn_norm.weight", "norm", i, (h,), "other"),
-                 TensorInfo(b + "attn_output.weight", "attention", i, (q_out, h),
-                            "attn_output"),
-                 TensorInfo(b + "ffn_norm.weight", "norm", i, (h,), "other"),
-                 TensorInfo(b + "ffn_down.weight", "mlp", i, (ff, h), "ffn_down")]
-        if spec.fused_qkv:
-            layer.append(TensorInfo(b + "attn_qkv.weight", "attention", i,
-                                    (h, q_out + 2 * kv_out), "attn_qkv"))
-            if spec.qkv_bias:
-                layer.append(TensorInfo(b + "attn_qkv.bias", "attention", i,
-                                        (q_out + 2 * kv_out,), "other"))
-        else:
-            for n, o in (("q", q_out), ("k", kv_out), ("v", kv_out)):
-                layer.append(TensorInfo(f"{b}attn_{n}.weight", "attention", i, (h, o),
-                                        f"attn_{n}"))
-                if spec.qkv_bias:
-                    layer.append(TensorInfo(f"{b}attn_{n}.bias", "attention", i, (o,), "other"))
-        if spec.fused_gate_up:
-            layer.append(TensorInfo(b + "ffn_up.weight", "mlp", i, (h, 2 * ff), "ffn_up"))
-        else:
-            layer += [TensorInfo(b + "ffn_gate.weight", "mlp", i, (h, ff), "ffn_gate"),
-                      TensorInfo(b + "ffn_up.weight", "mlp", i, (h, ff), "ffn_up")]
-        if gemma_post:
-            layer += [TensorInfo(b + "post_attention_norm.weight", "norm", i, (h,), "other"),
-                      TensorInfo(b + "post_ffw_norm.weight", "norm", i, (h,), "other")]
-        if spec.family == "gemma3_text":
-            layer += [TensorInfo(b + "attn_q_norm.weight", "norm", i, (hd,), "other"),
-                      TensorInfo(b + "attn_k_norm.weight", "norm", i, (hd,), "other")]
-        out += sorted(layer, key=lambda t: t.name)
-    return tuple(out)
-
-
 def parameter_count(spec: LLMSpec) -> int:
     """Every parameter, a tied embedding once (the published convention)."""
     return sum(t.numel for t in tensors(_spec(spec)))
 
 
-# ------------------------------------------------------------------------ llama.cpp types
-def _use_more_bits(i: int, n: int) -> bool:
-    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
-
-
-def _ggml_fallback(t: str, ncols: int) -> str:
-    blck = GGML_TYPE_SIZES[t][0]
-    if ncols % blck == 0:
-        return t
-    r = _GGML_FALLBACK.get(t, t)
-    if ncols % GGML_TYPE_SIZES[r][0]:
-        r = "F16"
-    return r
-
-
-def _llama_cpp_type(spec: LLMSpec, f: FormatInfo, t: TensorInfo) -> str:
-    if not t.is_matrix or not t.name.endswith("weight") or "_norm.weight" in t.name:
-        return "F32"  # not quantized: kept as converted (1-D tensors are F32)
-    default = f.ggml_type or "F32"
-    if default in ("F32", "F16", "BF16"):
-        return default
-    new, cat, nx, n = default, t.category, t.ne[0], spec.num_layers
-    name = f.name
-    if cat == "output" or (spec.tie_word_embeddings and cat == "token_embd"):
-        if nx % GGML_TYPE_SIZES[new][0]:
-            new = "Q8_0"
-        elif new != "Q8_0":
-            new = "Q6_K"
-    elif cat == "token_embd":
-        pass
-    elif cat in ("attn_v", "attn_qkv"):
-        if name == "q2_k":
-            new = "Q4_K" if spec.num_heads // spec.num_kv_heads >= 4 else "Q3_K"
-        elif name in ("q4_k_m", "q5_k_m") and _use_more_bits(t.layer, n):
-            new = "Q6_K"
-    elif cat == "ffn_down":
-        if name == "q2_k":
-            new = "Q3_K"
-        elif name in ("q4_k_m", "q5_k_m") and _use_more_bits(t.layer, n):
-            new = "Q6_K"
-    elif cat == "attn_output" and name == "q2_k":
-        new = "Q3_K"
-    return _ggml_fallback(new, nx)
-
-
-def gguf_tensor_types(spec: LLMSpec, fmt: str | FormatInfo) -> dict[str, str]:
-    """llama.cpp tensor name -> ggml type name (``Q4_K``, ``F32`` ...) in the file llama.cpp's
-    quantizer writes for ``fmt`` (from an F32/F16 GGUF with 1-D tensors in F32)."""
-    spec, f = _spec(spec), resolve_format(fmt)
-    if f.family != "llama_cpp":
-        raise UserError(f"format '{f.name}' is not a llama.cpp format; llama.cpp formats: "
-                        f"{', '.join(BACKEND_FORMATS['llama_cpp'])}")
-    return {t.name: _llama_cpp_type(spec, f, t) for t in tensors(spec)}
-
-
-def ggml_tensor_bytes(t: TensorInfo, ggml_type: str) -> int:
-    blck, size = GGML_TYPE_SIZES[ggml_type]
-    rows = t.numel // t.ne[0]
-    return rows * (t.ne[0] // blck) * size
-
-
-def gguf_tensor_bytes(spec: LLMSpec, fmt: str | FormatInfo) -> dict[str, int]:
-    """llama.cpp tensor name -> bytes of its data in the GGUF (no alignment padding)."""
-    spec = _spec(spec)
-    types = gguf_tensor_types(spec, fmt)
-    return {t.name: ggml_tensor_bytes(t, types[t.name]) for t in tensors(spec)}
-
-
-def gguf_metadata_bytes(spec: LLMSpec) -> int:
-    """An allowance for a GGUF's key/value metadata: the vocabulary at
-    :data:`GGUF_VOCAB_BYTES_PER_TOKEN` plus :data:`GGUF_BASE_METADATA_BYTES` (approximate)."""
-    return GGUF_BASE_METADATA_BYTES + GGUF_VOCAB_BYTES_PER_TOKEN * _spec(spec).vocab_size
-
-
-def gguf_file_bytes(spec: LLMSpec, fmt: str | FormatInfo, *,
-                    metadata_bytes: int | None = None) -> int:
-    """The GGUF file's size: header, metadata (``metadata_bytes``, else the allowance of
-    :func:`gguf_metadata_bytes`), tensor table, and every tensor's data padded to 32 bytes."""
-    spec = _spec(spec)
-    sizes = gguf_tensor_bytes(spec, fmt)
-    meta = gguf_metadata_bytes(spec) if metadata_bytes is None else metadata_bytes
-    table = sum(8 + len(t.name) + 4 + 8 * len(t.ne) + 4 + 8 for t in tensors(spec))
-    head = 4 + 4 + 8 + 8 + meta + table
-    pad = lambda n: -(-n // GGUF_ALIGNMENT) * GGUF_ALIGNMENT  # noqa: E731
-    return pad(head) + sum(pad(n) for n in sizes.values())
-
-
 # ------------------------------------------------------------------------ weight bytes
-_FLOAT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-
-
-def _groupwise_bytes(t: TensorInfo, bits: int, group: int, scale_bytes: int,
-                     zp_bits: int) -> int:
-    """``rows x ceil(K / group)`` groups of ``group`` values at ``bits`` plus a scale (and a
-    zero point of ``zp_bits``) per group; ``group`` 0 = one group per row."""
-    k = t.ne[0]
-    rows = t.numel // k
-    g = group or k
-    blocks = -(-k // g)
-    per_row = blocks * (g * bits // 8 + scale_bytes) + -(-blocks * zp_bits // 8)
-    return rows * per_row
-
-
 def _storage(spec: LLMSpec, f: FormatInfo, device: str) -> dict[str, tuple[int, str]]:
-    """tensor name (plus ``output.weight`` for a tied head stored apart) -> (bytes, type)."""
-    ts = tensors(spec)
-    if f.family == "llama_cpp":
-        types = gguf_tensor_types(spec, f)
-        return {t.name: (ggml_tensor_bytes(t, types[t.name]), types[t.name]) for t in ts}
-    if f.family == "float":
-        b = _FLOAT_BYTES[f.name]
-        return {t.name: (t.numel * b, f.name) for t in ts}
-    out: dict[str, tuple[int, str]] = {}
-    head = TensorInfo("output.weight", "lm_head", None, (spec.hidden_size, spec.vocab_size),
-                      "output")
-    if f.backend == "openvino_genai":
-        # the group the backend asks NNCF for (one definition: the backend's)
-        from edgeprof.backends.openvino_genai import int4_group_size
-
-        g = int4_group_size(spec)
-        i8 = lambda t: (_groupwise_bytes(t, 8, 0, 2, 8), "int8_asym")  # noqa: E731
-        for t in ts:
-            if not t.is_matrix:
-                out[t.name] = (t.numel * 4, "f32")
-            elif f.weight_bits == 8 or t.kind in ("embedding", "lm_head") or t.ne[0] % g:
-                out[t.name] = i8(t)
-            else:
-                out[t.name] = (_groupwise_bytes(t, 4, g, 2, 0), f"int4_sym_g{g}")
-        return out
-    # ONNX Runtime GenAI builder: io dtype fp32 on CPU, fp16 on CUDA
-    io = 2 if device == "cuda" else 4
-    bits = f.weight_bits or 4
-    zp = 0 if f.symmetric else (4 if bits == 4 else 8)
-    q = lambda t: (_groupwise_bytes(t, bits, f.group_size or 32, io, zp),  # noqa: E731
-                   f"int{bits}_b{f.group_size}")
-    tied_int4 = spec.tie_word_embeddings and bits == 4
-    for t in ts:
-        if t.kind == "embedding":
-            out[t.name] = q(head) if tied_int4 else (t.numel * io, "fp32" if io == 4 else "fp16")
-        elif t.is_matrix:
-            out[t.name] = q(t)
-        else:
-            out[t.name] = (t.numel * io, "fp32" if io == 4 else "fp16")
-    if spec.tie_word_embeddings and not tied_int4:
-        out["output.weight"] = q(head)  # int8: a quantized head beside the float embedding
-    return out
+    """tensor name (plus ``output.weight`` for a tied head stored apart) -> (bytes, type),
+    as the format's layout stores it."""
+    if f.layout is None:
+        raise UserError(f"format '{f.name}' ({f.backend or 'generic'}) has no byte layout; "
+                        "a backend declares one per format in its format_layouts")
+    return f.layout.storage(spec, tensors(spec), f, device)
 
 
-def weight_bytes(spec: LLMSpec, fmt: str | FormatInfo, *, backend: str | None = None,
+def weight_bytes(spec: LLMSpec, fmt: str | FormatInfo, *, backend: Any = None,
                  device: str = "cpu") -> int:
     """Bytes of every stored weight of ``spec`` in ``fmt`` (llama.cpp: the GGUF's tensor data;
     GenAI: the initializers; a shared tied embedding once)."""
@@ -494,7 +279,7 @@ def usable_ram_bytes(ram_bytes: float) -> int:
 
 
 def max_context_tokens(spec: LLMSpec, fmt: str | FormatInfo, ram_bytes: float,
-                       kv_dtype: str | None = None, *, backend: str | None = None,
+                       kv_dtype: str | None = None, *, backend: Any = None,
                        device: str = "cpu", prompt_tokens: int = UBATCH) -> int:
     """The longest context (tokens, at most the model's maximum) whose weights + KV cache +
     runtime allowance fit in ``ram_bytes`` after the OS reserve; 0 if the weights don't."""
@@ -592,9 +377,12 @@ def _roofline(macs: float, nbytes: float, peak: float | None, bw: float) -> dict
 def estimate_llm(model: LLMSpec | LLMModel | str, fmt: str | FormatInfo, *,
                  prompt_tokens: int = 512, gen_tokens: int = 128, depth: int = 0,
                  kv_dtype: str | None = None, target: Any = None, device: str = "cpu",
-                 backend: str | None = None) -> LLMEstimate:
+                 backend: Any = None) -> LLMEstimate:
     """Per-layer and per-stage MACs and bytes of llama-bench's ``pp prompt_tokens`` and
     ``tg gen_tokens`` at ``depth``, with the roofline and the fit on ``target`` when given.
+
+    ``fmt`` is laid out as ``backend`` declares it (a registered backend's name, or a
+    backend class or instance; one that declares no layouts, or None: the generic table).
 
     Bad input (no tokens to generate, a context longer than the model's maximum, an unknown
     format or KV dtype) is a one-line :class:`UserError`.
@@ -704,10 +492,9 @@ def estimate_llm(model: LLMSpec | LLMModel | str, fmt: str | FormatInfo, *,
         "kv_cache_bytes": _figure(kv_cache_bytes(spec, context, kv), "B", context=context),
         "decode_bytes_per_token": _figure(round(decode_bytes), "B/token", depth=D),
     }
-    if f.family == "llama_cpp":
-        figures["file_bytes"] = _figure(gguf_file_bytes(spec, f), "B",
-                                        note="GGUF size with an approximate vocabulary "
-                                             "metadata allowance")
+    file_size = f.layout.file_bytes(spec, tensors(spec), f)  # the runtime's file, if modelled
+    if file_size is not None:
+        figures["file_bytes"] = _figure(file_size[0], "B", note=file_size[1])
     notes: list[str] = []
     fit = None
     tid = None
@@ -752,17 +539,17 @@ def estimate_llm(model: LLMSpec | LLMModel | str, fmt: str | FormatInfo, *,
                "provenance": "analytic"}
         figures["max_context_tokens"] = _figure(mct, "tokens",
                                                 capped_by_model=mct == spec.max_position_embeddings)
-    return LLMEstimate(model=spec.name, format=f.name, backend=backend or f.backend,
+    return LLMEstimate(model=spec.name, format=f.name,
+                       backend=_backend_name(_layout_backend(backend)) or f.backend,
                        format_info=f, kv_dtype=kv, prompt_tokens=P, gen_tokens=G, depth=D,
                        context_tokens=context, device=device, figures=figures, layers=rows,
                        stages=stages, kv_curve=kv_cache_curve(spec, kv), fit=fit, target=tid,
                        notes=notes)
 
 
-__all__ = ["BACKEND_FORMATS", "FORMATS", "FormatInfo", "GGML_TYPE_SIZES", "KV_DTYPE_BYTES",
-           "LLMEstimate", "OS_RESERVE_FRACTION", "RUNTIME_BASE_BYTES", "TensorInfo", "UBATCH",
-           "estimate_llm", "formats_for", "gguf_file_bytes", "gguf_metadata_bytes",
-           "gguf_tensor_bytes", "gguf_tensor_types", "kv_cache_bytes",
-           "kv_cache_bytes_per_token", "kv_cache_curve", "max_context_tokens",
-           "parameter_count", "resolve_format", "runtime_overhead_bytes", "tensors",
-           "usable_ram_bytes", "weight_bytes"]
+__all__ = ["FormatInfo", "KV_DTYPE_BYTES", "LLMEstimate", "OS_RESERVE_FRACTION",
+           "RUNTIME_BASE_BYTES", "TensorInfo", "UBATCH", "backend_formats",
+           "declares_formats", "estimate_llm", "formats_for", "generic_formats",
+           "kv_cache_bytes", "kv_cache_bytes_per_token", "kv_cache_curve",
+           "max_context_tokens", "parameter_count", "resolve_format", "runtime_overhead_bytes",
+           "tensors", "usable_ram_bytes", "weight_bytes"]

@@ -1653,7 +1653,7 @@ def host_samples(records: list[Any], spec_for_model: Callable[[str], Any], targe
                  device: str = "cpu") -> list[dict[str, Any]]:
     """Fitting samples from measured GenerationRecords (ok ones only), at the thread count
     and build each ran with."""
-    from edgeprof.profilers.estimate.llm import BACKEND_FORMATS, estimate_llm
+    from edgeprof.profilers.estimate.llm import backend_formats, estimate_llm
 
     out: list[dict[str, Any]] = []
     for i, r in enumerate(records):
@@ -1662,7 +1662,7 @@ def host_samples(records: list[Any], spec_for_model: Callable[[str], Any], targe
         spec = spec_for_model(r.model)
         # the record's own runtime's layout (OpenVINO's int4 is not ONNX Runtime GenAI's)
         layout = {"backend": r.backend} \
-            if r.format in BACKEND_FORMATS.get(r.backend, ()) else {}
+            if r.format in backend_formats().get(r.backend, {}) else {}
         est = estimate_llm(spec, r.format, prompt_tokens=max(1, int(r.n_prompt or 1)),
                            gen_tokens=max(1, int(r.n_gen or 1)), depth=int(r.n_depth or 0),
                            target=target, device=device, **layout)

@@ -14,11 +14,12 @@ import pytest
 
 from edgeprof.core.errors import UserError
 from edgeprof.core.llm import LLMSpec
+from edgeprof.backends.llama_cpp_formats import (
+    GGML_TYPE_SIZES, LLAMA_CPP_FORMATS, gguf_file_bytes, gguf_tensor_types)
 from edgeprof.profilers.estimate.llm import (
-    BACKEND_FORMATS, FORMATS, GGML_TYPE_SIZES, OS_RESERVE_FRACTION, estimate_llm, formats_for,
-    gguf_file_bytes, gguf_tensor_types, kv_cache_bytes, kv_cache_bytes_per_token,
-    max_context_tokens, parameter_count, runtime_overhead_bytes, tensors, usable_ram_bytes,
-    weight_bytes)
+    OS_RESERVE_FRACTION, backend_formats, estimate_llm, formats_for, generic_formats,
+    kv_cache_bytes, kv_cache_bytes_per_token, max_context_tokens, parameter_count,
+    runtime_overhead_bytes, tensors, usable_ram_bytes, weight_bytes)
 from edgeprof.zoo.llm import get_preset, preset_names, resolve_llm
 
 TINY = get_preset("tinyllama-1.1b")
@@ -42,8 +43,8 @@ def test_ggml_block_sizes_are_ggmls():
 def test_llama_cpp_formats_carry_llamas_file_types():
     from gguf import LlamaFileType
 
-    for name in BACKEND_FORMATS["llama_cpp"]:
-        ft = LlamaFileType(FORMATS[name].ftype).name
+    for name in formats_for("llama_cpp"):
+        ft = LlamaFileType(LLAMA_CPP_FORMATS[name].ftype).name
         assert ft.endswith(name.upper()) or ft == "ALL_F32" and name == "f32"
 
 
@@ -105,12 +106,12 @@ def test_types_and_bytes_match_llama_cpps_quantizer(case, tmp_path):
     spec = QUANT_CASES[case]
     src = tmp_path / "source-f16.gguf"
     _write_f16_gguf(spec, src)
-    for fmt in BACKEND_FORMATS["llama_cpp"]:
+    for fmt, info in formats_for("llama_cpp").items():
         if fmt == "f32":
             continue
         dst = tmp_path / f"{fmt}.gguf"
         params = llama_cpp.llama_model_quantize_default_params()
-        params.ftype = FORMATS[fmt].ftype
+        params.ftype = info.ftype
         params.nthread = 2
         assert llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(),
                                               ctypes.byref(params)) == 0
@@ -314,7 +315,7 @@ def test_decode_is_memory_bound_on_every_board(board):
 
     t = get_target(board)
     for device in t.devices:
-        for backend, fmts in BACKEND_FORMATS.items():
+        for backend, fmts in backend_formats().items():
             if (board, device) == _NANO_CPU_GAP and backend in ("llama_cpp", "onnxruntime_genai",
                                                                 "openvino_genai"):
                 continue  # see test_nano_cpu_quantized_decode_gap
@@ -393,8 +394,8 @@ def test_bad_input_is_a_one_line_user_error(kw, words):
 
 
 def test_fraction_free_results_are_integers():
-    for fmt in FORMATS:
-        if FORMATS[fmt].family == "llama_cpp":
+    for fmt, info in generic_formats().items():
+        if info.family == "llama_cpp":
             assert isinstance(weight_bytes(TINY, fmt), int)
     assert isinstance(kv_cache_bytes(TINY, 7, "q4_0"), int)
     assert kv_cache_bytes(TINY, 7, "q4_0") == math.ceil(7 * 22 * 2 * 256 * Fraction(18, 32))
