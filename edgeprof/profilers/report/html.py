@@ -4,7 +4,9 @@
 optimize.json's, ``render_compare_html(a, b)`` two profile.json dicts and
 ``render_sweep_html(frame)`` a sweep's DataFrame (columns :data:`SWEEP_COLUMNS`). Each returns
 one HTML document with its scripts and styles inline: plotly.js is embedded once per page
-(no CDN, nothing is fetched when the page is viewed), the charts are Plotly figures built
+(no CDN, nothing is fetched when the page is viewed), the smallest of plotly.js's own partial
+bundles that draws every trace type on the page (vendored in ``vendor/``, :func:`plotly_bundle`:
+1.2 MB for scatter and bar, against the full 4.8 MB), the charts are Plotly figures built
 here, the page is a Jinja2 template with autoescaping on (a layer named ``<script>`` is
 shown, never run), and the per-layer table is sorted, filtered and paged by a few lines of
 inline JavaScript (:data:`PAGE_ROWS` rows a page, so a 1,000-layer model stays fast).
@@ -146,10 +148,50 @@ def _interval(f: Mapping[str, Any] | None) -> tuple[float | None, float | None]:
 
 
 # ----------------------------------------------------------------------------- charts
-@functools.lru_cache(maxsize=1)
-def _plotly_js() -> str:
-    from plotly.offline import get_plotlyjs
+#: the plotly.js version of the bundles in ``vendor/``: the one the pinned python plotly writes
+#: its figure JSON for (``plotly.offline.get_plotlyjs_version()``; a test checks they agree)
+PLOTLY_JS_VERSION = "4.1.1"
+VENDOR = Path(__file__).parent / "vendor"
+#: plotly.js's partial bundles (npm plotly.js-<name>-dist-min, vendored unmodified, MIT), the
+#: smallest first, with the trace types each registers; "full" is python plotly's own copy
+PLOTLY_BUNDLES: dict[str, frozenset[str]] = {
+    "basic": frozenset({"bar", "pie", "scatter"}),
+    "cartesian": frozenset({"bar", "box", "contour", "heatmap", "histogram", "histogram2d",
+                            "histogram2dcontour", "image", "pie", "scatter", "scatterternary",
+                            "violin"}),
+}
 
+
+class _Chart(str):
+    """A chart's HTML, remembering the trace types it draws (to pick the page's bundle)."""
+
+    trace_types: frozenset[str] = frozenset()
+
+
+def plotly_bundle(trace_types: Iterable[str] | None) -> str:
+    """The smallest plotly.js bundle that draws every trace type in ``trace_types``:
+    "basic", "cartesian", or "full" (a type neither partial bundle has, or ``None``: not
+    known)."""
+    if trace_types is None:
+        return "full"
+    need = set(trace_types)
+    return next((name for name, has in PLOTLY_BUNDLES.items() if need <= has), "full")
+
+
+def plotly_bundle_path(bundle: str) -> Path:
+    return VENDOR / f"plotly-{bundle}-{PLOTLY_JS_VERSION}.min.js"
+
+
+@functools.lru_cache(maxsize=4)
+def _plotly_js(bundle: str = "basic") -> str:
+    """plotly.js to inline: the vendored partial bundle, or python plotly's full copy where
+    the page needs a trace type no partial bundle has, or where python plotly writes figures
+    for another major version of plotly.js than the one vendored."""
+    from plotly.offline import get_plotlyjs, get_plotlyjs_version
+
+    if bundle != "full" and get_plotlyjs_version().split(".")[0] == \
+            PLOTLY_JS_VERSION.split(".")[0]:
+        return plotly_bundle_path(bundle).read_text(encoding="utf-8")
     return get_plotlyjs()
 
 
@@ -161,9 +203,12 @@ def _chart(fig, div_id: str) -> str:
 
     fig.update_layout(template="plotly_white", margin=dict(l=60, r=20, t=50, b=60),
                       font=dict(size=12))
-    return pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=f"chart-{div_id}",
-                       config={"displaylogo": False, "responsive": True},
-                       post_script="window.edgeprofChartDone('{plot_id}');")
+    out = _Chart(pio.to_html(fig, include_plotlyjs=False, full_html=False,
+                             div_id=f"chart-{div_id}",
+                             config={"displaylogo": False, "responsive": True},
+                             post_script="window.edgeprofChartDone('{plot_id}');"))
+    out.trace_types = frozenset(t.type or "scatter" for t in fig.data)
+    return out
 
 
 def _roofline_chart(doc: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
@@ -335,7 +380,13 @@ def _render(template: str, **context: Any) -> str:
 
     charts = [c for c in context.get("charts", {}).values() if c]
     context["charts"] = {k: Markup(v) if v else None for k, v in context.get("charts", {}).items()}
-    context.setdefault("plotly_js", Markup(_plotly_js()))
+    types: set[str] | None = set()
+    for c in charts:  # a chart not made by _chart: its trace types are not known
+        t = getattr(c, "trace_types", None)
+        types = None if t is None or types is None else types | t
+    context.setdefault("plotly_bundle", plotly_bundle(types) if charts else None)
+    context.setdefault("plotly_js", Markup(_plotly_js(context["plotly_bundle"])
+                                           if charts else ""))  # no chart, no plotly.js
     context["chart_count"] = len(charts)
     context.setdefault("tables", {})
     context.setdefault("page_rows", PAGE_ROWS)
@@ -884,6 +935,7 @@ def write_html(path: str | Path, text: str) -> Path:
                           "writable file path", path=p) from None
 
 
-__all__ = ["LAYER_COLUMNS", "PAGE_ROWS", "PROVENANCES", "SWEEP_COLUMNS", "fmt",
+__all__ = ["LAYER_COLUMNS", "PAGE_ROWS", "PLOTLY_BUNDLES", "PLOTLY_JS_VERSION", "PROVENANCES",
+           "SWEEP_COLUMNS", "fmt", "plotly_bundle", "plotly_bundle_path",
            "optimize_command", "pareto_front", "profile_command", "render_compare_html",
            "render_optimize_html", "render_profile_html", "render_sweep_html", "write_html"]

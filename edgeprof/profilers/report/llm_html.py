@@ -3,8 +3,8 @@
 
 ``render_llm_html(payload)`` returns the page, ``write_llm_html(path, payload)`` writes it
 atomically. It is the profile report's page (:mod:`edgeprof.profilers.report.html`: the same
-layout, Plotly with plotly.js inlined once, Jinja2 autoescaping, the sortable paged table,
-provenance badges) with four parts of its own:
+layout, Plotly with plotly.js inlined once (the vendored basic bundle: scatter and bar),
+Jinja2 autoescaping, the sortable paged table, provenance badges) with four parts of its own:
 
 * **roofline**: each format's prefill and decode stage on the target's roof (analytic points
   at the roof, and where the target is predicted, the predicted rate as achieved MAC/s), and
@@ -309,9 +309,17 @@ def _memory_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]]):
                       annotation_text=f"usable after the OS reserve {fmt(usable, 'B')}",
                       annotation_position="bottom left")
     ctx = (payload.get("recommendation") or {}).get("context_tokens")
-    if _num(ctx):
-        fig.add_vline(x=_num(ctx), line_dash="dot", line_color="gray",
-                      annotation_text=f"context asked: {int(_num(ctx)):,} tokens")
+    if _num(ctx) and _num(ctx) > 0:
+        # the x axis is log: a shape takes its x in data units, an annotation in log10 units
+        # (add_vline's annotation_text would put it at 10^ctx and stretch the axis to it); the
+        # label sits on the side of the line facing the middle of the curves, inside the frame
+        xs = [math.log10(x) for t in fig.data if t.x for x in t.x if _num(x) and x > 0]
+        at = math.log10(_num(ctx))
+        right = bool(xs) and at > (min(xs) + max(xs)) / 2
+        fig.add_vline(x=_num(ctx), line_dash="dot", line_color="gray")
+        fig.add_annotation(x=at, xref="x", y=1, yref="y domain", showarrow=False,
+                           xanchor="right" if right else "left", yanchor="top",
+                           text=f"context asked: {int(_num(ctx)):,} tokens")
     fig.update_layout(title=f"Weights + KV cache + runtime against context, and {tid}'s RAM",
                       xaxis=dict(type="log", title="context (tokens held in the KV cache)"),
                       yaxis=dict(title="memory (GB, analytic)", rangemode="tozero"),

@@ -204,15 +204,74 @@ def test_roofline_png_at_180_dpi(profiled):
 
 # ----------------------------------------------------------------------------- unit: profile
 def test_out_has_the_report_and_it_is_self_contained(profiled):
-    from plotly.offline import get_plotlyjs
-
     doc, out = profiled
     html = (out / "report.html").read_text(encoding="utf-8")
     assert html == H.render_profile_html(json.loads((out / "profile.json").read_text()))
-    assert html.count(get_plotlyjs()) == 1  # plotly.js inlined, once
-    ours = html.replace(get_plotlyjs(), "")  # (its code names URLs it never fetches here)
+    basic = H._plotly_js("basic")
+    assert html.count(basic) == 1  # plotly.js inlined, once: the basic bundle (scatter, bar)
+    ours = html.replace(basic, "")  # (its code names URLs it never fetches here)
     assert not re.search(r"<script[^>]+src=|<link[^>]+href=|@import|<iframe", ours, re.I)
     assert not re.search(r"https?://", ours, re.I)
+    assert len(html.encode()) < 1.5e6  # the light report (issue 20): was 4.9 MB
+
+
+# ----------------------------------------------------------------------------- unit: plotly.js
+def test_vendored_bundles_are_pinned_to_python_plotlys_version_with_their_licence():
+    import hashlib
+
+    from plotly.offline import get_plotlyjs_version
+
+    assert H.PLOTLY_JS_VERSION == get_plotlyjs_version()  # figure JSON and plotly.js agree
+    licence = (H.VENDOR / "LICENSE").read_text(encoding="utf-8")
+    assert licence.startswith("MIT License") and "Plotly" in licence
+    readme = (H.VENDOR / "README.md").read_text(encoding="utf-8")
+    for bundle, types in H.PLOTLY_BUNDLES.items():
+        path = H.plotly_bundle_path(bundle)
+        head = path.read_text(encoding="utf-8")[:200]
+        assert f"plotly.js ({bundle} - minified) v{H.PLOTLY_JS_VERSION}" in head
+        assert "Licensed under the MIT license" in head
+        assert hashlib.sha256(path.read_bytes()).hexdigest() in readme  # unmodified, as listed
+        assert f"plotly.js-{bundle}-dist-min@{H.PLOTLY_JS_VERSION}" in readme
+        assert path.stat().st_size < 1.6e6
+    assert H._plotly_js("basic") == H.plotly_bundle_path("basic").read_text(encoding="utf-8")
+
+
+def test_vendored_bundles_ship_in_the_wheel():
+    """hatchling puts every file under edgeprof/ that git does not ignore into the wheel:
+    the bundles and their licence must be neither ignored nor excluded."""
+    root = Path(H.__file__).resolve().parents[3]
+    files = [H.plotly_bundle_path(b) for b in H.PLOTLY_BUNDLES] + [H.VENDOR / "LICENSE"]
+    if not (root / ".git").exists() or not shutil.which("git"):
+        pytest.skip("not a git checkout")
+    ignored = subprocess.run(["git", "-C", str(root), "check-ignore", *map(str, files)],
+                             capture_output=True, text=True).stdout.split()
+    assert ignored == []
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    wheel = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["hatch"]["build"][
+        "targets"]["wheel"]
+    assert wheel["packages"] == ["edgeprof"] and "exclude" not in wheel
+
+
+@pytest.mark.parametrize("types,bundle", [
+    ({"scatter"}, "basic"), ({"scatter", "bar"}, "basic"), (set(), "basic"),
+    ({"heatmap", "bar"}, "cartesian"), ({"scatter3d"}, "full"), (None, "full")])
+def test_the_smallest_bundle_that_draws_the_page(types, bundle):
+    assert H.plotly_bundle(types) == bundle
+
+
+def test_each_page_inlines_the_bundle_its_charts_need(doc, host_doc):
+    basic, cartesian = H._plotly_js("basic"), H._plotly_js("cartesian")
+    for html in (H.render_profile_html(doc), H.render_compare_html(doc, doc)):
+        assert html.count(basic) == 1 and cartesian not in html
+    sweep = H.render_sweep_html(sweep_frame(doc, host_doc))  # a heatmap: cartesian
+    assert sweep.count(cartesian) == 1 and basic not in sweep
+    bare = H.render_profile_html({"runs": [], "estimate": {"layers": []}, "target": {},
+                                  "model": {}})
+    assert "plotly.js" not in bare and len(bare) < 100_000  # no chart, no plotly.js
 
 
 def test_header_numbers_equal_the_document(doc):
@@ -304,7 +363,7 @@ def test_bad_input_renders_escaped_and_paged(doc):
     failed = re.search(r'data-status="failed"', html)
     assert failed and "worker crashed: &lt;img" in html
     assert key(html, "roofline_latency_ms")["na"]  # a null figure is "—", not 0
-    assert len(html) < 6e6
+    assert len(html.encode()) < 1.7e6  # 1,000 rows of JSON on top of the basic bundle
 
 
 def test_estimate_only_and_empty_documents_render(doc):
@@ -503,6 +562,41 @@ def count(browser, selector: str) -> int:
     return browser.eval(f"document.querySelectorAll({json.dumps(selector)}).length")
 
 
+def axis_frame(browser, chart: str, axis: str = "xaxis") -> dict:
+    """A drawn chart's axis as plotly.js laid it out (``range`` in log10 units on a log axis)
+    and the extent of its traces' data along it (x or y, positive values on a log axis)."""
+    return browser.eval(f"""(() => {{
+        const gd = document.getElementById({json.dumps(chart)});
+        const ax = gd._fullLayout[{json.dumps(axis)}], key = {json.dumps(axis[0])};
+        const vs = gd.data.flatMap(t => t[key] || []).filter(v => typeof v === "number" &&
+                                                                  (ax.type !== "log" || v > 0));
+        return {{type: ax.type, range: ax.range, min: Math.min(...vs), max: Math.max(...vs)}};
+    }})()""")
+
+
+def assert_frames(frame: dict, lo: float | None = None, hi: float | None = None,
+                  slack: float = 0.5) -> None:
+    """The axis shows all of [lo, hi] (the data's extent unless given), and at most ``slack``
+    of the shown span more on each side (log10 units, i.e. decades, on a log axis)."""
+    import math
+
+    lo = frame["min"] if lo is None else lo
+    hi = frame["max"] if hi is None else hi
+    if frame["type"] == "log":
+        lo, hi = math.log10(lo), math.log10(hi)
+    r0, r1 = frame["range"]
+    span = max(hi - lo, 1e-9)
+    eps = 1e-9 * span  # a line drawn to the edge: the range is its end, to rounding
+    assert r0 <= lo + eps and r1 >= hi - eps, (frame, lo, hi)
+    assert lo - r0 <= slack * span + (slack if frame["type"] == "log" else 0), (frame, lo, hi)
+    assert r1 - hi <= slack * span + (slack if frame["type"] == "log" else 0), (frame, lo, hi)
+
+
+def mouse(browser, kind: str, x: float, y: float, buttons: int = 0) -> None:
+    browser.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left" if
+                 kind != "mouseMoved" or buttons else "none", buttons=buttons, clickCount=1)
+
+
 def test_profile_page_in_the_browser(browser, tmp_path, doc):
     show(browser, tmp_path, "profile", H.render_profile_html(doc))
     layers = doc["estimate"]["layers"]
@@ -538,6 +632,41 @@ def test_profile_page_in_the_browser(browser, tmp_path, doc):
                  " i.dispatchEvent(new Event('input')); })()")
     assert count(browser, "#layers tbody tr") == sum("conv" in r["layer"] or "conv" in
                                                      r["op_type"].lower() for r in layers)
+
+
+def test_roofline_is_interactive_with_the_light_bundle(browser, tmp_path, doc):
+    """Hover names a layer with its values, dragging zooms in (the basic bundle keeps plotly's
+    hover and zoom), and the log axes frame the points."""
+    show(browser, tmp_path, "interactive", H.render_profile_html(doc))
+    for axis in ("xaxis", "yaxis"):
+        assert_frames(axis_frame(browser, "chart-roofline", axis))
+    browser.eval("document.getElementById('chart-roofline').scrollIntoView()")
+    x, y = browser.eval("(() => { const r = document.querySelector('#chart-roofline "
+                        "path.point').getBoundingClientRect(); return [r.x + r.width / 2, "
+                        "r.y + r.height / 2]; })()")
+    text = ""
+    for dx in (0, 1, 0):  # plotly.js throttles hover: move, then read the tooltip
+        mouse(browser, "mouseMoved", x + dx, y)
+        time.sleep(0.3)
+        text = browser.eval("[...document.querySelectorAll('#chart-roofline .hoverlayer "
+                            ".hovertext')].map(e => e.textContent).join(' | ')")
+        if text:
+            break
+    assert "MAC/B" in text and "(analytic)" in text
+    assert any(r["layer"] in text for r in doc["estimate"]["layers"])
+    before = browser.eval("document.getElementById('chart-roofline')._fullLayout.xaxis.range")
+    box = browser.eval("(() => { const r = document.querySelector('#chart-roofline "
+                       ".nsewdrag').getBoundingClientRect(); return [r.x, r.y, r.width, "
+                       "r.height]; })()")
+    x0, y0 = box[0] + box[2] * 0.3, box[1] + box[3] * 0.3
+    mouse(browser, "mousePressed", x0, y0, buttons=1)
+    for f in (0.35, 0.45, 0.55, 0.6):
+        mouse(browser, "mouseMoved", box[0] + box[2] * f, box[1] + box[3] * f, buttons=1)
+    mouse(browser, "mouseReleased", box[0] + box[2] * 0.6, box[1] + box[3] * 0.6)
+    time.sleep(0.3)
+    after = browser.eval("document.getElementById('chart-roofline')._fullLayout.xaxis.range")
+    assert before[0] < after[0] < after[1] < before[1]  # zoomed in on the dragged box
+    assert browser.errors() == []
 
 
 def test_bad_input_page_in_the_browser(browser, tmp_path, doc):

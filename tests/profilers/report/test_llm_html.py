@@ -19,8 +19,9 @@ import pytest
 from edgeprof.core.llm import RANDOM_WEIGHTS_NOTE, GenerationRecord
 from edgeprof.profilers.report import llm_html as L
 from edgeprof.profilers.report.html import PAGE_ROWS
-from tests.profilers.report.test_html import (PAYLOAD, browser, count, esc,  # noqa: F401
-                                              fig_spans, show, table_spec)
+from tests.profilers.report.test_html import (PAYLOAD, assert_frames, axis_frame,  # noqa: F401
+                                              browser, count, esc, fig_spans, show,
+                                              table_spec)
 
 MODEL = "llm:tinyllama-1.1b"
 FORMATS = "q4_k_m,q8_0,int4"
@@ -144,12 +145,35 @@ def test_runs_with_status_and_reason(html):
 
 
 def test_page_is_small_and_self_contained(html):
-    from plotly.offline import get_plotlyjs
+    from edgeprof.profilers.report.html import _plotly_js
 
-    assert html.count(get_plotlyjs()) == 1
-    ours = html.replace(get_plotlyjs(), "")
+    basic = _plotly_js("basic")  # scatter and bar: the light bundle (issue 20)
+    assert html.count(basic) == 1
+    ours = html.replace(basic, "")
     assert not re.search(r"<script[^>]+src=|<link[^>]+href=|https?://", ours, re.I)
     assert len(ours) < 400_000  # no per-token dumps: the page is plotly.js plus ~100 kB
+    assert len(html.encode()) < 1.5e6
+
+
+@pytest.mark.parametrize("context", [None, 180, 2048, 100_000])
+def test_memory_chart_places_the_asked_context_on_the_log_axis(payload, context):
+    """The context asked is a line at that many tokens and its label at log10 of it (plotly
+    reads an annotation's x in log10 units on a log axis: 180 tokens, placed as 180, stretched
+    the axis to 10^180)."""
+    import math
+
+    p = copy.deepcopy(payload)
+    p["recommendation"]["context_tokens"] = context
+    chart, _ = L._memory_chart(p, p["estimates"])
+    fig = json.loads(re.search(r"Plotly\.newPlot\(\s*\"chart-memory\",\s*(\[.*?\]),\s*(\{.*?\}),"
+                               r"\s*\{\"displaylogo\"", chart, re.S).group(2))
+    asked = [a for a in fig.get("annotations", []) if "context asked" in a["text"]]
+    lines = [s for s in fig.get("shapes", []) if s.get("xref") == "x"]
+    if context is None:
+        assert asked == [] and lines == []
+        return
+    assert [a["x"] for a in asked] == [pytest.approx(math.log10(context))]
+    assert [(s["x0"], s["x1"]) for s in lines] == [(context, context)]
 
 
 def test_command_reproduces_the_payload(payload, html):
@@ -209,6 +233,33 @@ def test_llm_page_in_the_browser(browser, tmp_path, payload, html):  # noqa: F81
     assert count(browser, "#candidates tbody tr") == len(payload["recommendation"]["candidates"])
     assert count(browser, "#layers tbody tr") == min(PAGE_ROWS,
                                                      sum(len(e["layers"]) for e in ests))
+
+
+@pytest.mark.parametrize("context", [180, 2048])
+def test_memory_chart_axes_frame_the_data(browser, tmp_path, payload, context):  # noqa: F811
+    """Read back from the drawn page: the memory chart's log x axis spans the curves and the
+    context asked, not 10^180; the y axis from 0 to a bit above the curves and the RAM line;
+    the label of the context asked is inside the plot."""
+    p = copy.deepcopy(payload)
+    p["recommendation"]["context_tokens"] = context
+    show(browser, tmp_path, f"llm_context_{context}", L.render_llm_html(p))
+    x = axis_frame(browser, "chart-memory", "xaxis")
+    assert x["type"] == "log"
+    assert_frames(x, min(x["min"], context), max(x["max"], context))
+    y = axis_frame(browser, "chart-memory", "yaxis")
+    ram = p["target"]["figures"]["ram"]["value"] / 1e9
+    assert_frames(y, 0, max(y["max"], ram))
+    for chart in ("roofline", "rates"):
+        assert_frames(axis_frame(browser, f"chart-{chart}", "yaxis"), 0 if chart == "rates"
+                      else None, slack=0.6)
+    assert_frames(axis_frame(browser, "chart-roofline", "xaxis"))
+    label = browser.eval("(() => { const plot = document.querySelector('#chart-memory "
+                         ".nsewdrag').getBoundingClientRect(); const a = [...document."
+                         "querySelectorAll('#chart-memory .annotation')].find(e => e."
+                         "textContent.startsWith('context asked')); if (!a) return null; "
+                         "const r = a.getBoundingClientRect(); return [r.left >= plot.left - 1,"
+                         " r.right <= plot.right + 1, a.textContent]; })()")
+    assert label == [True, True, f"context asked: {context:,} tokens"]
 
 
 def test_bad_input_page_in_the_browser(browser, tmp_path, payload):  # noqa: F811
