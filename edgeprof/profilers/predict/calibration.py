@@ -115,6 +115,10 @@ class Calibration:
 def load_calibration(path: str | os.PathLike) -> Calibration:
     """Read and validate one calibration file (:class:`CalibrationError` if unusable)."""
     path = Path(path)
+    if not path.is_file():
+        raise CalibrationError("no such calibration file; give the path of one (edgeprof "
+                               "calibrate --measurements FILE.csv --out FILE.json writes one)",
+                               path=path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
