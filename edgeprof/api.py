@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof._version import __version__
-from edgeprof.core.backend import Backend, RunConfig, check_backend_options, option_specs
+from edgeprof.core.backend import (Backend, RunConfig, check_backend_options, option_specs,
+                                   run_config_options)
 from edgeprof.core.errors import EdgeprofError, InputSpecError, OutputError, UserError
 from edgeprof.core.models import ModelHandle, check_batch_size, resolve_model
 from edgeprof.core.plugins import Registry, get_registry
@@ -105,12 +106,15 @@ def benchmark(model: Any, backend: str = "torch_eager", precision: str = "fp32",
 
 
 def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any, *,
-              host: Any = None, host_estimate: Estimate | None = None, **options) -> Summary:
-    """The estimate and the measurement together against ``target``."""
+              host: Any = None, host_estimate: Estimate | None = None, force: bool = False,
+              **options) -> Summary:
+    """The estimate and the measurement together against ``target``. An estimate and a
+    benchmark of different models, precisions or batch sizes are refused (UserError) unless
+    ``force=True``."""
     from edgeprof.profilers.report.summary import summarize as _summarize
 
     return _summarize(estimate, benchmark, _target(target), host=host,
-                      host_estimate=host_estimate, **options)
+                      host_estimate=host_estimate, force=force, **options)
 
 
 # --------------------------------------------------------------------------- predict
@@ -143,7 +147,8 @@ class Predictor:
 
     def __init__(self, target: Any, backend: str, precision: str = "fp32", *,
                  threads: int | None = None, device: str | None = None,
-                 calibration: str | os.PathLike | Any = None, plugins=None, targets_dir=None):
+                 calibration: str | os.PathLike | Any = None, plugins=None, targets_dir=None,
+                 runtime_version: str | None = None):
         from edgeprof.profilers.predict.calibration import load_calibration
         from edgeprof.profilers.predict.predictor import check_threads
 
@@ -156,6 +161,7 @@ class Predictor:
         self.target = on_device(_target(target, targets_dir, plugins), device)
         check_threads(threads, self.target)
         self.backend, self.precision, self.threads = backend, precision, threads
+        self.runtime_version = runtime_version  # the board's build: warned about if it differs
         self.calibration = (load_calibration(calibration)
                             if isinstance(calibration, (str, os.PathLike)) else calibration)
 
@@ -171,7 +177,8 @@ class Predictor:
 
         est = self.estimate(model, input_shapes=input_shapes, input_dtypes=input_dtypes)
         pred = predict_latency(est, self.target, self.backend, self.precision,
-                               threads=self.threads, calibration=self.calibration)
+                               threads=self.threads, calibration=self.calibration,
+                               runtime_version=self.runtime_version)
         pred.model = est.model
         return pred
 
@@ -180,13 +187,16 @@ def predict(model: Any, target: Any, backend: str, precision: str = "fp32", *,
             threads: int | None = None, device: str | None = None,
             calibration: str | os.PathLike | Any = None,
             input_shapes: Sequence[Sequence[int]] | None = None,
-            input_dtypes: Sequence[str] | None = None, plugins=None, targets_dir=None) -> Any:
+            input_dtypes: Sequence[str] | None = None, plugins=None, targets_dir=None,
+            runtime_version: str | None = None) -> Any:
     """Predicted latency of ``model`` on ``target`` with runtime ``backend`` at ``precision``
     on ``threads`` of the board's cores, without building or running anything: a
     :class:`~edgeprof.profilers.predict.Prediction` (``value_ms``, ``low_ms``, ``high_ms``,
-    ``provenance``, ``calibration``, ``method``, ``notes``)."""
+    ``provenance``, ``calibration``, ``method``, ``notes``). ``runtime_version``: the board's
+    runtime build; a calibration fitted with another is used with a warning naming both."""
     return Predictor(target, backend, precision, threads=threads, device=device,
-                     calibration=calibration, plugins=plugins, targets_dir=targets_dir)(
+                     calibration=calibration, plugins=plugins, targets_dir=targets_dir,
+                     runtime_version=runtime_version)(
         model, input_shapes=input_shapes, input_dtypes=input_dtypes)
 
 
@@ -240,6 +250,11 @@ class ProfileRun:
     @property
     def status(self) -> str:
         return self.benchmark.status
+
+    @property
+    def executed_precision(self) -> str | None:
+        """The precision that actually ran (``to_dict()``'s ``executed_precision``)."""
+        return self.benchmark.executed_precision
 
     def to_dict(self) -> dict[str, Any]:
         b = self.benchmark
@@ -391,8 +406,9 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
                         f"got {stream_rate_fps!r}")
     if latency_budget_ms is not None and not latency_budget_ms > 0:
         raise UserError(f"--latency-budget-ms must be a positive number, got {latency_budget_ms!r}")
+    run_options = run_config_options(run_options)  # a wrong name: one-line ConfigError
     chosen = resolve_backends(backends, reg)
-    check_backend_options((run_options or {}).get("options") or {},
+    check_backend_options(run_options.get("options") or {},
                           [reg.backend(n) for n, _ in chosen])  # exit 2 before any work
     treg = _target_registry(targets_dir, plugins)
     tgt = target if not isinstance(target, str) else treg.get(target, recalibrate=recalibrate)
@@ -441,7 +457,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
         for precision in precisions:
             say(f"benchmarking {name} {precision}")
             config = RunConfig(precision=precision, batch_size=handle.batch_size,
-                               threads=threads, **(run_options or {}))
+                               threads=threads, **run_options)
             result = measure(MeasureRequest.for_handle(name, handle, config,
                                                        plugins_file=plugins), runner,
                              registry=reg)
@@ -471,7 +487,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
                                "precisions": list(precisions), "batch_size": handle.batch_size,
                                "threads": threads, "stream_rate_fps": stream_rate_fps,
                                "latency_budget_ms": latency_budget_ms,
-                               "run_options": dict(run_options or {}),
+                               "run_options": dict(run_options),
                                "fleet": runner.spec.url if runner is not None else None})
     if runner is not None:
         runner.close()
@@ -571,6 +587,7 @@ def batch_sizes(model: Any, batch_sizes: Sequence[int], *, target: Any = "host",
                                              check_budget, find_optimal_batch_size)
 
     get_precision(precision)
+    run_options = run_config_options(run_options, reserved=("precision", "batch_size"))
     sizes = check_batch_sizes(batch_sizes)
     check_budget(latency_budget_ms)
     reg = get_registry(plugins)
@@ -580,7 +597,7 @@ def batch_sizes(model: Any, batch_sizes: Sequence[int], *, target: Any = "host",
     cls = reg.backend(backend)
     cls.ensure_available()
     _check_out(out)
-    config = RunConfig(precision=precision, **(run_options or {}))
+    config = RunConfig(precision=precision, **run_options)
     frame = benchmark_batch_sizes(cls, handle, sizes, config, latency_budget_ms=latency_budget_ms,
                                   plugins_file=plugins, registry=reg)
     notes: list[str] = []
@@ -710,10 +727,11 @@ def _fit(est: dict[str, Any]) -> dict[str, Any]:
 
 
 def _llm_estimates(model: Any, pairs: Sequence[tuple[str, str]], config: Any, tgt: Any,
-                   device: str, notes: list[str]) -> tuple[list[dict], list[dict]]:
+                   device: str, notes: list[str], threads: int | None = None,
+                   build: str | None = None, classes: dict[str, type] | None = None,
+                   ) -> tuple[list[dict], list[dict]]:
     """Estimates (per format and depth, with the fit on ``tgt``) and, for a target,
     predictions (per backend, format and depth). Analytic: nothing is built or run."""
-    from edgeprof.profilers.estimate.llm import BACKEND_FORMATS
     from edgeprof.profilers.estimate.llm import estimate_llm as _estimate
 
     from edgeprof.profilers.predict.llm import predict_llm as predict
@@ -724,14 +742,15 @@ def _llm_estimates(model: Any, pairs: Sequence[tuple[str, str]], config: Any, tg
             est = _estimate(model.spec, fmt, prompt_tokens=config.prompt_tokens,
                             gen_tokens=config.gen_tokens, depth=depth, target=tgt,
                             device=device,
-                            backend=backend if backend in BACKEND_FORMATS else None)
+                            backend=(classes or {}).get(backend, backend))
             row = {**est.to_dict(), "backend": backend, "format": fmt, "depth": depth}
             if tgt is not None:
                 row["fit"] = _fit(row)
             estimates.append(row)
             if tgt is not None:
                 try:
-                    pred = predict(est, tgt, device=device, runtime=backend)
+                    pred = predict(est, tgt, device=device, runtime=backend,
+                                   threads=threads, build=build)
                 except UserError:
                     raise
                 except EdgeprofError as e:
@@ -752,10 +771,13 @@ def estimate_llm(model: Any, target: Any = None, *, backends: Sequence[str] | st
                  "llama_cpp", precisions: Sequence[str] | str | None = None,
                  prompt_tokens: int = 512, gen_tokens: int = 128,
                  depths: Sequence[int] | int = (0,), device: str = "cpu", plugins=None,
-                 targets_dir=None) -> dict[str, Any]:
+                 targets_dir=None, threads: int | None = None,
+                 build: str | None = None) -> dict[str, Any]:
     """A generative model's estimate and, for a ``target``, its prediction (with interval)
     and fit verdict, per backend and format: no build, no run, no runtime imported. Returns
-    the LLM payload (``edgeprof.profilers.report.llm_outputs``)."""
+    the LLM payload (``edgeprof.profilers.report.llm_outputs``). ``threads``: the board's
+    (default: all its big cores); ``build``: the runtime build to predict for (default: the
+    one installed here, else the newest the calibration knows)."""
     from edgeprof.profilers.measure.generate import check_context
     from edgeprof.profilers.report.llm_outputs import build_payload
 
@@ -767,7 +789,8 @@ def estimate_llm(model: Any, target: Any = None, *, backends: Sequence[str] | st
     llm = _llm_model(model)
     check_context(llm, config)
     pairs, notes = llm_plan(llm, chosen, precisions, device, runnable=False)
-    estimates, predictions = _llm_estimates(llm, pairs, config, tgt, device, notes)
+    estimates, predictions = _llm_estimates(llm, pairs, config, tgt, device, notes,
+                                            threads=threads, build=build, classes=chosen)
     return build_payload(llm, target=tgt, device=device, config=config,
                          parameters=_llm_parameters(llm), estimates=estimates,
                          predictions=predictions, notes=[llm.note, *notes], command="estimate")
@@ -804,16 +827,17 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
     pairs, notes = llm_plan(llm, chosen, precisions, device)
     _check_out(out)
     say(f"estimating {llm.spec.name}")
-    estimates, predictions = _llm_estimates(llm, pairs, config, tgt, device, notes)
+    estimates, predictions = _llm_estimates(llm, pairs, config, tgt, device, notes,
+                                            threads=threads, classes=chosen)
     runs = []
     for backend, fmt in pairs:
         say(f"measuring {backend} {fmt}")
         runs.extend(measure_generation(chosen[backend], llm, fmt, config, workdir,
                                        registry=reg, progress=say))
     recommendation = None
-    from edgeprof.profilers.estimate.llm import BACKEND_FORMATS
+    from edgeprof.profilers.estimate.llm import declares_formats
 
-    known = [n for n in chosen if n in BACKEND_FORMATS]  # backends whose formats have bytes
+    known = [c for c in chosen.values() if declares_formats(c)]  # formats with bytes
     if tgt is not None and known:  # analytic, a fraction of a second: the report's card
         from edgeprof.optimize.llm import choose_llm_format
 
@@ -844,15 +868,17 @@ def llm_exit_code(payload: dict[str, Any]) -> int:
         else 0
 
 
-def recommend_llm(model: Any, target: Any, *, device: str = "cpu",
+def recommend_llm(model: Any, target: Any, *, device: str | None = None,
                   backends: Sequence[str] | str | None = None,
                   context_tokens: int | None = None, tokens_per_s: float | None = None,
                   prompt_tokens: int = 512, gen_tokens: int = 128, plugins=None,
-                  targets_dir=None) -> Any:
+                  targets_dir=None, precisions: Sequence[str] | str | None = None) -> Any:
     """The format (and backend) for ``model`` on ``target``: fits the RAM with room for
-    ``context_tokens`` (default prompt + generated tokens), meets ``tokens_per_s`` when
-    given, else keeps the most bits (``edgeprof.optimize.llm.choose_llm_format``: an
-    ``LLMChoice`` whose reasons name the binding constraint). Analytic: nothing runs."""
+    ``context_tokens`` (default prompt + generated tokens), meets ``tokens_per_s`` (default:
+    the interactive floor of 10 tok/s decode), and keeps the most bits
+    (``edgeprof.optimize.llm.choose_llm_format``: an ``LLMChoice`` whose reasons name the
+    binding constraint). ``device`` None: the processor the runtimes would use on the board
+    (a Jetson's GPU). ``precisions``: only these formats. Analytic: nothing runs."""
     from edgeprof.optimize.llm import choose_llm_format
 
     if target is None:
@@ -864,7 +890,8 @@ def recommend_llm(model: Any, target: Any, *, device: str = "cpu",
     llm = _llm_model(model)
     return choose_llm_format(llm, tgt, device=device, backends=names,
                              context_tokens=context_tokens, tokens_per_s=tokens_per_s,
-                             prompt_tokens=prompt_tokens, gen_tokens=gen_tokens)
+                             prompt_tokens=prompt_tokens, gen_tokens=gen_tokens,
+                             precisions=precisions)
 
 
 #: the presets `edgeprof calibrate --backend <generative>` measures by default: three sizes,

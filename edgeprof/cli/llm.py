@@ -57,7 +57,9 @@ def build_llm_parser() -> argparse.ArgumentParser:
     common.add_argument("--targets-dir", metavar="DIR",
                         help="a folder of your own target descriptors, searched first")
     common.add_argument("--json", action="store_true", help="print the JSON payload to stdout")
-    common.add_argument("--debug", action="store_true", help="show tracebacks")
+    common.add_argument("--debug", action="store_true",
+                        help="show tracebacks, and the runtimes' own log output, which is "
+                             "silenced otherwise")
 
     shape = _Parser(add_help=False)
     shape.add_argument("model", help="llm:NAME (a built-in architecture with random weights), "
@@ -68,8 +70,11 @@ def build_llm_parser() -> argparse.ArgumentParser:
                        help="generated tokens: llama-bench's tg G (default 128)")
     shape.add_argument("--depth", type=_depths, default=[0], metavar="D[,D...]",
                        help="tokens already in the KV cache (default 0), e.g. 0,2048")
-    shape.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                       help="the processor: cpu (default) or cuda")
+    shape.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                       help="the processor: profile and estimate default to cpu (this "
+                            "machine's, and the --target board's); recommend and optimize "
+                            "default to the one the runtimes would use on the board (a "
+                            "Jetson's cuda)")
     shape.add_argument("--backend", "-b", type=_names, metavar="NAME[,NAME...]",
                        help="generative backend(s): llama_cpp, onnxruntime_genai, "
                             "openvino_genai, transformers, or 'all'")
@@ -89,8 +94,12 @@ def build_llm_parser() -> argparse.ArgumentParser:
     pr.add_argument("--repetitions", type=_positive_int, default=5, metavar="N",
                     help="timed repetitions per test (default 5)")
     pr.add_argument("--warmup", type=_non_negative_int, default=1, metavar="N",
-                    help="untimed warm-up repetitions (default 1)")
-    pr.add_argument("--threads", type=_positive_int, help="threads (default: physical cores)")
+                    help="untimed warm-up repetitions (default 1): a repetition is one whole "
+                         "pp/tg test, as --repetitions counts them (tensor models' --warmup "
+                         "counts single inferences)")
+    pr.add_argument("--threads", type=_positive_int,
+                    help="threads here (default: physical cores) and on the --target board "
+                         "(default there: all its big cores)")
     pr.add_argument("--out", "-o", metavar="DIR", help="write profile.json, llm_bench.csv, "
                                                        "estimate.csv, report.html here")
     pr.set_defaults(func=cmd_profile_llm, backend_default="llama_cpp")
@@ -98,6 +107,11 @@ def build_llm_parser() -> argparse.ArgumentParser:
     es = sub.add_parser("estimate", parents=[common, shape],
                         help="estimate and predict without building or running anything")
     es.add_argument("--target", "-t", help="predict this board, with the fit verdict")
+    es.add_argument("--threads", type=_positive_int,
+                    help="the board's threads (default: all its big cores)")
+    es.add_argument("--build", metavar="BUILD",
+                    help="the runtime build to predict for, e.g. b9307 (default: the one "
+                         "installed here, else the newest the calibration knows)")
     es.set_defaults(func=cmd_estimate_llm, backend_default="llama_cpp")
 
     for name, what in (("recommend", "the format to use on a target (analytic)"),
@@ -137,7 +151,7 @@ def cmd_profile_llm(args) -> int:
         args.model, backends=_backends(args), precisions=args.precision,
         prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens, depths=args.depth,
         repetitions=args.repetitions, warmup=args.warmup, threads=args.threads,
-        target=args.target, device=args.device, out=args.out, plugins=args.plugins,
+        target=args.target, device=args.device or "cpu", out=args.out, plugins=args.plugins,
         targets_dir=args.targets_dir, progress=progress))
     if args.json:
         print(json.dumps(payload, indent=2, allow_nan=False))
@@ -160,8 +174,10 @@ def cmd_estimate_llm(args) -> int:
 
     payload = estimate_llm(args.model, args.target, backends=_backends(args),
                            precisions=args.precision, prompt_tokens=args.prompt_tokens,
-                           gen_tokens=args.gen_tokens, depths=args.depth, device=args.device,
-                           plugins=args.plugins, targets_dir=args.targets_dir)
+                           gen_tokens=args.gen_tokens, depths=args.depth,
+                           device=args.device or "cpu", plugins=args.plugins,
+                           targets_dir=args.targets_dir,
+                           threads=args.threads, build=args.build)
     if args.json:
         print(json.dumps(payload, indent=2, allow_nan=False))
     else:
@@ -178,18 +194,24 @@ def cmd_recommend_llm(args) -> int:
                            backends=_backends(args), context_tokens=context,
                            tokens_per_s=args.tokens_per_s, prompt_tokens=args.prompt_tokens,
                            gen_tokens=args.gen_tokens, plugins=args.plugins,
-                           targets_dir=args.targets_dir)
+                           targets_dir=args.targets_dir, precisions=args.precision)
     doc = choice.to_dict()
+    # exit codes as for tensor models: 4 when a constraint (RAM, or the --tokens-per-s the
+    # user set) cannot be met; the closest choice is still shown
+    code = 4 if choice.verdict in ("does_not_fit", "budget_not_met") else 0
     if args.json:
         print(json.dumps(doc, indent=2, allow_nan=False, default=str))
-        return 0
-    console = _console()
-    if args.command == "optimize":
-        console.print("optimize for a generative model chooses the format analytically, as "
-                      "recommend does; measure the choice here with 'edgeprof profile'",
-                      markup=False)
-    render_choice(doc, console)
-    return 0
+    else:
+        console = _console()
+        if args.command == "optimize":
+            console.print("optimize for a generative model chooses the format analytically, "
+                          "as recommend does; measure the choice here with 'edgeprof profile'",
+                          markup=False)
+        render_choice(doc, console)
+    if code:
+        print(f"edgeprof: error: {choice.reasons[0] if choice.reasons else choice.verdict}",
+              file=sys.stderr)
+    return code
 
 
 def render_choice(doc: dict[str, Any], console) -> None:

@@ -20,6 +20,30 @@ from edgeprof.cli.render import _fmt, _si
 
 
 # ----------------------------------------------------------------------------- output
+#: the Python API's constraint names, as the terminal names them: the flag that sets each
+#: (plans, verdicts and errors are worded in the API's names; the JSON keeps those)
+_FLAG_WORDS = {"latency_budget_ms": "--latency-budget-ms",
+               "memory_budget_bytes": "--memory-budget-mb",
+               "memory_budget_mb": "--memory-budget-mb",
+               "max_accuracy_drop": "--max-accuracy-drop", "stream_rate_fps": "--stream-rate",
+               "device_memory": "the device's memory"}
+
+
+def _in_flag_words(text: str) -> str:
+    """``text`` with the API's field names as flags, and an architecture step's targets
+    (``latency_reduction=14.094, max_macs=931217``) in words."""
+    import re
+
+    text = re.sub(r"(?<![\w-])(" + "|".join(_FLAG_WORDS) + r")(?![\w-])",
+                  lambda m: _FLAG_WORDS[m.group(1)], text)
+    text = re.sub(r"\blatency_reduction=([\d.]+)",
+                  lambda m: f"latency {float(m.group(1)):.3g}x lower", text)
+    text = re.sub(r"\bmax_macs=(\d+)", lambda m: f"at most {_si(int(m.group(1)), 'MAC')}",
+                  text)
+    return re.sub(r"\bmax_parameter_bytes=(\d+)",
+                  lambda m: f"at most {_si(int(m.group(1)), 'B')} of weights", text)
+
+
 def _console(stderr: bool = False):
     from rich.console import Console
 
@@ -262,6 +286,7 @@ def cmd_predict(args) -> int:
 
     pred = predict(args.model, args.target, args.backend, args.precision, threads=args.threads,
                    device=args.device, calibration=args.calibration,
+                   runtime_version=args.runtime_version,
                    input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
                    plugins=args.plugins, targets_dir=args.targets_dir)
     if args.json:
@@ -287,37 +312,18 @@ def cmd_batch(args) -> int:
         if e.result is None:
             raise
         rep, unwritten = e.result, e
+    from edgeprof.cli.render import batch_problems, render_batch
+
     if args.json:
         print(json.dumps(rep.to_dict(), indent=2, allow_nan=False))
-        if unwritten is not None:
-            raise unwritten
-        return 0
-    from rich.table import Table
-
-    table = Table(title=f"{rep.model.name} on {rep.backend} {rep.precision}, measured on this "
-                        "host", title_justify="left")
-    for col in ("batch", "status", "latency ms", "per sample ms", "throughput /s",
-                "peak memory", "meets budget"):
-        table.add_column(col)
-    for row in rep.frame.to_dict(orient="records"):
-        table.add_row(str(row["batch_size"]), row["status"], _fmt(row["latency_ms"]),
-                      _fmt(row["latency_per_sample_ms"]), _fmt(row["throughput_per_s"]),
-                      _si(row["peak_memory_bytes"], "B") if row["peak_memory_bytes"] == row[
-                          "peak_memory_bytes"] else "-", _fmt(row["meets_budget"]))
-    c = _console()
-    c.print(table)
-    if rep.frame.attrs.get("stop_reason"):
-        c.print(f"stopped: {rep.frame.attrs['stop_reason']}", markup=False)
-    if rep.choice is not None:
-        ch = rep.choice
-        c.print(f"largest batch that fits {rep.target.id} (estimated weights + peak "
-                f"activations, analytic): {ch.batch_size} ({_si(ch.memory_bytes, 'B')} of "
-                f"{_si(ch.memory_limit_bytes, 'B')}; limited by {ch.limited_by})", markup=False)
-    for n in rep.notes:
-        c.print(n, markup=False)
+        for line in batch_problems(rep):  # the reasons on stderr too
+            print(f"edgeprof: {line}", file=sys.stderr)
+    else:
+        render_batch(rep, _console())
     if unwritten is not None:
         raise unwritten
-    return 0
+    # 3 = partial: a requested batch produced no measurement (its row says why)
+    return 3 if batch_problems(rep) else 0
 
 
 def _batch_list(text: str) -> list[int]:
@@ -333,10 +339,14 @@ def cmd_compare(args) -> int:
     from pathlib import Path
 
     from edgeprof.profilers.report.compare import (compare_results, format_comparison,
-                                                   load_profile, profile_differences)
+                                                   load_profile, profile_differences,
+                                                   profile_kind)
 
     a, b = load_profile(args.a), load_profile(args.b)
-    rows = compare_results(a, b, force=args.force)
+    rows = compare_results(a, b, force=args.force)  # a tensor and a generative one: exit 2
+    if args.html and profile_kind(a) == "generative":
+        raise UserError("--html draws tensor profiles only; compare generative profiles as "
+                        "the table or with --json")
     for diff in profile_differences(a, b):  # only reached with --force
         print(f"edgeprof: WARNING: not like for like, compared anyway (--force): {diff}",
               file=sys.stderr)
@@ -486,7 +496,7 @@ def cmd_recommend(args) -> int:
     if args.json:
         print(json.dumps(plan.to_dict(), indent=2, allow_nan=False))
     else:
-        print(plan.to_text())
+        print(_in_flag_words(plan.to_text()))
     check_feasible(plan)  # ConstraintError (exit 4) after the closest plan was shown
     return 0
 
@@ -510,13 +520,13 @@ def cmd_optimize(args) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, allow_nan=False))
     else:
-        print(report.to_text())
+        print(_in_flag_words(report.to_text()))
         if args.out and unwritten is None:
             _console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
     _html_then_deferred_error(args, unwritten, "render_optimize_html", report.to_dict)
     err = report.constraint_error()
     if err is not None:
-        print(f"edgeprof: error: {err}", file=sys.stderr)
+        print(f"edgeprof: error: {_in_flag_words(str(err))}", file=sys.stderr)
     return report.exit_code
 
 
@@ -606,7 +616,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a folder of your own target descriptors, searched first "
                              "(also $EDGEPROF_TARGETS_DIR)")
     common.add_argument("--json", action="store_true", help="print JSON to stdout")
-    common.add_argument("--debug", action="store_true", help="show tracebacks")
+    common.add_argument("--debug", action="store_true",
+                        help="show tracebacks, and the runtimes' own log output (TensorFlow, "
+                             "absl, ONNX Runtime, torch warnings), which is silenced otherwise")
 
     p = _Parser(prog="edgeprof", description=(
         "How will this model run on that device, with which runtime and compression, and why. "
@@ -616,7 +628,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     t = sub.add_parser("targets", parents=[common], help="list targets, or show one's figures")
-    t.add_argument("action", nargs="?", choices=["list", "show"], default="list")
+    t.add_argument("action", nargs="?", choices=["list", "show"], default="list",
+                   help="list every target (default), or show one target's figures")
     t.add_argument("id", nargs="?", help="target id (for 'show')")
     t.add_argument("--recalibrate", action="store_true", help="redo the host calibration")
     t.set_defaults(func=cmd_targets)
@@ -626,6 +639,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("plugins", parents=[common], help="list loaded plugins and where from")
     pl.set_defaults(func=cmd_plugins)
+
+    def timing_args(sp, per: str):
+        """The timing flags, the same in profile and batch (optimize has its own defaults)."""
+        sp.add_argument("--runs", type=_positive_int,
+                        help=f"minimum timed runs per {per} (default 100)")
+        sp.add_argument("--min-time", type=_positive_float, metavar="S",
+                        help=f"minimum timed seconds per {per} (default 1; lowered to "
+                             "--max-time when only that is given)")
+        sp.add_argument("--max-time", type=_positive_float, metavar="S",
+                        help=f"cap on timed seconds per {per} (default 10)")
+        sp.add_argument("--warmup", type=_positive_int, metavar="N",
+                        help="untimed warm-up runs (single inferences) before timing; default "
+                             "adaptive: until the timings settle")
 
     def model_args(sp):
         sp.add_argument("model", help="builtin:NAME, package.module:factory, file.py:factory, "
@@ -659,15 +685,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a calibration file for the board's predictions (edgeprof calibrate "
                          "--measurements), used instead of the search")
     pr.add_argument("--device", type=_device, default=None,
-                    help="cpu (default) or cuda[:N] for backends that declare a CUDA device")
+                    help="this machine's device the benchmarks run on: cpu (default) or "
+                         "cuda[:N], for backends that declare a CUDA device (a board's "
+                         "figures are for the processor its target describes)")
     pr.add_argument("--stream-rate", type=_positive_float, metavar="FPS",
                     help="input stream rate; gives stream_utilization")
     pr.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
                     help="say whether each configuration meets this latency")
-    pr.add_argument("--runs", type=_positive_int, help="minimum timed runs")
-    pr.add_argument("--min-time", type=_positive_float, metavar="S", help="minimum timed seconds")
-    pr.add_argument("--max-time", type=_positive_float, metavar="S", help="cap on timed seconds")
-    pr.add_argument("--warmup", type=_positive_int, help="fixed warm-up runs (default adaptive)")
+    timing_args(pr, "run")
     pr.add_argument("--isolate", action="store_true",
                     help="run each benchmark in its own worker process")
     pr.add_argument("--timeout", type=_positive_float, metavar="S",
@@ -707,17 +732,22 @@ def build_parser() -> argparse.ArgumentParser:
     es = sub.add_parser("estimate", parents=[common],
                         help="the analytic estimate (and, with --backend, the prediction)")
     model_args(es)
-    es.add_argument("--precision", "-p", default="fp32")
+    es.add_argument("--precision", "-p", default="fp32",
+                    help="the precision to estimate (and predict) at (default fp32)")
     prediction_args(es, backend_required=False)
     es.set_defaults(func=cmd_estimate)
 
     pd = sub.add_parser("predict", parents=[common],
                         help="predicted latency on a board, without building or running")
     model_args(pd)
-    pd.add_argument("--precision", "-p", default="fp32")
+    pd.add_argument("--precision", "-p", default="fp32",
+                    help="the precision to predict at (default fp32)")
     prediction_args(pd, backend_required=True)
     pd.add_argument("--device", type=_device, default=None,
                     help="the board's processor (cpu, cuda ...: 'edgeprof targets show T')")
+    pd.add_argument("--runtime-version", metavar="VERSION",
+                    help="the runtime build on the board; a calibration fitted with another "
+                         "build is used with a warning naming both")
     pd.set_defaults(func=cmd_predict)
 
     def constraint_args(sp):
@@ -756,10 +786,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="fine-tuning steps after pruning, on the training split, pruned weights "
                          "kept at zero; the reference gets as many plain steps (default 200; "
                          "0 = none)")
-    op.add_argument("--runs", type=_positive_int, help="minimum timed runs per candidate "
-                                                       "(default 30)")
+    why = ("; shorter than profile's because optimize times many candidates, then times the "
+           "close finalists again for longer")
+    op.add_argument("--runs", type=_positive_int,
+                    help=f"minimum timed runs per candidate (default 30{why})")
     op.add_argument("--min-time", type=_positive_float, metavar="S",
-                    help="minimum timed seconds per candidate (default 0.3)")
+                    help=f"minimum timed seconds per candidate (default 0.3{why})")
     op.add_argument("--max-time", type=_positive_float, metavar="S",
                     help="cap on timed seconds per candidate (default 1.5)")
     op.add_argument("--out", "-o", metavar="DIR", help="write CSV/PNG/JSON artifacts here")
@@ -775,13 +807,14 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(bs)
     bs.add_argument("--batch-sizes", type=_batch_list, default=[1, 2, 4, 8, 16, 32],
                     help="comma-separated, e.g. 1,2,4,8 (default 1,2,4,8,16,32)")
-    bs.add_argument("--backend", "-b", default="torch_eager")
-    bs.add_argument("--precision", "-p", default="fp32")
-    bs.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS")
-    bs.add_argument("--runs", type=_positive_int)
-    bs.add_argument("--min-time", type=_positive_float, metavar="S")
-    bs.add_argument("--max-time", type=_positive_float, metavar="S")
-    bs.add_argument("--warmup", type=_positive_int)
+    bs.add_argument("--backend", "-b", default="torch_eager",
+                    help="the backend measured at every batch size (default torch_eager)")
+    bs.add_argument("--precision", "-p", default="fp32",
+                    help="the precision measured (default fp32)")
+    bs.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
+                    help="say whether each batch meets this latency (p90 where reported, "
+                         "else the median)")
+    timing_args(bs, "batch size")
     bs.add_argument("--backend-option", type=_key_value, action="append", metavar="KEY=VALUE",
                     help="a backend option, e.g. xnnpack=false (repeat)")
     bs.add_argument("--out", "-o", metavar="DIR", help="write batch_sizes.csv/.json here")
@@ -789,8 +822,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compare", parents=[common],
                        help="compare two profile.json files (significance per run)")
-    c.add_argument("a")
-    c.add_argument("b")
+    c.add_argument("a", help="the first profile.json (A, the baseline)")
+    c.add_argument("b", help="the second profile.json (B, compared with A)")
     c.add_argument("--html", metavar="FILE", type=_html_file,
                    help="write the before/after page (self-contained HTML) to FILE")
     c.add_argument("--force", action="store_true",
@@ -825,6 +858,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    from edgeprof.cli.quiet import quieted
+
+    # the runtimes' own log noise off the terminal unless --debug (cli/quiet.py)
+    with quieted(debug="--debug" in argv):
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     from edgeprof.cli.llm import is_llm_command, main_llm
 
     if is_llm_command(argv):  # a generative model (llm:NAME, .gguf, HF folder): cli/llm.py
@@ -848,7 +889,7 @@ def _run(args) -> int:
     except EdgeprofError as e:
         if args.debug:
             raise
-        print(f"edgeprof: error: {e}", file=sys.stderr)
+        print(f"edgeprof: error: {_in_flag_words(str(e))}", file=sys.stderr)
         return e.exit_code
     except Interrupted as e:
         print(e.message, file=sys.stderr)

@@ -138,7 +138,15 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
                 console.print(f"{tag}: {n}", markup=False)
     budget = report.request.get("latency_budget_ms")
     if budget is not None:
-        met = [f"{r.backend} {r.requested_precision}" for r in report.runs
+        def how(r) -> str:
+            f = r.summary.figures
+            hi = f.get("latency_high_ms")
+            if f["latency_ms"].provenance == "measured":
+                return ""
+            return (" (likely)" if hi is not None and hi.value is not None and hi.value > budget
+                    else f" ({f['latency_ms'].provenance})")
+
+        met = [f"{r.backend} {r.requested_precision}{how(r)}" for r in report.runs
                if r.summary and r.summary.value("meets_latency_budget") == 1.0]
         missed = [f"{r.backend} {r.requested_precision}" for r in report.runs
                   if r.summary and r.summary.value("meets_latency_budget") == 0.0]
@@ -172,3 +180,47 @@ def render_prediction(pred, console) -> None:
         console.print(f"  {n}", markup=False)
     for w in pred.warnings:
         console.print(f"  warning {w.code}: {w.message}", markup=False)
+
+
+def _cell(v: Any) -> Any:
+    """A table cell's value: NaN (pandas' missing number) is None, shown as '-'."""
+    return None if isinstance(v, float) and v != v else v
+
+
+def batch_problems(rep) -> list[str]:
+    """One line per batch row without a measurement: its batch, status and reason."""
+    return [f"batch {row['batch_size']}: {row['status']}: "
+            f"{_cell(row['reason']) or 'no reason given'}"
+            for row in rep.frame.to_dict(orient="records") if row["status"] != "ok"]
+
+
+def render_batch(rep, console) -> None:
+    """The batch sweep: a row per batch (measured here), each failed row's reason under the
+    table, then the largest batch that fits the target (analytic)."""
+    from rich.table import Table
+
+    table = Table(title=f"{rep.model.name} on {rep.backend} {rep.precision}, measured on this "
+                        "host", title_justify="left")
+    for col in ("batch", "status", "latency ms", "per sample ms", "throughput /s",
+                "peak memory", "meets budget"):
+        table.add_column(col)
+    for row in rep.frame.to_dict(orient="records"):
+        row = {k: _cell(v) for k, v in row.items()}
+        table.add_row(str(row["batch_size"]),
+                      row["status"] if row["status"] == "ok" else f"[red]{row['status']}[/red]",
+                      _fmt(row["latency_ms"]), _fmt(row["latency_per_sample_ms"]),
+                      _fmt(row["throughput_per_s"]), _si(row["peak_memory_bytes"], "B"),
+                      _fmt(row["meets_budget"]))
+    console.print(table)
+    for line in batch_problems(rep):
+        console.print(line, markup=False)
+    if rep.frame.attrs.get("stop_reason"):
+        console.print(f"stopped: {rep.frame.attrs['stop_reason']}", markup=False)
+    if rep.choice is not None:
+        ch = rep.choice
+        console.print(f"largest batch that fits {rep.target.id} (estimated weights + peak "
+                      f"activations, analytic): {ch.batch_size} ({_si(ch.memory_bytes, 'B')} of "
+                      f"{_si(ch.memory_limit_bytes, 'B')}; limited by {ch.limited_by})",
+                      markup=False)
+    for n in rep.notes:
+        console.print(n, markup=False)

@@ -277,6 +277,45 @@ class RunConfig:
         return cls(**d)
 
 
+#: ``run_options`` names that are the CLI flags' (``--min-time`` -> ``min_time``), and the
+#: RunConfig field each one sets; the fields' own names are accepted too
+RUN_OPTION_ALIASES: dict[str, str] = {"min_time": "min_time_s", "max_time": "max_time_s",
+                                      "timeout": "timeout_s"}
+#: RunConfig fields a facade sets from its own arguments (``precision=``, ``threads=`` ...)
+_OWN_ARGUMENTS = ("precision", "batch_size", "threads")
+
+
+def run_config_options(run_options: Mapping[str, Any] | None, *,
+                       reserved: Sequence[str] = _OWN_ARGUMENTS) -> dict[str, Any]:
+    """``run_options`` (the Python API's dict) as RunConfig keyword arguments: names are the
+    CLI flags' (``runs``, ``min_time``, ``max_time``, ``warmup``, ``timeout``, ``device``,
+    ``isolate``, ``options`` ...) or RunConfig's fields (``min_time_s`` ...). A wrong name is
+    a one-line ConfigError naming the valid ones; a field the facade takes as its own
+    argument (``reserved``) names that argument."""
+    from edgeprof.core.errors import ConfigError
+
+    if run_options is None:
+        return {}
+    if not isinstance(run_options, Mapping):
+        raise ConfigError(f"run_options must be a dict of option names to values, got "
+                          f"{type(run_options).__name__}")
+    fields = [f.name for f in dataclasses.fields(RunConfig) if f.name not in reserved]
+    valid = sorted(set(fields) | set(RUN_OPTION_ALIASES))
+    out: dict[str, Any] = {}
+    for key, value in run_options.items():
+        name = RUN_OPTION_ALIASES.get(key, key)
+        if key in reserved:
+            raise ConfigError(f"run_options cannot set '{key}': pass it as the {key}= "
+                              "argument instead")
+        if name not in fields:
+            raise ConfigError(f"unknown run option '{key}'; valid: {', '.join(valid)}")
+        if name in out:
+            raise ConfigError(f"run_options sets {name} twice (as '{key}' and as its other "
+                              "name); give one")
+        out[name] = value
+    return out
+
+
 def check_backend_options(options: Mapping[str, Any], backends: Sequence[type[Backend]]) -> None:
     """Validate ``options`` for every backend of a run before anything runs (UserError): a
     ``BACKEND.KEY`` must name one of ``backends`` (a misspelt backend is not silently

@@ -44,6 +44,21 @@ class InputSpec:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
 
 
+@dataclass(frozen=True)
+class DeclaredInput:
+    """What a model file says one input takes: ``shape`` with None for a dynamic dimension
+    (ONNX ``'batch'``, TFLite/IR ``-1``), ``dtypes`` the element types it accepts (empty:
+    not known). Checked against the user's shapes by :func:`check_declared_inputs`."""
+
+    name: str | None
+    shape: tuple[int | None, ...]
+    dtypes: tuple[str, ...] = ()
+
+    def accepts(self) -> str:
+        """The shape it takes, ``N`` for a dynamic dimension: ``Nx3x96x96``."""
+        return "x".join("N" if d is None else str(d) for d in self.shape) or "a scalar"
+
+
 def parse_shape(text: str) -> tuple[int, ...]:
     """Parse ``1x3x224x224`` (also ``1,3,224,224``) into a tuple of positive ints."""
     parts = [p for p in re.split(r"[x,×*]", text.strip().lower()) if p != ""]
@@ -80,6 +95,9 @@ class ModelHandle:
     #: a .npz with an array ``x`` of real samples (one per row, shaped like one input
     #: without its batch dimension) used to calibrate static int8; None = synthetic inputs
     calibration: Path | None = None
+    #: what the model file declares its inputs take (None: it says nothing, e.g. a torch
+    #: module, whose tracer checks the shapes instead)
+    declared_inputs: tuple[DeclaredInput, ...] | None = None
     _factory: Callable[[], Any] | None = field(default=None, repr=False)
     _module: Any = field(default=None, repr=False)
 
@@ -274,8 +292,53 @@ def resolve_model(spec: Any, *, input_shapes: Sequence[Sequence[int]] | None = N
             raise InputSpecError(f"calibration file '{calibration}' does not exist")
         handle = replace(handle, calibration=Path(calibration))
         load_calibration(handle.calibration, handle)  # validate now, not mid-conversion
+    check_declared_inputs(handle)  # before anything is estimated or run: exit 2, one line
     check_input_memory(handle)
     return handle
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    return "x".join(map(str, shape))
+
+
+def check_declared_inputs(handle: ModelHandle) -> None:
+    """Refuse input specs the model file says it cannot take (InputSpecError, one line naming
+    the input and the shape it accepts): another number of inputs, a wrong rank, a size
+    against a fixed dimension (a fixed batch included), a dtype it does not accept. A
+    dynamic dimension takes any size; a handle that declares nothing passes."""
+    declared = handle.declared_inputs
+    if not declared:
+        return
+    given = handle.input_specs
+    if len(given) != len(declared):
+        takes = ", ".join(f"'{d.name}' {d.accepts()}" if d.name else d.accepts()
+                          for d in declared)
+        raise InputSpecError(f"{handle.name} takes {len(declared)} input(s) ({takes}), but "
+                             f"{len(given)} input shape(s) were given (one --input-shape per "
+                             "input)")
+    for i, (g, d) in enumerate(zip(given, declared)):
+        label = f"input '{d.name}'" if d.name else f"input {i}"
+        where = f"{label} of {handle.name}"
+        if len(g.shape) != len(d.shape):
+            raise InputSpecError(f"{where} takes {len(d.shape)} dimensions ({d.accepts()}), "
+                                 f"got {_shape_text(g.shape)} ({len(g.shape)}); give "
+                                 f"--input-shape {d.accepts()} (batch first)")
+        wrong = [j for j, (a, b) in enumerate(zip(g.shape, d.shape)) if b is not None and a != b]
+        if wrong == [0]:
+            raise InputSpecError(f"{where} is fixed at batch {d.shape[0]} ({d.accepts()}); "
+                                 f"batch {g.shape[0]} cannot run: use batch {d.shape[0]} or "
+                                 "re-export the model with a dynamic batch dimension")
+        if wrong:
+            fixed = "a fixed shape" if all(b is not None for b in d.shape) else \
+                "fixed dimensions"
+            raise InputSpecError(f"{where} has {fixed}, {d.accepts()}; "
+                                 f"{_shape_text(g.shape)} does not fit it (dimension"
+                                 f"{'s' if len(wrong) > 1 else ''} "
+                                 f"{', '.join(map(str, wrong))}): give --input-shape "
+                                 f"{d.accepts()} or re-export the model for that shape")
+        if d.dtypes and g.dtype not in d.dtypes:
+            raise InputSpecError(f"{where} takes {' or '.join(d.dtypes)} ({d.accepts()}), "
+                                 f"not {g.dtype}: give --input-dtype {d.dtypes[0]}")
 
 
 def check_input_memory(handle: ModelHandle) -> int:
@@ -304,10 +367,16 @@ def _bytes(n: float) -> str:
 def load_model_file(spec: str, suffixes: Sequence[str], fmt: str,
                     read_inputs: Callable[[Path], Sequence[InputSpec]] | None,
                     input_shapes: Sequence[Sequence[int]] | None = None,
-                    input_dtypes: Sequence[str] | None = None) -> ModelHandle | None:
+                    input_dtypes: Sequence[str] | None = None,
+                    read_declared: Callable[[Path], Sequence[DeclaredInput]] | None = None
+                    ) -> ModelHandle | None:
     """A loader's common part: None unless ``spec`` is a path ending in one of ``suffixes``;
     else a handle of format ``fmt`` whose inputs are the user's shapes, or what
-    ``read_inputs(path)`` reads from the file (None: the user must give them)."""
+    ``read_inputs(path)`` reads from the file (None: the user must give them).
+
+    ``read_declared(path)``: what the file says its inputs take (dynamic dimensions None),
+    checked against the user's shapes by :func:`resolve_model` before anything runs; the
+    built-in formats (onnx, tflite, openvino) have their own."""
     path = Path(spec)
     if path.suffix.lower() not in suffixes:
         return None
@@ -319,7 +388,78 @@ def load_model_file(spec: str, suffixes: Sequence[str], fmt: str,
         specs = read_inputs(path)
     else:
         raise InputSpecError(f"give --input-shape for {fmt} model '{spec}'")
-    return ModelHandle(spec=spec, name=path.stem, format=fmt, input_specs=list(specs), path=path)
+    reader = read_declared or _DECLARED_READERS.get(fmt)
+    declared = None
+    if reader is not None:
+        try:
+            declared = reader(path)
+        except Exception:  # the format's own reader reports an unreadable file
+            declared = None
+    handle = ModelHandle(spec=spec, name=path.stem, format=fmt, input_specs=list(specs),
+                         path=path, declared_inputs=tuple(declared) if declared else None)
+    if not input_shapes and input_dtypes:  # the file's shapes, the user's dtypes
+        handle = replace(handle, input_specs=specs_from_shapes(
+            [s.shape for s in handle.input_specs], input_dtypes, spec))
+    return handle
+
+
+def _onnx_declared(path: Path) -> list[DeclaredInput]:
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    inits = {i.name for i in model.graph.initializer}
+    out = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        t = vi.type.tensor_type
+        dims = tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else None
+                     for d in t.shape.dim)
+        out.append(DeclaredInput(vi.name, dims,
+                                 (onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name,)))
+    return out
+
+
+def _tflite_declared(path: Path) -> list[DeclaredInput]:
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    interpreter = Interpreter(model_path=str(path), experimental_op_resolver_type=
+                              OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    out = []
+    for d in interpreter.get_input_details():
+        sig = d.get("shape_signature")
+        sig = d["shape"] if sig is None or len(sig) != len(d["shape"]) else sig
+        dtype = np.dtype(d["dtype"]).name
+        scales = (d.get("quantization_parameters") or {}).get("scales")
+        # a quantized input: edgeprof feeds floats and the backend quantizes them
+        dtypes = ("float32", dtype) if scales is not None and len(scales) and \
+            dtype in ("int8", "uint8", "int16") else (dtype,)
+        out.append(DeclaredInput(d.get("name"), tuple(None if int(x) < 0 else int(x)
+                                                      for x in sig), dtypes))
+    return out
+
+
+def _openvino_declared(path: Path) -> list[DeclaredInput]:
+    import openvino as ov
+
+    model = ov.Core().read_model(str(path))
+    out = []
+    for i, port in enumerate(model.inputs):
+        dims = tuple(int(d.get_length()) if d.is_static else None
+                     for d in port.get_partial_shape()) \
+            if port.get_partial_shape().rank.is_static else None
+        if dims is None:  # any rank: nothing to check
+            return []
+        name = port.get_any_name() if port.get_names() else f"input_{i}"
+        out.append(DeclaredInput(name, dims, (port.get_element_type().to_dtype().name,)))
+    return out
+
+
+#: how the built-in file formats declare their inputs (a plugin's loader passes
+#: ``read_declared`` to :func:`load_model_file` instead)
+_DECLARED_READERS: dict[str, Callable[[Path], Sequence[DeclaredInput]]] = {
+    "onnx": _onnx_declared, "tflite": _tflite_declared, "openvino": _openvino_declared}
 
 
 def _resolve_string(spec: str, input_shapes, input_dtypes, registry) -> ModelHandle:

@@ -3,9 +3,10 @@
 Every ranking and every budget check (recommend, optimize, the profile verdict) uses, per
 candidate, the best figure it has, in this order of preference: *measured* (on the board
 itself, or on this machine when the target is this machine), *predicted* (a calibration of
-that target and runtime, with its interval), *uncalibrated* (the roofline times the
-published prior) or *estimated* (derived by a named method), and last the *analytic*
-roofline. A better-founded figure outranks a faster guess.
+that target and runtime, with its interval), *estimated* (derived by a named method from
+that target's calibration, e.g. another runtime's transfer), *uncalibrated* (the roofline
+times the published prior of every board) and last the *analytic* roofline. A
+better-founded figure outranks a faster guess.
 
 A budget is *met* only when the figure used meets it. With an interval, the verdict says how
 sure: met even at the interval's high end, likely (the value meets it, the high end does
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 #: provenances in order of preference (lower index wins)
-PREFERENCE = ("measured", "predicted", "uncalibrated", "estimated", "analytic")
+PREFERENCE = ("measured", "predicted", "estimated", "uncalibrated", "analytic")
 
 
 def rank(provenance: str | None) -> int:

@@ -72,8 +72,14 @@ def check_run_options(run_options: dict[str, Any] | None) -> dict[str, Any]:
     from edgeprof.core.backend import RunConfig
     from edgeprof.profilers.measure.harness import plan_from_config
 
+    from edgeprof.core.backend import run_config_options
+
+    user = run_config_options(run_options, reserved=("precision", "batch_size"))
     opts = dict(DEFAULT_RUN_OPTIONS)
-    opts.update(run_options or {})
+    if "max_time_s" in user and "min_time_s" not in user and \
+            user["max_time_s"] is not None and user["max_time_s"] < opts.get("min_time_s", 0):
+        opts["min_time_s"] = user["max_time_s"]  # --max-time alone caps the default minimum
+    opts.update(user)
     try:
         plan_from_config(RunConfig(**{k: v for k, v in opts.items() if k != "options"}))
     except TypeError as e:

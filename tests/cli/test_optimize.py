@@ -23,8 +23,8 @@ def test_recommend_prints_an_ordered_plan_with_reasons(target, capsys):
     assert steps and steps[0].strip().startswith("1. backend:")
     assert all(" - " in s for s in steps)  # every step has its reason
     if code == 4:  # out of reach: the closest plan is shown, then one error line
-        assert "FAILS latency_budget_ms" in out
-        assert err.count("\n") == 1 and "latency_budget_ms" in err
+        assert "FAILS --latency-budget-ms" in out  # flags, not the API's field names
+        assert err.count("\n") == 1 and "--latency-budget-ms" in err
     else:
         assert code == 0 and "precision:" in out
 
@@ -63,7 +63,7 @@ def test_recommend_impossible_exits_4_naming_the_constraint(capsys):
     out, err = capsys.readouterr()
     assert code == 4
     assert json.loads(out)["failing"] == ["latency_budget_ms"]  # the closest plan
-    assert err.startswith("edgeprof: error: constraint latency_budget_ms") and \
+    assert err.startswith("edgeprof: error: constraint --latency-budget-ms") and \
         err.count("\n") == 1
 
 
@@ -75,7 +75,7 @@ def test_optimize_impossible_budget_exits_4_with_closest_candidate(tmp_path, cap
     out, err = capsys.readouterr()
     assert code == 4
     last = [ln for ln in err.splitlines() if ln.startswith("edgeprof: error:")]
-    assert len(last) == 1 and "latency_budget_ms" in last[0] and "closest: torch_eager" in last[0]
+    assert len(last) == 1 and "--latency-budget-ms" in last[0] and "closest: torch_eager" in last[0]
     assert "no candidate meets every constraint" in out
     doc = json.loads((out_dir / "optimize.json").read_text())
     assert doc["chosen"] is None and doc["verdict"]["status"] == "constraints_not_met"

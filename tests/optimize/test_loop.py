@@ -394,3 +394,13 @@ def test_choose_prefers_a_calibrated_prediction_to_a_faster_guess():
     calibrated = CandidateResult(Candidate("tflite", "fp32"), "ok", latency_ms=1.34,
                                  latency_provenance="predicted", accuracy=0.95, accepted=True)
     assert choose([guess, calibrated])[0] is calibrated
+
+
+def test_optimize_run_options_take_the_flag_names_and_max_time_alone():
+    from edgeprof.core.errors import ConfigError
+    from edgeprof.optimize.evaluate import check_run_options
+
+    opts = check_run_options({"max_time": 0.2})
+    assert opts["max_time_s"] == 0.2 and opts["min_time_s"] <= 0.2
+    with pytest.raises(ConfigError, match="unknown run option 'max_tme'"):
+        check_run_options({"max_tme": 1})

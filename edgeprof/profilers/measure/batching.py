@@ -131,12 +131,14 @@ def benchmark_batch_sizes(backend: Backend, model: Any, batch_sizes: Sequence[in
     Columns: ``BATCH_COLUMNS``. Stops at the first out-of-memory failure (that row is kept,
     ``df.attrs["stopped_at_batch"]`` and ``df.attrs["stop_reason"]`` say where and why) and,
     with ``stop_over_budget``, after the first batch over the latency budget. Other failures
-    are recorded and the sweep goes on. Pass a list as ``results`` to receive the
-    BenchmarkResult of each row.
+    are recorded and the sweep goes on; a batch the model file says it cannot take (a fixed
+    batch dimension) is not run, its row is ``unsupported`` with the reason.
+    ``df.attrs["failed_batches"]`` lists the rows without a measurement. Pass a list as
+    ``results`` to receive the BenchmarkResult of each row.
     """
     import pandas as pd
 
-    from edgeprof.core.models import ModelHandle, resolve_model
+    from edgeprof.core.models import ModelHandle, check_declared_inputs, resolve_model
 
     sizes = check_batch_sizes(batch_sizes)
     budget = check_budget(latency_budget_ms)
@@ -146,8 +148,17 @@ def benchmark_batch_sizes(backend: Backend, model: Any, batch_sizes: Sequence[in
     stopped_at = stop_reason = None
     for b in sizes:
         cfg = replace(config, batch_size=b)
-        result = benchmark_backend(backend, handle.with_batch(b), cfg,
-                                   plugins_file=plugins_file, registry=registry)
+        at_b = handle.with_batch(b)
+        try:  # a batch the model file says it cannot take is not run: its row says why
+            check_declared_inputs(at_b)
+        except InputSpecError as e:
+            result = BenchmarkResult(backend=backend.name, model=handle.spec,
+                                     requested_precision=config.precision,
+                                     executed_precision=None, status="unsupported",
+                                     reason=str(e), batch_size=b)
+        else:
+            result = benchmark_backend(backend, at_b, cfg, plugins_file=plugins_file,
+                                       registry=registry)
         if results is not None:
             results.append(result)
         rows.append(_row(b, result, budget))
@@ -161,7 +172,8 @@ def benchmark_batch_sizes(backend: Backend, model: Any, batch_sizes: Sequence[in
     df = pd.DataFrame(rows, columns=BATCH_COLUMNS)
     df.attrs.update(backend=backend.name, model=handle.spec, precision=config.precision,
                     latency_budget_ms=budget, stopped_at_batch=stopped_at,
-                    stop_reason=stop_reason, requested_batch_sizes=sizes)
+                    stop_reason=stop_reason, requested_batch_sizes=sizes,
+                    failed_batches=[r["batch_size"] for r in rows if r["status"] != "ok"])
     return df
 
 

@@ -110,7 +110,8 @@ def fingerprint_of(target) -> dict[str, Any]:
     if getattr(target, "is_host", False):
         return {"target": "host", "processor": target.processor,
                 "cores": int(target.cores.value)}
-    return {"target": base_id(target), "descriptor_sha256": target.sha256}
+    return {"target": base_id(target), "descriptor_sha256": target.sha256,
+            "device": getattr(target, "implied_device", None)}
 
 
 def _differences(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
@@ -185,8 +186,10 @@ def _resolve(calibration, target, family: str, compute: str,
             raise UserError(f"calibration '{cal.name}' is for target {cal.target}, not "
                             f"{target.id}; give --target {cal.target} or another calibration")
         cands = [cal]
-    else:
-        cands = calibrations_for(base_id(target), dirs)
+    else:  # a calibration of the board's GPU says nothing of its CPU, and the reverse
+        device = getattr(target, "implied_device", None)
+        cands = [c for c in calibrations_for(base_id(target), dirs)
+                 if c.fingerprint.get("device") in (None, device)]
     for cal in cands:
         if cal.entry(family, compute) is not None:
             return cal, compute
@@ -203,6 +206,10 @@ def _resolve(calibration, target, family: str, compute: str,
         known = sorted({f"{e.get('family')}/{e.get('precision')}" for e in cands[0].runtimes.values()})
         raise UserError(f"calibration '{cands[0].name}' has no rows for {family}; it holds "
                         + ", ".join(known) + "; give --backend accordingly")
+    for cal in cands:  # runtime transfer: the board's shared efficiencies, a factor of 1
+        families = {e.get("family") for e in cal.runtimes.values()}
+        if cal.parameters.get("basis", "roofline") == "roofline" and len(families) >= 3:
+            return cal, None
     return None, None
 
 
@@ -211,7 +218,8 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
                  threads_note: str = "", runtime_version: str | None = None) -> Prediction:
     """The prediction of ``cal`` for ``estimate`` (whose rows are on ``target``) with family
     ``backend`` at ``compute``, from the calibration's rows at ``source_precision``."""
-    src = source_precision or compute
+    runtime_transfer = source_precision is None and cal.entry(backend, compute) is None
+    src = compute if runtime_transfer else (source_precision or compute)
     roof = float(estimate.roofline_latency_ms)
     kernels = kernels_of(estimate, backend)
     feats = features(kernels)
@@ -219,7 +227,8 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
     factors = {k: float(v["factor"]) for k, v in cal.runtimes.items()}
     factor = factors.get(f"{backend}/{src}", 1.0)
     notes: list[str] = []
-    method = "calibrated" if src == compute else "precision transfer"
+    method = ("runtime transfer" if runtime_transfer else
+              "calibrated" if src == compute else "precision transfer")
     # -- the order the hardware implies ----------------------------------------------------
     for key, f in factors.items():
         fam, p = key.split("/", 1)
@@ -256,6 +265,11 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
     share = min(1.0, outside_ms / value) if value > 0 else 0.0
     sigma0 = float(cal.cv["log_sigma"])
     sigma = sigma0 * (1.0 + EXTRAPOLATION_WIDENING * share)
+    spread = 0.0
+    if runtime_transfer:  # another runtime's factor is unknown: as spread as the board's are
+        logs = [math.log(f) for f in factors.values() if f > 0]
+        spread = math.sqrt(sum(x * x for x in logs) / len(logs)) if logs else 0.5
+        sigma = math.sqrt(sigma ** 2 + spread ** 2) * THREAD_TRANSFER_WIDENING
     if src != compute:
         sigma *= PRECISION_TRANSFER_WIDENING
     if thread_transfer and not fitted:
@@ -296,6 +310,13 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
             + (f"never below the roofline {roof:.4g} ms" if floored else
                f"fitted to the work (GMACs, MB) of kernels measured on this device, whose "
                f"roofline ({roof:.4g} ms, on peaks measured here) is no lower bound"))
+    if runtime_transfer:
+        notes.append(f"runtime transfer: {cal.name} has no rows of {backend}; its shared "
+                     f"per-class efficiencies and overheads with a runtime factor of 1, the "
+                     f"interval widened by the spread of the board's runtime factors (log sd "
+                     f"{spread:.2f}); labelled estimated, not predicted; time a few models and "
+                     f"run 'edgeprof calibrate --target {base_id(target)} --backend {backend} "
+                     f"--measurements FILE.csv'")
     if src != compute:
         ps, pc = target.peak_macs(src), target.peak_macs(compute)
         ratio = f"{pc / ps:.3g}" if ps and pc else "unknown"
@@ -320,7 +341,7 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
     if high / low > USEFUL_WIDTH:
         why = []
         n = int(entry.get("n", 0) or 0)
-        if n < 3:
+        if n < 3 and not runtime_transfer:
             why.append(f"only {n} row(s) of {backend}/{src}")
         if sigma0 * 2 * Z90 > math.log(USEFUL_WIDTH):
             why.append(f"the calibration's own leave-one-out spread (sigma {sigma0:.2f})")
@@ -328,10 +349,13 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
             why.append(f"{100 * share:.0f} % of the time in extrapolated layers")
         if src != compute:
             why.append("a precision the rows never ran")
+        if runtime_transfer:
+            why.append("a runtime the rows never ran")
         notes.append(f"interval {high / low:.1f}x wide because of "
                      + (", ".join(why) or "the transfers above"))
     note = "; ".join([head] + notes)
-    return Prediction(value_ms=value, low_ms=low, high_ms=high, provenance="predicted",
+    return Prediction(value_ms=value, low_ms=low, high_ms=high,
+                      provenance="estimated" if runtime_transfer else "predicted",
                       roofline_ms=roof, calibration=cal.name,
                       calibration_path=str(cal.path) if cal.path else None,
                       extrapolated_layers=outside, note=note, warnings=warnings,

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgeprof.core.errors import UserError
 from edgeprof.core.precision import get_precision
 from edgeprof.core.results import BenchmarkResult, Estimate, Figure, Summary, WarningRecord
 
@@ -77,16 +78,53 @@ def _on_gpu(benchmark: BenchmarkResult | None) -> bool:
     return device not in ("cpu", "") or benchmark.backend == "tensorrt"
 
 
+def _model_names(spec: str) -> set[str]:
+    """The names an estimate may give a result's model spec: the spec itself and its last
+    part (``builtin:small_cnn`` -> ``small_cnn``, ``pkg.mod:make`` -> ``make``,
+    ``path/net.onnx`` -> ``net``)."""
+    from pathlib import PurePath
+
+    tail = spec.rpartition(":")[2] if ":" in spec and not PurePath(spec).drive else spec
+    return {spec, tail, PurePath(tail).name, PurePath(tail).stem}
+
+
+def check_pair(estimate: Estimate, benchmark: BenchmarkResult | None) -> None:
+    """Refuse an estimate and a benchmark that are not of the same model, precision and batch
+    size (UserError, one line): joined, their figures would describe neither."""
+    if benchmark is None:
+        return
+    problems = []
+    if estimate.model not in _model_names(str(benchmark.model)):
+        problems.append(f"the estimate is of {estimate.model}, the benchmark of "
+                        f"{benchmark.model}")
+    ran = {benchmark.requested_precision, benchmark.executed_precision} - {None}
+    if estimate.precision not in ran:
+        problems.append(f"the estimate is at {estimate.precision}, the benchmark ran "
+                        f"{' -> '.join(sorted(ran)) or 'no precision'}")
+    if estimate.batch_size != benchmark.batch_size:
+        problems.append(f"the estimate is at batch {estimate.batch_size}, the benchmark at "
+                        f"batch {benchmark.batch_size}")
+    if problems:
+        raise UserError(f"summarize joins an estimate and a benchmark of the same model, "
+                        f"precision and batch: {'; '.join(problems)}; pass force=True to join "
+                        "them anyway")
+
+
 def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any,
               host: Any | None = None, host_estimate: Estimate | None = None, *,
               stream_rate_fps: float | None = None,
               latency_budget_ms: float | None = None, method: str = "predict",
               backend: str | None = None, calibration_dirs: list | None = None,
-              threads: int | None = None, calibration: Any = None) -> Summary:
+              threads: int | None = None, calibration: Any = None,
+              force: bool = True) -> Summary:
     """``estimate`` is on ``target``; ``benchmark`` was measured on this host (or on a board
     of the target); ``host_estimate`` is the same model on ``host``. ``method`` picks how a
     target that was not measured gets its latency: ``predict`` (default) or the named
-    ``carry_over`` of the host's measured efficiency."""
+    ``carry_over`` of the host's measured efficiency. ``force=False`` (what
+    ``edgeprof.summarize`` passes by default) refuses a pair of another model, precision or
+    batch (:func:`check_pair`); edgeprof's own callers pair them by construction."""
+    if not force:
+        check_pair(estimate, benchmark)
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; use one of {METHODS}")
     on_host = bool(getattr(target, "is_host", False))
@@ -211,9 +249,16 @@ def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any
             latency_ms / (1000.0 / stream_rate_fps) if latency_ms is not None else None,
             "fraction", provenance, None if latency_ms is not None else (reason or "no latency"))
     if latency_budget_ms is not None:
-        meets = None if latency_ms is None else float(latency_ms <= latency_budget_ms)
+        from edgeprof.core.provenance import budget_verdict
+
+        verdict = budget_verdict(latency_ms, latency_budget_ms, provenance, low_ms=low,
+                                 high_ms=high)
+        meets = None if verdict.met is None else float(verdict.met)
         figures["meets_latency_budget"] = Figure(meets, "bool", provenance,
-                                                 None if meets is not None else reason)
+                                                 None if meets is not None else
+                                                 (reason or verdict.text))
+        if latency_ms is not None:
+            notes.append(f"latency budget on {target.id}: {verdict.text}")
 
     # -- honesty checks -------------------------------------------------------------------
     if measured_ok and on_host:

@@ -127,8 +127,11 @@ def test_prediction_with_a_matching_calibration(est_mobilenet, pi, no_user_dir):
 
 
 def test_no_calibration_is_the_roofline_with_the_prior_labelled_uncalibrated(
-        est_mobilenet, pi, no_user_dir):
-    p = predict_latency(est_mobilenet, pi, "openvino", "int8")
+        est_mobilenet, pi, no_user_dir, tmp_path):
+    # a folder with no calibration of the Pi (the shipped one would transfer to openvino)
+    empty = tmp_path / "none"
+    empty.mkdir()
+    p = predict_latency(est_mobilenet, pi, "openvino", "int8", dirs=[empty])
     prior = load_prior()
     roof = est_mobilenet.roofline_latency_ms
     assert p.provenance == "uncalibrated" and p.calibration is None

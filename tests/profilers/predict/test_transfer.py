@@ -140,9 +140,29 @@ def test_the_order_the_hardware_implies_holds(target_id, registry, shipped_only)
                     assert values[a] <= values[b] * (1 + 1e-9), (fam, a, b, values)
 
 
-def test_a_family_without_rows_stays_uncalibrated(pi, registry, shipped_only):
-    p = predict_latency(_est("builtin:small_cnn", pi, "fp32", registry), pi, "openvino")
+def test_a_runtime_without_rows_is_estimated_from_the_board(pi, registry, shipped_only):
+    """The board's shared efficiencies with a runtime factor of 1: estimated, not predicted,
+    wider than the calibrated runtimes' interval."""
+    est = _est("builtin:small_cnn", pi, "fp32", registry)
+    p = predict_latency(est, pi, "openvino")
+    assert p.provenance == "estimated" and p.method == "runtime transfer"
+    assert "--measurements" in p.note and p.value_ms >= p.roofline_ms
+    cal = predict_latency(est, pi, "tflite")
+    assert p.high_ms / p.low_ms > cal.high_ms / cal.low_ms
+
+
+def test_a_board_without_calibration_stays_uncalibrated(registry, shipped_only):
+    t = get_target("rk3588")
+    p = predict_latency(_est("builtin:small_cnn", t, "fp32", registry), t, "tflite")
     assert p.provenance == "uncalibrated" and "--measurements" in p.note
+
+
+def test_a_gpu_calibration_says_nothing_of_the_cpu(registry, shipped_only):
+    from edgeprof.api import on_device
+
+    cpu = on_device(get_target("jetson_nano"), "cpu")
+    p = predict_latency(_est("builtin:small_cnn", cpu, "fp32", registry), cpu, "onnxruntime")
+    assert p.provenance == "uncalibrated" and p.threads == 4
 
 
 # ------------------------------------------------------------------------------ fusion
