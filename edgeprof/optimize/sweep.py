@@ -1,5 +1,5 @@
 """Sweeps: a grid of models x targets x backends x precisions (x batch sizes), one
-measurement per job, on the fleet's boards or on a LocalCluster here — the same code path.
+measurement per job, on the fleet's boards or here, the way ``profile`` measures.
 
 ``SWEEP.toml``::
 
@@ -17,7 +17,8 @@ measurement per job, on the fleet's boards or on a LocalCluster here — the sam
     max_time = 2.0
     warmup = 10                  # fixed warm-up calls (default adaptive)
     threads = 4
-    timeout = 300                # per job, seconds, counted from its start on a board
+    timeout = 300                # per job, seconds (on a board from its start; here it puts
+                                 # each job in an isolated worker, as profile --timeout does)
     retries = 2                  # after a board's death, on any board of the same target
     no_board_wait = 120          # seconds a job waits for a board that went away
 
@@ -28,9 +29,17 @@ the job key is the primary key, so ``--resume`` skips finished jobs and can neve
 second row for one. (A Parquet file cannot be appended to in place: it would need one file
 per result or a rewrite per result, and no uniqueness check.)
 
-Without a fleet, a LocalCluster here has one worker process with one thread that holds every
-target's resource: the single exclusive measurement slot, while this process builds the next
-job's model on the other cores. Its results are measurements of this host, and say so.
+Without a fleet, each job is measured here, one at a time, by the very call ``profile``
+makes (``measure(MeasureRequest.for_handle(...))`` with the same runner rule: in this
+process, or in an isolated worker when ``[run] timeout`` is given), so a job gives the same
+answer through either command: the same threads, warm-up, input binding, process kind and
+affinity, recorded in each record's ``environment["conditions"]``. Nothing else runs beside a
+measurement: no build of the next job, no scheduler, no Dask worker. (A LocalCluster used to
+measure each job in a fresh process under a Dask worker, while this process built the next
+job and polled the scheduler: on a 2-core machine its medians differed from ``profile``'s by
+up to 1.6x, and a process per job made it 2.5x slower.) Its results are measurements of this
+host, and say so (board ``local``). On a fleet, a board measures each job in a fresh process
+there: that path must differ, and its records say ``isolated`` and name the board.
 """
 
 from __future__ import annotations
@@ -369,7 +378,7 @@ class SweepReport:
     frame: Any  # DataFrame, COLUMNS
     best: Any  # DataFrame, BEST_COLUMNS
     files: list[Path]
-    where: str  # "fleet tcp://..." or "LocalCluster"
+    where: str  # "fleet tcp://..." or LOCAL_WHERE
     wall_s: float
 
     @property
@@ -377,6 +386,44 @@ class SweepReport:
         """3 when a job that should have run produced no measurement (``failed``); a grid's
         unsupported or unavailable combinations are listed, not failures."""
         return 3 if (self.frame["status"] == "failed").any() else 0
+
+    def profile_document(self, model: str, target: str, batch_size: int | None = None
+                         ) -> dict[str, Any]:
+        """The sweep's jobs of one model, target (and batch size: by default the first the
+        sweep lists) as a profile.json-shaped document (the model, the target, one run per
+        backend x precision with its whole record), so
+        ``edgeprof.profilers.report.compare.compare_results`` (``edgeprof compare``) can set
+        a sweep's measurement beside a profile's: same job, same answer?"""
+        if model not in self.spec.handles or target not in self.spec.targets:
+            raise UserError(f"the sweep measured models {', '.join(self.spec.models)} on "
+                            f"targets {', '.join(self.spec.targets)}; not '{model}' on "
+                            f"'{target}'")
+        handle = self.spec.handles[model]
+        bs = batch_size if batch_size is not None else self.spec.batch_sizes[0]
+        if bs is not None:
+            handle = handle.with_batch(bs)
+        store = SweepStore(self.store)
+        try:
+            rows = [r for r in store.rows() if r["model"] == model and r["target"] == target
+                    and r["batch_size"] == bs]
+        finally:
+            store.close()
+        runs = []
+        for r in rows:
+            rec = json.loads(r["record"])
+            runs.append({"backend": r["backend"], "requested_precision": r["precision"],
+                         "executed_precision": rec.get("executed_precision"),
+                         "status": r["status"], "reason": r["reason"],
+                         "provenance": {"benchmark": "measured",
+                                        "measured_on": _measured_on(rec),
+                                        "board": (rec.get("extra") or {}).get("fleet")},
+                         "benchmark": rec, "summary": None})
+        from edgeprof._version import __version__
+
+        return clean({"schema_version": "1.0", "edgeprof_version": __version__,
+                      "created_utc": _utc(), "model": handle.to_dict(),
+                      "target": {"id": target}, "request": {"sweep": str(self.spec.path)},
+                      "runs": runs, "warnings": []})
 
     def to_dict(self) -> dict[str, Any]:
         return clean({"store": str(self.store), "total": self.total, "skipped": self.skipped,
@@ -404,37 +451,6 @@ def _build_failure(job: Job, error: Exception, handle) -> BenchmarkResult:
 
     status, reason = status_of(MeasureFailure("build", error))
     return _failed_record(job, status, reason, handle)
-
-
-@contextlib.contextmanager
-def _local_cluster(targets: list[str]):
-    """One worker process, one thread, every target's resource: the exclusive slot."""
-    import functools
-    import logging
-
-    import dask
-    from distributed import Client, LocalCluster
-
-    from edgeprof.profilers.measure.fleet import (WORKER_CONFIG, _startup_fingerprint,
-                                                  fingerprint, worker_resources)
-
-    fp = fingerprint("host", "local", True)
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0,
-                          "distributed.worker.daemon": False, **WORKER_CONFIG}):
-        cluster = LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
-            host="127.0.0.1", silence_logs=logging.ERROR,
-            resources=worker_resources([*targets, "host"], fp),
-            startup_information={"edgeprof": functools.partial(_startup_fingerprint, "host",
-                                                               "local", True)})
-        client = Client(cluster, set_as_default=False)
-        try:
-            yield client  # the config holds while it runs: a restarted worker gets it too
-        finally:
-            with contextlib.suppress(Exception):
-                client.close()
-            with contextlib.suppress(Exception):
-                cluster.close()
 
 
 def run_sweep(path: str | os.PathLike, *, fleet=None, resume: bool = False,
@@ -484,18 +500,19 @@ def run_sweep(path: str | os.PathLike, *, fleet=None, resume: bool = False,
                     progress(finished, len(jobs), {"job": job.key, "status": rec.status,
                                                    "board": board, "reason": rec.reason})
 
-        where = f"fleet {fleet.url}" if fleet is not None else "LocalCluster (this host)"
-        say(f"{len(todo)} job(s) to run on the {where}" +
+        where = f"fleet {fleet.url}" if fleet is not None else LOCAL_WHERE
+        say(f"{len(todo)} job(s) to run on " + (f"the {where}" if fleet is not None else where) +
             (f"; {skipped} already in {spec.store}" if skipped else ""))
-        if todo:
-            with (_fleet_client(fleet) if fleet is not None
-                  else _local_cluster(spec.targets)) as client:
+        if todo and fleet is None:
+            _drive_here(spec, todo, record, plugins)
+        elif todo:
+            with _fleet_client(fleet) as client:
                 d = Dispatcher(client, retries=retries,
                                no_board_s=float(spec.run.get("no_board_wait",
                                                              DEFAULT_NO_BOARD_S)))
                 try:
                     _drive(spec, todo, d, record, build_shipment, job_payload, job_timeout_s,
-                           FleetJob, local=fleet is None)
+                           FleetJob)
                 except SchedulerLostError as e:
                     raise SchedulerLostError(
                         f"{e}; {len(store)} of {len(jobs)} job(s) are safe in {spec.store}: "
@@ -520,16 +537,48 @@ def _fleet_client(fleet):
             client.close()
 
 
+#: where a sweep without a fleet measures (``SweepReport.where``)
+LOCAL_WHERE = "this host (one job at a time, measured as profile measures)"
+
+
+def _drive_here(spec: SweepSpec, todo: list[Job], record, plugins) -> None:
+    """Measure each job here, one at a time, by the call ``profile`` makes (see the module
+    docstring); store each record the moment it is made."""
+    from edgeprof.core.plugins import get_registry
+    from edgeprof.profilers.measure.fleet import emulation_note, fingerprint
+    from edgeprof.profilers.measure.measure import measure
+
+    reg = get_registry(plugins)
+    here = fingerprint("host", "local", True)
+    for job in todo:
+        handle = spec.handles[job.model]
+        if job.batch_size is not None:
+            handle = handle.with_batch(job.batch_size)
+        config = spec.config(job.precision, handle.batch_size)
+        request = MeasureRequest.for_handle(job.backend, handle, config,
+                                            plugins_file=plugins)
+        rec = measure(request, registry=reg)  # the runner rule of profile: default_runner
+        rec.model = job.model
+        emulating = job.target != "host"
+        board = dict(here, target=job.target, emulating=emulating)
+        rec.notes.append(emulation_note(board) if emulating else "measured on this host")
+        rec.extra = dict(rec.extra or {}, fleet={"board": "local", "target": job.target,
+                                                 "emulating": emulating,
+                                                 "fingerprint": board})
+        record(job, rec, "local", 1)
+
+
 def _drive(spec: SweepSpec, todo: list[Job], d, record, build_shipment, job_payload,
-           job_timeout_s, FleetJob, *, local: bool) -> None:
-    """Build each job here and submit it; store each outcome the moment it arrives."""
+           job_timeout_s, FleetJob) -> None:
+    """Build each job here and submit it to the fleet; store each outcome the moment it
+    arrives."""
     from edgeprof.core.plugins import get_registry
 
     reg = get_registry()
     queue = deque(todo)
     jobs_by_key: dict[str, Job] = {}
     shipments: OrderedDict[tuple, Any] = OrderedDict()
-    slots = 1 if local else max(1, len(d.boards(refresh=True)))
+    slots = max(1, len(d.boards(refresh=True)))
     cap = slots + 1  # one job built ahead per slot: builds overlap measurements
 
     def collect(wait_s: float) -> None:
@@ -549,7 +598,7 @@ def _drive(spec: SweepSpec, todo: list[Job], d, record, build_shipment, job_payl
         while queue and d.pending < cap:
             job = queue.popleft()
             fj = _prepare(spec, job, d, reg, shipments, record, build_shipment, job_payload,
-                          job_timeout_s, FleetJob, local=local)
+                          job_timeout_s, FleetJob)
             if fj is not None:
                 jobs_by_key[fj.key] = job
                 d.submit(fj)
@@ -558,7 +607,7 @@ def _drive(spec: SweepSpec, todo: list[Job], d, record, build_shipment, job_payl
 
 
 def _prepare(spec: SweepSpec, job: Job, d, reg, shipments, record, build_shipment,
-             job_payload, job_timeout_s, FleetJob, *, local: bool):
+             job_payload, job_timeout_s, FleetJob):
     """The job ready to submit, or None when it was recorded here (unsupported, no board,
     build failed)."""
     handle = spec.handles[job.model]
@@ -571,7 +620,7 @@ def _prepare(spec: SweepSpec, job: Job, d, reg, shipments, record, build_shipmen
     except Exception as e:  # noqa: BLE001 - measure's status rules decide (UserError raises)
         record(job, _build_failure(job, e, handle), None, 0)
         return None
-    why = None if local else d.unroutable(job.target, job.backend)
+    why = d.unroutable(job.target, job.backend)
     if why:
         record(job, _failed_record(job, "unavailable", why, handle), None, 0)
         return None

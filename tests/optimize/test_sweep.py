@@ -1,6 +1,7 @@
 """Sweeps (edgeprof.optimize.sweep): SWEEP.toml validation, the SQLite store, a sweep on a
 fleet of emulating boards (one killed mid-job), --resume after the driver is killed, the
-scheduler's death, and the LocalCluster path. 127.0.0.1 only; processes ended by PID."""
+scheduler's death, and the local path (measured here as profile measures). 127.0.0.1 only;
+processes ended by PID."""
 
 from __future__ import annotations
 

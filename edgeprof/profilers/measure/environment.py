@@ -3,7 +3,10 @@
 ``collect_environment()`` returns a JSON-ready dict: CPU model, physical/logical cores, the
 cores this process may use (affinity), the CPU frequency governor when readable, load
 average, memory, OS, python/numpy versions and — filled in by the harness — the runtime's
-name, version and thread counts. Static parts are read once per process.
+name, version and thread counts, and ``conditions``: how the measurement was taken (process
+kind and state, threads, affinity, warm-up, inputs, GC, heap, load policy; see
+``harness.run_in_process``). :data:`COMPARABLE_CONDITIONS` is the part two paths measuring
+one job must share. Static parts are read once per process.
 
 The warning checks are pure functions of numbers, so they can be tested with any values:
 
@@ -120,6 +123,82 @@ def collect_environment(*, runtime: str | None = None, runtime_version: str | No
     env["runtime_version"] = runtime_version
     env["threads"] = dict(threads or {})
     return env
+
+
+# ------------------------------------------------------------ measuring conditions
+#: variables that change how runtimes pick or park their threads, or how malloc behaves;
+#: recorded (those that are set) with every measurement
+THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES",
+                   "GOMP_SPINCOUNT", "KMP_AFFINITY", "KMP_BLOCKTIME", "MKL_NUM_THREADS",
+                   "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS",
+                   "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "MALLOC_ARENA_MAX",
+                   "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")
+#: frameworks whose presence in a measuring process is recorded (process state)
+FRAMEWORK_MODULES = ("torch", "tensorflow", "jax", "onnxruntime", "openvino", "ai_edge_litert",
+                     "tflite_runtime", "tensorrt", "llama_cpp", "transformers", "distributed")
+#: the parts of :func:`measurement_conditions` that every path (profile, sweep, batch,
+#: optimize) must share for one job to give one answer; the rest describes the process
+COMPARABLE_CONDITIONS = ("process", "threads", "threads_from", "thread_env", "affinity",
+                         "warmup", "timing", "inputs", "gc", "heap", "load")
+
+
+def thread_environment() -> dict[str, str]:
+    """The thread and malloc variables of :data:`THREAD_ENV_VARS` that are set here."""
+    return {k: os.environ[k] for k in THREAD_ENV_VARS if k in os.environ}
+
+
+def affinity() -> list[int] | None:
+    """The CPUs this process may run on (None where the OS does not say)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def frameworks_loaded() -> list[str]:
+    """The heavy frameworks already imported in this process."""
+    return [m for m in FRAMEWORK_MODULES if m in sys.modules]
+
+
+def os_threads() -> int | None:
+    """Threads alive in this process (runtime pools and Python threads)."""
+    try:
+        import psutil
+
+        return int(psutil.Process().num_threads())
+    except Exception:  # noqa: BLE001
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> Any:
+    import ctypes
+
+    return ctypes.CDLL("libc.so.6")
+
+
+def settle_heap() -> str:
+    """Collect Python's young garbage (what the build and the set-up load left) and hand
+    free malloc pages back to the OS (glibc's ``malloc_trim``), so the memory baseline and the
+    heap a run starts from do not depend on what the process did before (a conversion, other
+    runs). A full collection is left out: in a process holding torch it costs ~0.2 s a run.
+    Returns what was done."""
+    import gc
+
+    gc.collect(1)
+    if sys.platform.startswith("linux"):
+        try:
+            _libc().malloc_trim(0)
+            return "gc.collect(1) and malloc_trim(0) before the memory baseline"
+        except (OSError, AttributeError):
+            pass
+    return "gc.collect(1) before the memory baseline"
+
+
+def comparable_conditions(conditions: dict[str, Any]) -> dict[str, Any]:
+    """The part of a record's ``environment["conditions"]`` that two paths measuring one job
+    must share (:data:`COMPARABLE_CONDITIONS`)."""
+    return {k: conditions.get(k) for k in COMPARABLE_CONDITIONS}
 
 
 # ------------------------------------------------------------------------- CPU usage
@@ -266,9 +345,11 @@ def environment_warnings(env: dict[str, Any], *, other_cores: float | None = Non
     return [w for w in out if w is not None]
 
 
-__all__ = ["CpuUsage", "collect_environment", "cpu_model", "environment_warnings",
-           "governor_warning", "load_average", "load_warning", "oversubscription_warning",
-           "read_governor", "steal_warning", "usable_cores"]
+__all__ = ["COMPARABLE_CONDITIONS", "CpuUsage", "FRAMEWORK_MODULES", "THREAD_ENV_VARS",
+           "affinity", "collect_environment", "comparable_conditions", "cpu_model",
+           "environment_warnings", "frameworks_loaded", "governor_warning", "load_average",
+           "load_warning", "os_threads", "oversubscription_warning", "read_governor",
+           "settle_heap", "steal_warning", "thread_environment", "usable_cores"]
 
 
 def host_info(host_target: Any) -> dict[str, Any]:

@@ -4,9 +4,19 @@ A backend's ``prepare()`` gives a :class:`~edgeprof.core.backend.PreparedModel` 
 ``run(inputs)`` is one inference; the harness times that callable and knows nothing of any
 runtime. Phases are timed apart:
 
-1. **load** — ``backend.prepare(...)`` (load / convert / compile), wall time. The runtime's
-   Python modules (``Backend.requires``) are imported *before* it, so neither the import time
-   nor the libraries' memory count.
+0. **build** — for a backend with a ``build``/``load`` pair (every built-in one that converts):
+   ``backend.build(...)`` (convert, or find the conversion in the cache), timed apart
+   (``config["harness"]["build"]``) *before* the load clock and the memory baseline, so a
+   cold cache and a warm one report the same load time and peak memory. Then one untimed
+   **set-up load** of the same artifact, closed at once: the runtime's lazy imports (an
+   interpreter's native module, a device plugin) and one-time set-up (kernel registries) happen
+   there, not in the figures, whether this process is fresh, ran the converter or ran the
+   runtime before (``config["harness"]["setup"]``: its time and what the runtime kept). Then
+   the heap is settled (young garbage collected, ``malloc_trim``) and the baseline taken.
+1. **load** — ``backend.load(artifact)`` (or, for a backend that prepares in one step,
+   ``backend.prepare(...)``, conversion included, and the record says so), wall time. The
+   runtime's Python modules (``Backend.requires``) are imported *before* it, so neither the
+   import time nor the libraries' memory count.
 2. **first inference** — one call, timed alone.
 3. **warm-up** — until timings settle: windows of calls (about 20 ms each, 3 to 50 samples)
    are timed, and warm-up ends when the medians of the last three windows agree within
@@ -20,9 +30,11 @@ runtime. Phases are timed apart:
    ``ci_width_not_reached`` warnings say when the cap cut it short).
 
 Timing uses ``time.perf_counter_ns``; ``prepared.sync`` (accelerators) is called inside the
-timed region. A call so short that reading the clock would cost more than
-``max_timer_overhead`` (0.1%) of it is timed in *blocks* of ``k`` calls; a sample is then the
-block's mean per call, and p90/p99 are not reported (they would be percentiles of means).
+timed region. Phases 2-4 run with every existing Python object frozen (``gc.freeze``): a
+collection during timing scans only what the calls made, whatever the process held before.
+A call so short that reading the clock would cost more than ``max_timer_overhead`` (0.1%)
+of it is timed in *blocks* of ``k`` calls; a sample is then the block's mean per call, and
+p90/p99 are not reported (they would be percentiles of means).
 ``runs`` counts samples (single calls, or blocks when blocked).
 
 Extra knobs travel in ``RunConfig.harness_options`` (:class:`~edgeprof.core.backend.HarnessOptions`;
@@ -38,6 +50,14 @@ backend's own error and what was measured so far (memory, notes); ``UserError`` 
 as itself. Turning that into a status happens in one place,
 ``edgeprof.profilers.measure.measure``. Where the harness runs (this process, an isolated
 worker) is a runner's choice (``edgeprof.profilers.measure.runners``), not the harness's.
+
+Every record says how it was measured, in ``environment["conditions"]``: the process kind
+(``inline`` or ``isolated``) and state (frameworks loaded, OS threads, measurements before),
+the threads and where they came from, the thread/malloc environment variables, the CPU
+affinity, the warm-up policy and timing plan, how the inputs were made and bound, the GC and
+heap handling, the load policy and the build. ``environment.COMPARABLE_CONDITIONS`` names the
+part that every path (profile, sweep, batch, optimize) must share for one job to give one
+answer.
 """
 
 from __future__ import annotations
@@ -45,6 +65,7 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -107,17 +128,21 @@ def _number(name: str, value: Any, *, integer: bool = False, minimum: float | No
 def plan_from_config(config: RunConfig) -> TimingPlan:
     """Validate the timing knobs of ``config`` (UserError naming the bad one) into a plan."""
     o = {k: v for k, v in asdict(config.harness_options).items() if v is not None}
+    # messages name the flag, then the RunConfig field (the Python API's name) in brackets
     min_runs = DEFAULT_MIN_RUNS if config.runs is None else _number(
-        "runs", config.runs, integer=True, minimum=1)
-    min_time = DEFAULT_MIN_TIME_S if config.min_time_s is None else float(_number(
-        "min_time_s", config.min_time_s, minimum=0))
-    max_time = (max(DEFAULT_MAX_TIME_S, min_time) if config.max_time_s is None
-                else float(_number("max_time_s", config.max_time_s, minimum=0, strict=True)))
+        "--runs (runs)", config.runs, integer=True, minimum=1)
+    cap = None if config.max_time_s is None else float(_number(
+        "--max-time (max_time_s)", config.max_time_s, minimum=0, strict=True))
+    # --max-time alone, below the default --min-time, lowers the minimum to it
+    min_time = (min(DEFAULT_MIN_TIME_S, cap if cap is not None else DEFAULT_MIN_TIME_S)
+                if config.min_time_s is None else float(_number(
+                    "--min-time (min_time_s)", config.min_time_s, minimum=0)))
+    max_time = max(DEFAULT_MAX_TIME_S, min_time) if cap is None else cap
     if max_time < min_time:
-        raise UserError(f"max_time_s ({max_time:g} s) is below min_time_s ({min_time:g} s); "
-                        "raise max_time_s or lower min_time_s")
-    warmup = None if config.warmup is None else _number("warmup", config.warmup, integer=True,
-                                                          minimum=0)
+        raise UserError(f"--max-time {max_time:g} s is below --min-time {min_time:g} s "
+                        "(max_time_s < min_time_s); raise --max-time or lower --min-time")
+    warmup = None if config.warmup is None else _number("--warmup (warmup)", config.warmup,
+                                                          integer=True, minimum=0)
     ci_width = o.get("ci_width")
     if ci_width is not None:
         ci_width = float(_number("harness.ci_width", ci_width, minimum=0, strict=True))
@@ -332,7 +357,7 @@ def timing_warnings(stats, timing: Timing, plan: TimingPlan) -> list[WarningReco
     if timing.stop_reason == "max_time" and len(timing.samples_ns) < plan.min_runs:
         out.append(WarningRecord("time_cap_reached", f"stopped at the {plan.max_time_s:g} s cap "
                                  f"after {len(timing.samples_ns)} samples (asked for "
-                                 f"{plan.min_runs}); raise max_time_s for more"))
+                                 f"{plan.min_runs}); raise --max-time for more"))
     if plan.ci_width is not None and timing.stop_reason != "ci_width":
         got = "no CI" if timing.ci_rel_width is None else f"{timing.ci_rel_width:.2%}"
         out.append(WarningRecord("ci_width_not_reached", f"the {plan.ci_level:.0%} CI of the "
@@ -390,18 +415,202 @@ def _base_result(backend: Backend, model, config: RunConfig) -> BenchmarkResult:
                            config=config.to_dict())
 
 
+#: measurements this process has run (part of the process state each record carries)
+_MEASUREMENTS_IN_PROCESS = 0
+
+
+def _build_first(backend: Backend, model, config: RunConfig,
+                 prepare: Callable[[list], Any] | None, result: BenchmarkResult
+                 ) -> tuple[Callable[[list], Any] | None, dict[str, Any]]:
+    """Build (convert, or find in the cache) before the memory baseline and the load clock:
+    ``(what loads the built artifact, what was built)``. A backend that converts inside its
+    own ``prepare()`` (no ``build``/``load`` pair) keeps it, and the record says so."""
+    if prepare is not None:
+        return prepare, {"when": "before this run: a built artifact was given",
+                         "time_s": None, "cache_hit": None}
+    cls = type(backend)
+    if cls.prepare is not Backend.prepare or cls.build is Backend.build \
+            or cls.load is Backend.load:
+        return None, {"when": "inside the backend's own prepare(): counted in the load time",
+                      "time_s": None, "cache_hit": None}
+    try:
+        backend.check_request(model, config)
+        t0 = time.perf_counter()
+        artifact = backend.build(model, config.precision, model.calibration)
+        took = time.perf_counter() - t0
+    except UserError:
+        raise
+    except BACKEND_FAILURES as e:  # a conversion's failure is the run's, as in prepare()
+        raise MeasureFailure("prepare", e, result) from e
+    build = {"when": "before the load clock and the memory baseline", "time_s": took,
+             "cache_hit": bool(artifact.cache_hit)}
+    return _ArtifactLoader(backend, model, config, artifact), build
+
+
+class _ArtifactLoader:
+    """``backend.load(artifact)``, as ``Backend.prepare`` does after its build: a cached
+    artifact that fails to load is rebuilt once (with a warning); the cache's warnings
+    become the run's. Called twice (the set-up load, then the timed one): a rebuild in the
+    first is not timed, and the warnings reach the second."""
+
+    def __init__(self, backend: Backend, model, config: RunConfig, artifact: Any):
+        self.backend, self.model, self.config, self.artifact = backend, model, config, artifact
+        self.warnings: list[tuple[str, str]] = []
+
+    def __call__(self, inputs: list) -> Any:
+        from edgeprof.core.backend import add_warning
+        from edgeprof.core.cache import drain_warnings, evict
+        from edgeprof.core.errors import BackendUnavailableError, InputSpecError
+
+        b, config = self.backend, self.config
+        try:
+            prepared = b.load(self.artifact, config, inputs)
+        except (BackendUnavailableError, InputSpecError):
+            raise  # not the artifact's fault
+        except Exception:  # noqa: BLE001 - a cached artifact that does not load is rebuilt
+            if not self.artifact.cache_hit:
+                raise
+            rebuilt = self.artifact.path
+            evict(rebuilt)
+            self.artifact = b.build(self.model, config.precision, self.model.calibration)
+            prepared = b.load(self.artifact, config, inputs)
+            self.warnings.append(("cache_rebuilt", f"cached artifact '{rebuilt}' did not "
+                                  "load; it was rebuilt"))
+        self.warnings.extend(("cache", m) for m in drain_warnings())
+        have = {(w.get("code"), w.get("message")) for w in prepared.warnings}
+        for code, message in self.warnings:
+            if (code, message) not in have:
+                add_warning(prepared, code, message)
+        return prepared
+
+
+def _close(prepared: Any, result: BenchmarkResult) -> None:
+    if prepared is not None and prepared.close is not None:
+        try:
+            prepared.close()
+        except BACKEND_FAILURES as e:
+            result.notes.append(f"closing the prepared model failed: {one_line(e)}")
+
+
+def _set_up_runtime(load: Callable[[list], Any], inputs: list,
+                    result: BenchmarkResult) -> dict[str, Any]:
+    """One untimed load of the artifact, closed at once, before the memory baseline and the
+    load clock: the runtime's lazy imports (an interpreter's native module, a device
+    plugin) and its one-time set-up (kernel registries, thread pools) then happen here, so
+    the figures that follow are the model's, whether this process is fresh, ran the
+    converter, or ran this runtime before."""
+    from edgeprof.profilers.measure.memory import current_rss
+
+    rss0 = current_rss()
+    t0 = time.perf_counter()
+    try:
+        prepared = load(inputs)
+    except UserError:
+        raise
+    except BACKEND_FAILURES as e:
+        raise MeasureFailure("prepare", e, result) from e
+    took = time.perf_counter() - t0
+    _close(prepared, result)
+    del prepared
+    return {"load_s": took, "rss_before_bytes": rss0}
+
+
+class _FrozenGC:
+    """Freeze every object that exists (``gc.freeze``) for the timed calls: a collection
+    during timing then scans only what the calls made, so its cost does not depend on how
+    many objects the process held before (torch, other runs). Nothing is collected first (a
+    full collection costs ~0.2 s in a process holding torch); frozen garbage is freed after
+    the run, when the objects are unfrozen."""
+
+    def __enter__(self) -> _FrozenGC:
+        import gc
+
+        if hasattr(gc, "freeze"):
+            gc.freeze()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import gc
+
+        if hasattr(gc, "unfreeze"):
+            gc.unfreeze()
+
+
+def _warmup_policy(plan: TimingPlan) -> dict[str, Any]:
+    if plan.warmup is not None:
+        return {"policy": "fixed", "calls": plan.warmup}
+    return {"policy": "adaptive", "tolerance": plan.warmup_tolerance,
+            "min_time_s": plan.warmup_min_time_s, "max_time_s": plan.warmup_max_time_s}
+
+
+def _conditions(process: str, config: RunConfig, plan: TimingPlan, prepared: Any,
+                build: dict[str, Any], heap: str, setup: dict[str, Any] | None
+                ) -> dict[str, Any]:
+    """How this measurement was taken (``environment["conditions"]``); the keys of
+    ``environment.COMPARABLE_CONDITIONS`` are what every path shares for one job."""
+    from edgeprof.profilers.measure.environment import (affinity, frameworks_loaded,
+                                                        os_threads, thread_environment)
+
+    physical = None
+    try:
+        from edgeprof.backends.common import physical_cores
+
+        physical = physical_cores()
+    except Exception:  # noqa: BLE001
+        physical = None
+    inputs = prepared.inputs
+    kind = type(inputs).__name__
+    if isinstance(inputs, (list, tuple)) and inputs:
+        kind += " of " + ", ".join(sorted({type(x).__name__ for x in inputs}))
+    elif isinstance(inputs, dict) and inputs:
+        kind += " of " + ", ".join(sorted({type(x).__name__ for x in inputs.values()}))
+    return {
+        "process": process,
+        "process_state": {"pid": os.getpid(),
+                          "measurements_before": _MEASUREMENTS_IN_PROCESS,
+                          "frameworks_loaded": frameworks_loaded(),
+                          "os_threads": os_threads()},
+        "threads": dict(prepared.threads),
+        "threads_from": ("--threads" if config.threads else
+                         f"the backend's default (physical cores: {physical})"),
+        "thread_env": thread_environment(),
+        "affinity": affinity(),
+        "warmup": _warmup_policy(plan),
+        "timing": {"min_runs": plan.min_runs, "min_time_s": plan.min_time_s,
+                   "max_time_s": plan.max_time_s, "ci_width": plan.ci_width,
+                   "block_size": plan.block_size or "auto"},
+        "inputs": {"seed": config.seed, "made": "once, before loading",
+                   "bound": f"by the backend at load ({kind}); the same objects every call"},
+        "gc": "objects frozen while timing (collections scan only what the calls make)",
+        "heap": heap,
+        "load": ("timed after one untimed set-up load of the same artifact (the runtime's "
+                 "lazy imports and one-time set-up are not the model's)" if setup is not None
+                 else "the backend's prepare(), timed as it is (no set-up load)"),
+        "build": build,
+    }
+
+
 def run_in_process(backend: Backend, model, config: RunConfig, *,
                    plan: TimingPlan | None = None,
-                   prepare: Callable[[list], Any] | None = None) -> BenchmarkResult:
+                   prepare: Callable[[list], Any] | None = None,
+                   process: str = "inline") -> BenchmarkResult:
     """Prepare ``model`` with ``backend`` and time it, in this process; see the module
     docstring. Returns an ``ok`` result or raises (:class:`MeasureFailure`, ``UserError``).
 
     ``model`` is a :class:`~edgeprof.core.models.ModelHandle` (its batch size and sample
     inputs are used); ``prepare(inputs)`` replaces ``backend.prepare(model, config, inputs)``
     (e.g. ``backend.load`` of a built artifact). Bad timing knobs raise ``UserError`` before
-    anything runs.
+    anything runs. ``process`` names the kind of process this is (``inline``: the caller's;
+    ``isolated``: a fresh worker), recorded in ``environment["conditions"]``.
+
+    Order: import the runtime, **build** (convert or find in the cache: timed apart, as
+    ``config["harness"]["build"]``), settle the heap, start the memory baseline, then
+    **load** (the load clock), then time the calls. A cold cache and a warm one therefore
+    report the same load time and peak memory.
     """
-    from edgeprof.profilers.measure.environment import CpuUsage, collect_environment, environment_warnings
+    global _MEASUREMENTS_IN_PROCESS
+    from edgeprof.profilers.measure.environment import (CpuUsage, collect_environment,
+                                                        environment_warnings, settle_heap)
     from edgeprof.profilers.measure.memory import DEFAULT_INTERVAL_S, PeakMemory
     from edgeprof.profilers.measure.stats import latency_stats
 
@@ -416,8 +625,20 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
         raise
     except BACKEND_FAILURES as e:
         raise MeasureFailure("import", e, result) from e
-    env = collect_environment()
+    # 0. build before the baseline and the load clock (a conversion is not loading)
+    load, build = _build_first(backend, model, config, prepare, result)
+    result.config["harness"] = {"build": build}
     inputs = model.make_inputs(config.seed)
+    setup = None
+    if load is not None:  # a built artifact: set the runtime up with one untimed load
+        setup = _set_up_runtime(load, inputs, result)
+    heap = settle_heap()
+    if setup is not None:  # what the runtime kept of its first load in this process
+        from edgeprof.profilers.measure.memory import current_rss
+
+        setup["rss_kept_bytes"] = current_rss() - setup.pop("rss_before_bytes")
+    result.config["harness"]["setup"] = setup
+    env = collect_environment()
     mem = None
     if options.memory:
         mem = PeakMemory(float(DEFAULT_INTERVAL_S if options.memory_interval_s is None
@@ -425,10 +646,10 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
                          device=config.device).start()
     prepared = None
     try:
-        # 1. load / convert / compile
+        # 1. load / compile
         t0 = time.perf_counter()
         try:
-            prepared = (prepare(inputs) if prepare is not None
+            prepared = (load(inputs) if load is not None
                         else backend.prepare(model, config, inputs))
         except UserError:
             raise
@@ -445,32 +666,36 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
         result.warnings.extend(WarningRecord(w["code"], w["message"])
                                for w in getattr(prepared, "warnings", ()))
         result.extra = _json_safe(prepared.extra)
+        conditions = _conditions(process, config, plan, prepared, build, heap, setup)
 
         # 2-4. first inference, warm-up, steady state
         cpu = CpuUsage().start()
         try:
-            timing = time_callable(prepared.run, prepared.inputs, sync=prepared.sync, plan=plan)
+            with _FrozenGC():
+                timing = time_callable(prepared.run, prepared.inputs, sync=prepared.sync,
+                                       plan=plan)
         except UserError:
             raise
         except BACKEND_FAILURES as e:
             raise MeasureFailure("inference", e, result) from e
         finally:
             cpu.stop()
+            _MEASUREMENTS_IN_PROCESS += 1
     finally:
         if mem is not None:
             mem.stop()
             result.peak_memory_bytes = mem.peak_bytes
             result.memory_detail = mem.detail()
-        if prepared is not None and prepared.close is not None:
-            try:
-                prepared.close()
-            except BACKEND_FAILURES as e:
-                result.notes.append(f"closing the prepared model failed: {one_line(e)}")
+            if setup is not None:
+                result.memory_detail["baseline"] = (
+                    "RSS after the runtime's modules were imported, the model was built and "
+                    "loaded once untimed (set-up), before the timed load")
+        _close(prepared, result)
 
     stats = latency_stats([s / 1e6 for s in timing.samples_ns], block_size=timing.block_size,
                           ci_level=plan.ci_level, keep_samples=options.keep_samples)
     env.update(runtime=prepared.runtime, runtime_version=prepared.runtime_version,
-               threads=dict(prepared.threads))
+               threads=dict(prepared.threads), conditions=conditions)
     result.status = "ok"
     result.stats = stats
     result.throughput_per_s = model.batch_size * 1e3 / stats.median_ms if stats.median_ms > 0 else None
@@ -479,9 +704,11 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
     result.warmup_time_s = timing.warmup_time_s
     result.steady_time_s = timing.steady_time_s
     result.environment = env
-    result.warnings = timing_warnings(stats, timing, plan) + environment_warnings(
-        env, other_cores=cpu.other_cores, workers=int(options.concurrent_workers),
-        steal_cores=cpu.steal_cores)
+    # the backend's own named warnings (collected at load) first, then the measurement's
+    result.warnings = result.warnings + timing_warnings(stats, timing, plan) \
+        + environment_warnings(env, other_cores=cpu.other_cores,
+                               workers=int(options.concurrent_workers),
+                               steal_cores=cpu.steal_cores)
     result.config["harness"] = {
         "block_size": timing.block_size,
         "steady_calls": timing.steady_calls,
@@ -492,6 +719,8 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
         "other_processes_cores": cpu.other_cores,
         "steal_cores": cpu.steal_cores,
         "backend_reported_load_time_s": prepared.load_time_s,
+        "build": build,
+        "setup": setup,
     }
     return result
 

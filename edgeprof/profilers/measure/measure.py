@@ -128,12 +128,20 @@ def measure(request: MeasureRequest, runner: Runner | None = None, *,
 def benchmark_backend(backend: Any, model: Any, config: RunConfig | None = None, *,
                       runner: Runner | None = None, plugins_file: Any = None,
                       registry: Any = None) -> RunRecord:
-    """:func:`measure` of ``backend`` (a Backend class or object; only its class is used,
-    built once inside the run) on ``model`` (a ModelHandle or a spec)."""
+    """:func:`measure` of ``backend`` (a registered backend's name, or a Backend class or
+    object; only its class is used, built once inside the run) on ``model`` (a ModelHandle
+    or a spec)."""
     from edgeprof.core.models import ModelHandle, resolve_model
 
     config = config or RunConfig()
-    cls = backend if isinstance(backend, type) else type(backend)
+    if isinstance(backend, str):
+        if registry is None:
+            from edgeprof.core.plugins import get_registry
+
+            registry = get_registry(plugins_file)
+        cls = registry.backend(backend)  # an unknown name: UserError naming the known ones
+    else:
+        cls = backend if isinstance(backend, type) else type(backend)
     handle = model if isinstance(model, ModelHandle) else resolve_model(model,
                                                                         registry=registry)
     request = MeasureRequest.for_handle(cls, handle, config, plugins_file=plugins_file)

@@ -1,7 +1,9 @@
 """Runners: where a :class:`~edgeprof.core.requests.MeasureRequest` runs.
 
 * :class:`InlineRunner` — in this process: resolve the backend class and the model (or load
-  the built artifact), build the backend object once, and time it with the harness.
+  the built artifact), build the backend object once, and time it with the harness. The
+  default for ``profile``, ``batch``, ``optimize`` and a sweep without a fleet alike, so one
+  job is measured the same way whichever command asks (``environment["conditions"]``).
 * :class:`IsolatedRunner` — in a fresh worker process (``python -c`` running
   :mod:`edgeprof.profilers.measure.worker`), with a timeout. A runtime that segfaults, hangs,
   calls ``sys.exit`` or is killed for memory takes only its worker down. What crosses is the
@@ -99,12 +101,15 @@ def _registry(request: MeasureRequest, registry: Any) -> Any:
 
 
 class InlineRunner:
-    """Run the request in this process."""
+    """Run the request in this process. ``process`` is what the record calls this process
+    (``environment["conditions"]["process"]``): ``inline`` (the caller's own), or
+    ``isolated`` when the isolated worker runs it."""
 
     name = "inline"
 
-    def __init__(self, registry: Any = None):
+    def __init__(self, registry: Any = None, *, process: str = "inline"):
         self.registry = registry
+        self.process = process
 
     def run(self, request: MeasureRequest) -> BenchmarkResult:
         cls = backend_class(request, self.registry)
@@ -115,7 +120,7 @@ class InlineRunner:
                                        "artifacts", backend=request.backend)
             handle, artifact = _artifact_model(request, _registry(request, self.registry))
             backend = cls()
-            return run_in_process(backend, handle, config,
+            return run_in_process(backend, handle, config, process=self.process,
                                   prepare=lambda inputs: backend.load(artifact, config, inputs))
         handle = request.handle
         if handle is None:
@@ -126,7 +131,7 @@ class InlineRunner:
                                    registry=_registry(request, self.registry),
                                    calibration=request.calibration)
         cls.check_request(handle, config)  # what the capabilities rule out, before any work
-        return run_in_process(cls(), handle, config)
+        return run_in_process(cls(), handle, config, process=self.process)
 
 
 # --------------------------------------------------------------------- the isolated one

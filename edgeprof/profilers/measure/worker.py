@@ -62,7 +62,7 @@ def serve(wire: dict) -> dict:
 
     note = f"ran in an isolated worker process (pid {os.getpid()})"
     try:
-        record = InlineRunner().run(MeasureRequest.from_dict(wire))
+        record = InlineRunner(process="isolated").run(MeasureRequest.from_dict(wire))
         record.notes.append(note)
         return {"result": record.to_dict()}
     except MeasureFailure as f:

@@ -5,6 +5,7 @@ extra, TLS beyond loopback, fingerprints that contradict their descriptor."""
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 import subprocess
@@ -166,6 +167,13 @@ def test_a_profile_is_routed_to_the_board_of_its_target(fleet):
     assert run["provenance"]["target_figures"] != "measured"
     assert run["provenance"]["measured_on"].startswith("measured on HOST, emulating jetson_nano")
     assert run["summary"]["figures"]["latency_ms"]["provenance"] != "measured"
+    # a board must measure in a fresh process of its own: the record says so, and says
+    # whether the Dask nanny's thread variables (OMP_NUM_THREADS=1 ...) reached it
+    cond = run["benchmark"]["environment"]["conditions"]
+    assert cond["process"] == "isolated"
+    assert cond["build"]["when"] == "before this run: a built artifact was given"
+    assert "OMP_NUM_THREADS" not in cond["thread_env"] or \
+        cond["thread_env"]["OMP_NUM_THREADS"] == os.environ.get("OMP_NUM_THREADS")
 
     report = _profile(fleet, "raspberry_pi_4")
     assert report.runs[0].benchmark.extra["fleet"]["board"] == "pi-1"
