@@ -112,9 +112,28 @@ class Calibration:
         return write_json(path, self.to_dict())
 
 
+_LOADED: dict[tuple[str, int, int], Calibration] = {}
+
+
 def load_calibration(path: str | os.PathLike) -> Calibration:
-    """Read and validate one calibration file (:class:`CalibrationError` if unusable)."""
+    """Read and validate one calibration file (:class:`CalibrationError` if unusable). A
+    file read before and unchanged since (same size and modification time) is not parsed
+    again: predictions over many models look calibrations up once per model."""
     path = Path(path)
+    try:
+        st = path.stat()
+        key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    except OSError:
+        key = None
+    if key is not None and key in _LOADED:
+        return _LOADED[key]
+    cal = _load_calibration(path)
+    if key is not None:
+        _LOADED[key] = cal
+    return cal
+
+
+def _load_calibration(path: Path) -> Calibration:
     if not path.is_file():
         raise CalibrationError("no such calibration file; give the path of one (edgeprof "
                                "calibrate --measurements FILE.csv --out FILE.json writes one)",
