@@ -1,1 +1,4 @@
-"""The command line: a thin layer over edgeprof.api (parser and exit codes in main, rendering in render)."""
+"""The command line: a thin layer over edgeprof.api. main: the one parser, the tensor
+commands and exit codes; llm: the generative commands; fleet: worker, fleet, sweep; common:
+what they share (consoles, argument types, the kinds of model); render / render_llm: the
+terminal tables."""

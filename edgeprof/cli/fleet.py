@@ -9,14 +9,9 @@ import json
 import sys
 from typing import Any
 
+from edgeprof.cli.common import _console, _non_negative_int, _positive_float, _positive_int
 from edgeprof.cli.render import _fmt, _si
 from edgeprof.core.errors import UserError
-
-
-def _console(stderr: bool = False):
-    from edgeprof.cli.main import _console as console
-
-    return console(stderr)
 
 
 def add_tls_args(sp) -> None:
@@ -186,7 +181,7 @@ def cmd_sweep(args) -> int:
 
 
 # ------------------------------------------------------------------------ the parsers
-def add_parsers(sub, common, positive_int, positive_float, non_negative_int) -> None:
+def add_parsers(sub, common) -> None:
     w = sub.add_parser("worker", parents=[common],
                        help="serve this board to a Dask scheduler: measure artifacts for its "
                             "target")
@@ -213,14 +208,14 @@ def add_parsers(sub, common, positive_int, positive_float, non_negative_int) -> 
     s.add_argument("--resume", action="store_true",
                    help="continue a sweep whose store already holds results: skip finished "
                         "jobs")
-    s.add_argument("--runs", type=positive_int, help="minimum timed runs per job")
-    s.add_argument("--min-time", type=positive_float, metavar="S",
+    s.add_argument("--runs", type=_positive_int, help="minimum timed runs per job")
+    s.add_argument("--min-time", type=_positive_float, metavar="S",
                    help="minimum timed seconds per job")
-    s.add_argument("--max-time", type=positive_float, metavar="S", help="cap on timed seconds")
-    s.add_argument("--warmup", type=positive_int, help="fixed warm-up runs (default adaptive)")
-    s.add_argument("--timeout", type=positive_float, metavar="S",
+    s.add_argument("--max-time", type=_positive_float, metavar="S", help="cap on timed seconds")
+    s.add_argument("--warmup", type=_positive_int, help="fixed warm-up runs (default adaptive)")
+    s.add_argument("--timeout", type=_positive_float, metavar="S",
                    help="per-job timeout, from its start on a board")
-    s.add_argument("--retries", type=non_negative_int,
+    s.add_argument("--retries", type=_non_negative_int,
                    help="times a job is submitted again after its board died (default 2)")
     add_fleet_flag(s)
     s.set_defaults(func=cmd_sweep)

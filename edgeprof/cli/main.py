@@ -1,5 +1,12 @@
 """The command line: parse, call the API, print, map errors to exit codes. No logic here.
 
+One parser (:func:`build_parser`). profile, estimate, recommend and optimize take a tensor
+model or a generative one (llm:NAME, .gguf, HF folder): each kind's own flags are a group of
+the command, and after parsing ``common.resolve_kind`` branches on the model's kind —
+refusing the other kind's flags, filling the defaults that differ by kind and choosing the
+command function (here for tensor models, ``cli/llm.py`` for generative ones). Shared
+helpers are in ``cli/common.py``; rendering in ``cli/render.py`` and ``cli/render_llm.py``.
+
 Exit codes (docs/design.md): 0 complete; 2 user input or configuration error; 3 partial (a
 backend named explicitly is unavailable, or a requested run produced no measurement);
 4 constraints cannot be met; 1 internal error.
@@ -14,66 +21,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from edgeprof._version import __version__
-from edgeprof.core.errors import EdgeprofError, OutputError, UserError
-from edgeprof.cli.signals import Interrupted, handling_signals
+from edgeprof.cli import llm
+from edgeprof.cli.common import (Progress, _batch_list, _console, _device, _dtype,
+                                 _html_file, _in_flag_words, _keeping_results, _key_value,
+                                 _names, _non_negative_int, _Parser, _positive_float,
+                                 _positive_int, _shape, for_kinds, kind_groups, resolve_kind)
+from edgeprof.cli.fleet import add_fleet_flag, add_parsers as add_fleet_parsers
+from edgeprof.cli.fleet import print_boards, profile_fleet
 from edgeprof.cli.render import _fmt, _si
-
-
-# ----------------------------------------------------------------------------- output
-#: the Python API's constraint names, as the terminal names them: the flag that sets each
-#: (plans, verdicts and errors are worded in the API's names; the JSON keeps those)
-_FLAG_WORDS = {"latency_budget_ms": "--latency-budget-ms",
-               "memory_budget_bytes": "--memory-budget-mb",
-               "memory_budget_mb": "--memory-budget-mb",
-               "max_accuracy_drop": "--max-accuracy-drop", "stream_rate_fps": "--stream-rate",
-               "device_memory": "the device's memory"}
-
-
-def _in_flag_words(text: str) -> str:
-    """``text`` with the API's field names as flags, and an architecture step's targets
-    (``latency_reduction=14.094, max_macs=931217``) in words."""
-    import re
-
-    text = re.sub(r"(?<![\w-])(" + "|".join(_FLAG_WORDS) + r")(?![\w-])",
-                  lambda m: _FLAG_WORDS[m.group(1)], text)
-    text = re.sub(r"\blatency_reduction=([\d.]+)",
-                  lambda m: f"latency {float(m.group(1)):.3g}x lower", text)
-    text = re.sub(r"\bmax_macs=(\d+)", lambda m: f"at most {_si(int(m.group(1)), 'MAC')}",
-                  text)
-    return re.sub(r"\bmax_parameter_bytes=(\d+)",
-                  lambda m: f"at most {_si(int(m.group(1)), 'B')} of weights", text)
-
-
-def _console(stderr: bool = False):
-    from rich.console import Console
-
-    console = Console(stderr=stderr, highlight=False, soft_wrap=False)
-    if not console.is_terminal:  # logs and pipes: wide enough that tables stay readable
-        console.width = 160
-    return console
-
-
-class Progress:
-    """Progress on stderr for steps that take more than a moment."""
-
-    def __init__(self, enabled: bool = True):
-        self.console = _console(stderr=True)
-        self.enabled = enabled and self.console.is_terminal
-        self.status = None
-
-    def __call__(self, msg: str) -> None:
-        if not self.enabled:
-            return
-        if self.status is None:
-            self.status = self.console.status(msg)
-            self.status.start()
-        else:
-            self.status.update(msg)
-
-    def stop(self) -> None:
-        if self.status is not None:
-            self.status.stop()
-            self.status = None
+from edgeprof.cli.signals import Interrupted, handling_signals
+from edgeprof.core.errors import EdgeprofError, OutputError, UserError
 
 
 # --------------------------------------------------------------------------- commands
@@ -183,8 +140,6 @@ def _run_options(args) -> dict[str, Any]:
 
 def cmd_profile(args) -> int:
     from edgeprof.api import profile
-    from edgeprof.cli.fleet import print_boards, profile_fleet
-
     progress = Progress(enabled=not args.json)
     report, unwritten = _keeping_results(progress, lambda: profile(
             args.model, target=args.target, backends=args.backend, precisions=args.precision,
@@ -210,19 +165,6 @@ def cmd_profile(args) -> int:
             _console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
     _html_then_deferred_error(args, unwritten, "render_profile_html", report.to_dict)
     return report.exit_code
-
-
-def _keeping_results(progress, call):
-    """Run ``call``; when it measured but ``--out`` could not be written, keep the results
-    (to print them) and the error (to raise after printing)."""
-    try:
-        return call(), None
-    except OutputError as e:
-        if e.result is None:
-            raise
-        return e.result, e
-    finally:
-        progress.stop()
 
 
 def _html_then_deferred_error(args, unwritten, renderer: str, document) -> None:
@@ -326,15 +268,6 @@ def cmd_batch(args) -> int:
     return 3 if batch_problems(rep) else 0
 
 
-def _batch_list(text: str) -> list[int]:
-    out = []
-    for part in text.split(","):
-        out.append(_positive_int(part.strip()))
-    if not out:
-        raise argparse.ArgumentTypeError("give batch sizes like 1,2,4,8")
-    return out
-
-
 def cmd_compare(args) -> int:
     from pathlib import Path
 
@@ -365,8 +298,6 @@ def cmd_compare(args) -> int:
 
 
 def cmd_calibrate(args) -> int:  # predict helper: edgeprof calibrate
-    from edgeprof.cli.fleet import profile_fleet
-
     if args.measurements is not None:
         return _calibrate_measurements(args)
     if args.threads is not None or args.calibration_out is not None:
@@ -531,218 +462,261 @@ def cmd_optimize(args) -> int:
 
 
 # ----------------------------------------------------------------------------- parser
-def _shape(text: str):
-    from edgeprof.core.models import parse_shape
-
-    try:
-        return parse_shape(text)
-    except EdgeprofError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _dtype(text: str) -> str:
-    from edgeprof.core.models import parse_dtype
-
-    try:
-        return parse_dtype(text)
-    except EdgeprofError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _device(text: str) -> str:
-    import re
-
-    if not re.fullmatch(r"cpu|cuda(:\d+)?", text):
-        raise argparse.ArgumentTypeError(f"device must be cpu, cuda or cuda:N, got '{text}'")
-    return text
-
-
-def _names(text: str) -> str:
-    """A comma-separated list of names: no empty name ('a,,b'); returned as given."""
-    if text.strip() and any(not part.strip() for part in text.split(",")):
-        raise argparse.ArgumentTypeError(f"'{text}' has an empty name; separate names with "
-                                         "single commas")
-    return text
-
-
-def _number(kind: type, minimum: float, inclusive: bool, words: str):
-    """An argparse type: ``kind`` parsed from text, at least ``minimum``, finite."""
-    def parse(text: str):
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"'{text}' is not {'an integer' if kind is int else 'a number'}") from None
-        if v != v or v in (float("inf"), float("-inf")) or v < minimum \
-                or (not inclusive and v == minimum):
-            raise argparse.ArgumentTypeError(f"must be {words}, got {text}")
-        return v
-
-    return parse
-
-
-_positive_int = _number(int, 0, False, "a positive integer")
-_positive_float = _number(float, 0.0, False, "a positive number")
-_non_negative_int = _number(int, 0, True, "zero or a positive integer")
-
-
-def _key_value(text: str) -> tuple[str, str]:
-    """``KEY=VALUE`` or ``BACKEND.KEY=VALUE`` (a backend option; its type is the backend's)."""
-    key, eq, value = text.partition("=")
-    if not eq or not key.strip():
-        raise argparse.ArgumentTypeError(f"backend option must be KEY=VALUE (or "
-                                         f"BACKEND.KEY=VALUE), got '{text}'")
-    return key.strip(), value
-
-
-def _html_file(text: str) -> str:  # html helper: --html FILE, checked before any work
-    from pathlib import Path
-
-    if not text or text.endswith(("/", "\\")) or Path(text).is_dir():
-        raise argparse.ArgumentTypeError(f"--html needs a file name, got the folder '{text}'")
-    return text
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2 (argparse's own code for usage errors)
-        self.exit(2, f"edgeprof: error: {message} (see '{self.prog} --help')\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
+def _common_parser() -> argparse.ArgumentParser:
+    """The flags every command takes."""
     common = _Parser(add_help=False)
     common.add_argument("--plugins", metavar="FILE",
                         help="a plugins.toml of your own (also $EDGEPROF_PLUGINS)")
     common.add_argument("--targets-dir", metavar="DIR",
                         help="a folder of your own target descriptors, searched first "
                              "(also $EDGEPROF_TARGETS_DIR)")
-    common.add_argument("--json", action="store_true", help="print JSON to stdout")
+    common.add_argument("--json", action="store_true",
+                        help="print JSON to stdout (a generative model's: its payload)")
     common.add_argument("--debug", action="store_true",
                         help="show tracebacks, and the runtimes' own log output (TensorFlow, "
-                             "absl, ONNX Runtime, torch warnings), which is silenced otherwise")
+                             "absl, ONNX Runtime, torch warnings, llama.cpp), which is "
+                             "silenced otherwise")
+    return common
 
-    p = _Parser(prog="edgeprof", description=(
-        "How will this model run on that device, with which runtime and compression, and why. "
-        "Estimates are analytic; benchmarks are measured on this machine; figures for another "
-        "target are estimated from both and labelled so."))
-    p.add_argument("--version", action="version", version=f"edgeprof {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    t = sub.add_parser("targets", parents=[common], help="list targets, or show one's figures")
-    t.add_argument("action", nargs="?", choices=["list", "show"], default="list",
-                   help="list every target (default), or show one target's figures")
-    t.add_argument("id", nargs="?", help="target id (for 'show')")
-    t.add_argument("--recalibrate", action="store_true", help="redo the host calibration")
-    t.set_defaults(func=cmd_targets)
+def _timing_args(sp, per: str) -> None:
+    """The timing flags of tensor runs, the same in profile and batch (optimize has its own
+    defaults); ``sp`` a parser or profile's tensor group. profile's --warmup is its own: it
+    counts for both kinds of model."""
+    sp.add_argument("--runs", type=_positive_int,
+                    help=f"minimum timed runs per {per} (default 100)")
+    sp.add_argument("--min-time", type=_positive_float, metavar="S",
+                    help=f"minimum timed seconds per {per} (default 1; lowered to "
+                         "--max-time when only that is given)")
+    sp.add_argument("--max-time", type=_positive_float, metavar="S",
+                    help=f"cap on timed seconds per {per} (default 10)")
 
-    b = sub.add_parser("backends", parents=[common], help="list backends: available or not, and why")
-    b.set_defaults(func=cmd_backends)
 
-    pl = sub.add_parser("plugins", parents=[common], help="list loaded plugins and where from")
-    pl.set_defaults(func=cmd_plugins)
+_MODEL_HELP = ("builtin:NAME, package.module:factory, file.py:factory, or a model file (.onnx, "
+               ".tflite, .xml, .keras)")
 
-    def timing_args(sp, per: str):
-        """The timing flags, the same in profile and batch (optimize has its own defaults)."""
-        sp.add_argument("--runs", type=_positive_int,
-                        help=f"minimum timed runs per {per} (default 100)")
-        sp.add_argument("--min-time", type=_positive_float, metavar="S",
-                        help=f"minimum timed seconds per {per} (default 1; lowered to "
-                             "--max-time when only that is given)")
-        sp.add_argument("--max-time", type=_positive_float, metavar="S",
-                        help=f"cap on timed seconds per {per} (default 10)")
-        sp.add_argument("--warmup", type=_positive_int, metavar="N",
-                        help="untimed warm-up runs (single inferences) before timing; default "
-                             "adaptive: until the timings settle")
 
-    def model_args(sp):
-        sp.add_argument("model", help="builtin:NAME, package.module:factory, file.py:factory, "
-                                      "or a model file (.onnx, .tflite, .xml, .keras); a "
-                                      "generative model (llm:NAME, .gguf, HF folder) has its "
-                                      "own flags: edgeprof profile llm:NAME --help")
+def _model_args(sp, tensor=None) -> None:
+    """The model and the tensor model's input flags. ``tensor``: the tensor group of a
+    command that takes either kind of model (its --target is then added by the command)."""
+    if tensor is None:
+        sp.add_argument("model", help=_MODEL_HELP)
         sp.add_argument("--target", "-t", default="host", help="target id (default: host)")
-        sp.add_argument("--batch-size", type=_positive_int, help="sets the first dimension of "
-                                                                 "every input")
-        sp.add_argument("--input-shape", type=_shape, action="append", metavar="SHAPE",
-                        help="input shape with the batch dimension, e.g. 1x3x224x224 "
-                             "(repeat for several inputs)")
-        sp.add_argument("--input-dtype", type=_dtype, action="append", metavar="DTYPE",
-                        help="input dtype, e.g. float32 or int64 (repeat per input)")
-        sp.add_argument("--max-layers", type=_positive_int, default=40,
-                        help="layers shown in the terminal table (all are in the CSV)")
+    else:
+        sp.add_argument("model", help=f"{_MODEL_HELP}; or a generative model: llm:NAME (a "
+                                      "built-in architecture with random weights), a .gguf "
+                                      "file or a Hugging Face model folder. Each group of "
+                                      "flags below applies to its kind of model only")
+    g = tensor or sp
+    g.add_argument("--batch-size", type=_positive_int,
+                   help="sets the first dimension of every input")
+    g.add_argument("--input-shape", type=_shape, action="append", metavar="SHAPE",
+                   help="input shape with the batch dimension, e.g. 1x3x224x224 "
+                        "(repeat for several inputs)")
+    g.add_argument("--input-dtype", type=_dtype, action="append", metavar="DTYPE",
+                   help="input dtype, e.g. float32 or int64 (repeat per input)")
+    g.add_argument("--max-layers", type=_positive_int, default=40,
+                   help="layers shown in the terminal table (all are in the CSV; default 40)")
 
+
+def _target_arg(sp, generative: str) -> None:
+    """--target of a command that takes either kind: host by default for a tensor model."""
+    for_kinds(sp.add_argument("--target", "-t",
+                              help=f"target id (tensor models: default host; generative "
+                                   f"models: {generative})"), tensor="host")
+
+
+def _backend_arg(sp, tensor_help: str, generative_help: str, **defaults) -> None:
+    """--backend of a command that takes either kind; ``defaults`` by kind."""
+    for_kinds(sp.add_argument("--backend", "-b", type=_names, metavar="NAME[,NAME...]",
+                              help=f"tensor models: {tensor_help}; generative models: "
+                                   f"{generative_help}"), **defaults)
+
+
+def _precision_arg(sp, tensor_help: str, **defaults) -> None:
+    """--precision of a command that takes either kind: a generative model's formats."""
+    for_kinds(sp.add_argument("--precision", "-p", type=_names, metavar="NAME[,NAME...]",
+                              help=f"tensor models: {tensor_help}; generative models: "
+                                   f"{llm.FORMATS_HELP}"), **defaults)
+
+
+def _add_profile(sub, common) -> None:
     pr = sub.add_parser("profile", parents=[common],
-                        help="estimate + benchmark + summarize a model for a target")
-    model_args(pr)
-    pr.add_argument("--backend", "-b", default="torch_eager", type=_names,
-                    help="backend name, comma-separated list, or 'all' (default torch_eager)")
-    pr.add_argument("--precision", "-p", default="fp32", type=_names,
-                    help="precision(s), comma-separated: fp32, fp16, bf16, int8, int8_static, "
-                         "int8_dynamic, int8_weight, int4_weight")
+                        help="estimate + benchmark + summarize a model for a target (a "
+                             "generative model: llama-bench's pp/tg measured here beside the "
+                             "estimate and the target's prediction)")
+    t, g = kind_groups(pr)
+    _model_args(pr, t)
+    _target_arg(pr, "none, or the board to predict too (e.g. raspberry_pi_5)")
+    _backend_arg(pr, "backend name(s), comma-separated, or 'all' (default torch_eager)",
+                 f"{llm.BACKENDS_HELP} (default llama_cpp)",
+                 tensor="torch_eager", generative="llama_cpp")
+    _precision_arg(pr, "precision(s), comma-separated: fp32 (default), fp16, bf16, int8, "
+                       "int8_static, int8_dynamic, int8_weight, int4_weight", tensor="fp32")
     pr.add_argument("--threads", type=_positive_int,
                     help="intra-op threads here (default: physical cores) and, on a board "
                          "target, the board's threads its predictions are for (default: all "
                          "its big cores)")
-    pr.add_argument("--calibration", metavar="FILE.json",
-                    help="a calibration file for the board's predictions (edgeprof calibrate "
-                         "--measurements), used instead of the search")
     pr.add_argument("--device", type=_device, default=None,
                     help="this machine's device the benchmarks run on: cpu (default) or "
-                         "cuda[:N], for backends that declare a CUDA device (a board's "
-                         "figures are for the processor its target describes)")
-    pr.add_argument("--stream-rate", type=_positive_float, metavar="FPS",
-                    help="input stream rate; gives stream_utilization")
-    pr.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
-                    help="say whether each configuration meets this latency")
-    timing_args(pr, "run")
-    pr.add_argument("--isolate", action="store_true",
-                    help="run each benchmark in its own worker process")
-    pr.add_argument("--timeout", type=_positive_float, metavar="S",
-                    help="per-benchmark timeout in seconds; implies --isolate (only a "
-                         "separate process can be stopped)")
-    pr.add_argument("--backend-option", type=_key_value, action="append", metavar="KEY=VALUE",
-                    help="a backend's own option, e.g. torch_compile.mode=max-autotune (repeat; "
-                         "BACKEND.KEY for one backend, KEY for all; 'edgeprof backends' lists "
-                         "them)")
-    pr.add_argument("--out", "-o", metavar="DIR", help="write CSV/PNG/JSON artifacts here")
-    pr.add_argument("--html", metavar="FILE", type=_html_file,
-                    help="also write the self-contained HTML report to FILE (--out DIR "
-                         "always has report.html)")
-    pr.add_argument("--calibration-data", metavar="FILE.npz",
-                    help="real samples (array x, one per row) to calibrate static int8 "
-                         "(default: synthetic inputs, which say nothing about accuracy)")
-    pr.add_argument("--trace", action="store_true",
-                    help="per-operator runtime profiles joined to the estimate's layers, and a "
-                         "Chrome trace per run (written to --out)")
-    pr.add_argument("--recalibrate", action="store_true", help="redo the host calibration")
-    from edgeprof.cli.fleet import add_fleet_flag, add_parsers as add_fleet_parsers
+                         "cuda[:N], for backends that declare a CUDA device; a generative "
+                         "model: cpu or cuda, this machine's processor and the --target "
+                         "board's (a board's figures are for the processor its target "
+                         "describes)")
+    for_kinds(pr.add_argument("--warmup", type=_non_negative_int, metavar="N",
+                              help="untimed warm-up before timing: tensor models, runs of "
+                                   "single inferences (default adaptive: until the timings "
+                                   "settle); generative models, repetitions of one whole "
+                                   "pp/tg test, as --repetitions counts them (default 1)"),
+              generative=1)
+    pr.add_argument("--out", "-o", metavar="DIR",
+                    help="write the artifacts here: CSV/PNG/JSON for a tensor model; "
+                         "profile.json, llm_bench.csv, estimate.csv, report.html for a "
+                         "generative one")
+    t.add_argument("--calibration", metavar="FILE.json",
+                   help="a calibration file for the board's predictions (edgeprof calibrate "
+                        "--measurements), used instead of the search")
+    t.add_argument("--stream-rate", type=_positive_float, metavar="FPS",
+                   help="input stream rate; gives stream_utilization")
+    t.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
+                   help="say whether each configuration meets this latency")
+    _timing_args(t, "run")
+    t.add_argument("--isolate", action="store_true",
+                   help="run each benchmark in its own worker process")
+    t.add_argument("--timeout", type=_positive_float, metavar="S",
+                   help="per-benchmark timeout in seconds; implies --isolate (only a "
+                        "separate process can be stopped)")
+    t.add_argument("--backend-option", type=_key_value, action="append", metavar="KEY=VALUE",
+                   help="a backend's own option, e.g. torch_compile.mode=max-autotune (repeat; "
+                        "BACKEND.KEY for one backend, KEY for all; 'edgeprof backends' lists "
+                        "them)")
+    t.add_argument("--html", metavar="FILE", type=_html_file,
+                   help="also write the self-contained HTML report to FILE (--out DIR "
+                        "always has report.html)")
+    t.add_argument("--calibration-data", metavar="FILE.npz",
+                   help="real samples (array x, one per row) to calibrate static int8 "
+                        "(default: synthetic inputs, which say nothing about accuracy)")
+    t.add_argument("--trace", action="store_true",
+                   help="per-operator runtime profiles joined to the estimate's layers, and a "
+                        "Chrome trace per run (written to --out)")
+    t.add_argument("--recalibrate", action="store_true", help="redo the host calibration")
+    add_fleet_flag(t)  # --fleet SCHEDULER: measure on a board of the target (cli/fleet.py)
+    llm.add_generative_args(g, "profile")
+    pr.set_defaults(func=cmd_profile, func_generative=llm.cmd_profile_llm)
 
-    add_fleet_flag(pr)  # --fleet SCHEDULER: measure on a board of the target (cli/fleet.py)
-    pr.set_defaults(func=cmd_profile)
 
-    def prediction_args(sp, backend_required: bool):
-        sp.add_argument("--backend", "-b", required=backend_required, default=None,
+def _prediction_args(sp, backend_required: bool) -> None:
+    """predict's flags (and a tensor estimate's, with --backend shared)."""
+    if backend_required:
+        sp.add_argument("--backend", "-b", required=True,
                         help="the runtime family on the board (tflite, onnxruntime, tensorrt "
-                             "...)" + ("" if backend_required else ": adds its prediction"))
-        sp.add_argument("--threads", type=_positive_int,
-                        help="the board's threads (default: all its big cores; a calibration "
-                             "from your measurements: the threads its rows ran)")
-        sp.add_argument("--calibration", metavar="FILE.json",
-                        help="a calibration file (edgeprof calibrate --measurements), used "
-                             "instead of the search")
+                             "...)")
+    sp.add_argument("--threads", type=_positive_int,
+                    help="the board's threads (default: all its big cores; a calibration "
+                         "from your measurements: the threads its rows ran)")
+    sp.add_argument("--calibration", metavar="FILE.json",
+                    help="a calibration file (edgeprof calibrate --measurements), used "
+                         "instead of the search")
 
+
+def _add_estimate(sub, common) -> None:
     es = sub.add_parser("estimate", parents=[common],
-                        help="the analytic estimate (and, with --backend, the prediction)")
-    model_args(es)
-    es.add_argument("--precision", "-p", default="fp32",
-                    help="the precision to estimate (and predict) at (default fp32)")
-    prediction_args(es, backend_required=False)
-    es.set_defaults(func=cmd_estimate)
+                        help="the analytic estimate (and, with --backend, the prediction); "
+                             "builds and runs nothing")
+    t, g = kind_groups(es)
+    _model_args(es, t)
+    _target_arg(es, "the board to predict, with the fit verdict")
+    _backend_arg(es, "the runtime family on the board: adds its prediction (default none)",
+                 f"{llm.BACKENDS_HELP} (default llama_cpp)", generative="llama_cpp")
+    _precision_arg(es, "the precision to estimate (and predict) at (default fp32)",
+                   tensor="fp32")
+    es.add_argument("--threads", type=_positive_int,
+                    help="the board's threads (default: all its big cores; a calibration "
+                         "from your measurements: the threads its rows ran)")
+    t.add_argument("--calibration", metavar="FILE.json",
+                   help="a calibration file (edgeprof calibrate --measurements), used "
+                        "instead of the search")
+    llm.add_generative_args(g, "estimate")
+    es.set_defaults(func=cmd_estimate, func_generative=llm.cmd_estimate_llm)
 
+
+def _constraint_args(sp) -> None:
+    sp.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
+                    help="latency per inference on the target")
+    sp.add_argument("--memory-budget-mb", type=_positive_float, metavar="MB",
+                    help="weights + peak activations, decimal MB")
+    sp.add_argument("--max-accuracy-drop", type=float, default=1.0, metavar="PP",
+                    help="allowed top-1 drop in percentage points (default 1)")
+    sp.add_argument("--stream-rate", type=_positive_float, metavar="FPS",
+                    help="inferences per second the target must keep up with")
+
+
+def _add_recommend(sub, common) -> None:
+    rc = sub.add_parser("recommend", parents=[common],
+                        help="the router's ordered optimization plan for a target (analytic; "
+                             "a generative model: the format to use there)")
+    t, g = kind_groups(rc)
+    _model_args(rc, t)
+    _target_arg(rc, "the board, required (e.g. raspberry_pi_5)")
+    _precision_arg(rc, "the baseline precision (default fp32)", tensor="fp32")
+    _constraint_args(t)
+    llm.add_generative_args(g, "recommend")
+    g.add_argument("--backend", "-b", type=_names, metavar="NAME[,NAME...]",
+                   help=f"{llm.BACKENDS_HELP} to choose among (default: all of them)")
+    rc.set_defaults(func=cmd_recommend, func_generative=llm.cmd_recommend_llm)
+
+
+def _add_optimize(sub, common) -> None:
+    op = sub.add_parser("optimize", parents=[common],
+                        help="measure the plan, a backend x precision sweep and compressions "
+                             "here; choose the fastest configuration that meets the "
+                             "constraints (a generative model: the format, analytically, as "
+                             "recommend)")
+    t, g = kind_groups(op)
+    _model_args(op, t)
+    _target_arg(op, "the board, required (e.g. raspberry_pi_5)")
+    _backend_arg(op, "restrict the sweep to these backends (comma-separated)",
+                 f"{llm.BACKENDS_HELP} to choose among (default: all of them)")
+    _constraint_args(t)
+    t.add_argument("--data", metavar="FILE.npz",
+                   help="labelled data: arrays x (samples) and y (integer labels); built-in "
+                        "models use scikit-learn's digits")
+    t.add_argument("--compression", type=_names,
+                   default=",".join(("magnitude", "channels", "2:4", "channels_last")),
+                   help="compressions to try (comma-separated: magnitude, channels, 2:4, "
+                        "channels_last; default all four) or 'none'")
+    t.add_argument("--train-seconds", type=_positive_float, default=8.0, metavar="S",
+                   help="training time of a built-in model on digits (cached; default 8)")
+    t.add_argument("--finetune-steps", type=_non_negative_int, default=200, metavar="N",
+                   help="fine-tuning steps after pruning, on the training split, pruned "
+                        "weights kept at zero; the reference gets as many plain steps "
+                        "(default 200; 0 = none)")
+    why = ("; shorter than profile's because optimize times many candidates, then times the "
+           "close finalists again for longer")
+    t.add_argument("--runs", type=_positive_int,
+                   help=f"minimum timed runs per candidate (default 30{why})")
+    t.add_argument("--min-time", type=_positive_float, metavar="S",
+                   help=f"minimum timed seconds per candidate (default 0.3{why})")
+    t.add_argument("--max-time", type=_positive_float, metavar="S",
+                   help="cap on timed seconds per candidate (default 1.5)")
+    t.add_argument("--out", "-o", metavar="DIR", help="write CSV/PNG/JSON artifacts here")
+    t.add_argument("--recalibrate", action="store_true", help="redo the host calibration")
+    t.add_argument("--html", metavar="FILE", type=_html_file,
+                   help="also write the self-contained HTML report to FILE (--out DIR "
+                        "always has report.html)")
+    llm.add_generative_args(g, "optimize")
+    g.add_argument("--precision", "-p", type=_names, metavar="FORMAT[,FORMAT...]",
+                   help=llm.FORMATS_HELP)
+    op.set_defaults(func=cmd_optimize, func_generative=llm.cmd_recommend_llm)
+
+
+def _add_predict(sub, common) -> None:  # tensor models only
     pd = sub.add_parser("predict", parents=[common],
                         help="predicted latency on a board, without building or running")
-    model_args(pd)
+    _model_args(pd)
     pd.add_argument("--precision", "-p", default="fp32",
                     help="the precision to predict at (default fp32)")
-    prediction_args(pd, backend_required=True)
+    _prediction_args(pd, backend_required=True)
     pd.add_argument("--device", type=_device, default=None,
                     help="the board's processor (cpu, cuda ...: 'edgeprof targets show T')")
     pd.add_argument("--runtime-version", metavar="VERSION",
@@ -750,61 +724,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "build is used with a warning naming both")
     pd.set_defaults(func=cmd_predict)
 
-    def constraint_args(sp):
-        sp.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
-                        help="latency per inference on the target")
-        sp.add_argument("--memory-budget-mb", type=_positive_float, metavar="MB",
-                        help="weights + peak activations, decimal MB")
-        sp.add_argument("--max-accuracy-drop", type=float, default=1.0, metavar="PP",
-                        help="allowed top-1 drop in percentage points (default 1)")
-        sp.add_argument("--stream-rate", type=_positive_float, metavar="FPS",
-                        help="inferences per second the target must keep up with")
 
-    rc = sub.add_parser("recommend", parents=[common],
-                        help="the router's ordered optimization plan for a target (analytic)")
-    model_args(rc)
-    constraint_args(rc)
-    rc.add_argument("--precision", "-p", default="fp32", help="the baseline precision")
-    rc.set_defaults(func=cmd_recommend)
-
-    op = sub.add_parser("optimize", parents=[common],
-                        help="measure the plan, a backend x precision sweep and compressions "
-                             "here; choose the fastest configuration that meets the constraints")
-    model_args(op)
-    constraint_args(op)
-    op.add_argument("--data", metavar="FILE.npz",
-                    help="labelled data: arrays x (samples) and y (integer labels); built-in "
-                         "models use scikit-learn's digits")
-    op.add_argument("--backend", "-b", type=_names, help="restrict the sweep to these backends (comma-separated)")
-    op.add_argument("--compression", type=_names, default=",".join(("magnitude", "channels", "2:4",
-                                                        "channels_last")),
-                    help="compressions to try (comma-separated: magnitude, channels, 2:4, "
-                         "channels_last) or 'none'")
-    op.add_argument("--train-seconds", type=_positive_float, default=8.0, metavar="S",
-                    help="training time of a built-in model on digits (cached; default 8)")
-    op.add_argument("--finetune-steps", type=_non_negative_int, default=200, metavar="N",
-                    help="fine-tuning steps after pruning, on the training split, pruned weights "
-                         "kept at zero; the reference gets as many plain steps (default 200; "
-                         "0 = none)")
-    why = ("; shorter than profile's because optimize times many candidates, then times the "
-           "close finalists again for longer")
-    op.add_argument("--runs", type=_positive_int,
-                    help=f"minimum timed runs per candidate (default 30{why})")
-    op.add_argument("--min-time", type=_positive_float, metavar="S",
-                    help=f"minimum timed seconds per candidate (default 0.3{why})")
-    op.add_argument("--max-time", type=_positive_float, metavar="S",
-                    help="cap on timed seconds per candidate (default 1.5)")
-    op.add_argument("--out", "-o", metavar="DIR", help="write CSV/PNG/JSON artifacts here")
-    op.add_argument("--recalibrate", action="store_true", help="redo the host calibration")
-    op.add_argument("--html", metavar="FILE", type=_html_file,
-                    help="also write the self-contained HTML report to FILE (--out DIR "
-                         "always has report.html)")
-    op.set_defaults(func=cmd_optimize)
-
+def _add_batch(sub, common) -> None:  # tensor models only
     bs = sub.add_parser("batch", parents=[common],
                         help="latency and throughput per batch size (measured), and the largest "
                              "batch that fits the target (estimated)")
-    model_args(bs)
+    _model_args(bs)
     bs.add_argument("--batch-sizes", type=_batch_list, default=[1, 2, 4, 8, 16, 32],
                     help="comma-separated, e.g. 1,2,4,8 (default 1,2,4,8,16,32)")
     bs.add_argument("--backend", "-b", default="torch_eager",
@@ -814,12 +739,33 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
                     help="say whether each batch meets this latency (p90 where reported, "
                          "else the median)")
-    timing_args(bs, "batch size")
+    _timing_args(bs, "batch size")
+    bs.add_argument("--warmup", type=_positive_int, metavar="N",
+                    help="untimed warm-up runs (single inferences) before timing; default "
+                         "adaptive: until the timings settle")
     bs.add_argument("--backend-option", type=_key_value, action="append", metavar="KEY=VALUE",
                     help="a backend option, e.g. xnnpack=false (repeat)")
     bs.add_argument("--out", "-o", metavar="DIR", help="write batch_sizes.csv/.json here")
     bs.set_defaults(func=cmd_batch)
 
+
+def _add_listings(sub, common) -> None:
+    t = sub.add_parser("targets", parents=[common], help="list targets, or show one's figures")
+    t.add_argument("action", nargs="?", choices=["list", "show"], default="list",
+                   help="list every target (default), or show one target's figures")
+    t.add_argument("id", nargs="?", help="target id (for 'show')")
+    t.add_argument("--recalibrate", action="store_true", help="redo the host calibration")
+    t.set_defaults(func=cmd_targets)
+
+    b = sub.add_parser("backends", parents=[common],
+                       help="list backends: available or not, and why")
+    b.set_defaults(func=cmd_backends)
+
+    pl = sub.add_parser("plugins", parents=[common], help="list loaded plugins and where from")
+    pl.set_defaults(func=cmd_plugins)
+
+
+def _add_compare_and_calibrate(sub, common) -> None:
     c = sub.add_parser("compare", parents=[common],
                        help="compare two profile.json files (significance per run)")
     c.add_argument("a", help="the first profile.json (A, the baseline)")
@@ -852,7 +798,31 @@ def build_parser() -> argparse.ArgumentParser:
                           "calibration folder, where it is preferred over the shipped one)")
     add_fleet_flag(cal)  # --fleet SCHEDULER: measure the kernels on a board of --target
     cal.set_defaults(func=cmd_calibrate)
-    add_fleet_parsers(sub, common, _positive_int, _positive_float, _non_negative_int)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The one parser. profile, estimate, recommend and optimize take a tensor model or a
+    generative one: their flags for one kind only sit in that kind's group, and
+    :func:`edgeprof.cli.common.resolve_kind` refuses the other kind's and fills the defaults
+    that differ by kind, after parsing."""
+    common = _common_parser()
+    p = _Parser(prog="edgeprof", description=(
+        "How will this model run on that device, with which runtime and compression, and why. "
+        "Estimates are analytic; benchmarks are measured on this machine; figures for another "
+        "target are estimated from both and labelled so. Generative models (llm:NAME, .gguf, "
+        "HF folder) take profile, estimate, recommend and optimize with their own group of "
+        "flags."))
+    p.add_argument("--version", action="version", version=f"edgeprof {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    _add_listings(sub, common)
+    _add_profile(sub, common)
+    _add_estimate(sub, common)
+    _add_predict(sub, common)
+    _add_recommend(sub, common)
+    _add_optimize(sub, common)
+    _add_batch(sub, common)
+    _add_compare_and_calibrate(sub, common)
+    add_fleet_parsers(sub, common)
     return p
 
 
@@ -866,15 +836,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    from edgeprof.cli.llm import is_llm_command, main_llm
-
-    if is_llm_command(argv):  # a generative model (llm:NAME, .gguf, HF folder): cli/llm.py
-        return main_llm(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if hasattr(args, "func_generative"):  # either kind of model: branch on the model's
+        resolve_kind(parser, args)
     with handling_signals():  # SIGINT/SIGTERM -> Interrupted: one line, exit 130/143
         return _run(args)
 

@@ -1,5 +1,6 @@
 """Every flag of every subcommand has a help line (issue 21: batch's and compare's had none),
-and the shared flags say whose they are."""
+and the shared flags say whose they are: the one parser (issue 19), where a generative
+model's flags are a group of profile, estimate, recommend and optimize."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import argparse
 
 import pytest
 
-from edgeprof.cli.llm import build_llm_parser
 from edgeprof.cli.main import build_parser
 
 
@@ -20,14 +20,9 @@ def _walk(parser: argparse.ArgumentParser, prog: str):
             yield prog, action
 
 
-def _parsers():
-    return [("edgeprof", build_parser()), ("edgeprof (generative)", build_llm_parser())]
-
-
-@pytest.mark.parametrize("name,parser", _parsers())
-def test_every_flag_of_every_subcommand_has_help(name, parser):
+def test_every_flag_of_every_subcommand_has_help():
     missing = [f"{prog}: {'/'.join(a.option_strings) or a.dest}"
-               for prog, a in _walk(parser, name)
+               for prog, a in _walk(build_parser(), "edgeprof")
                if not (a.help and a.help.strip()) or a.help == argparse.SUPPRESS]
     assert not missing, "flags without help:\n" + "\n".join(missing)
 
@@ -40,17 +35,14 @@ def _help_of(parser, command: str, flag: str) -> str:
 
 
 def test_device_and_threads_say_whose():
-    p, g = build_parser(), build_llm_parser()
+    p = build_parser()
     assert "this machine" in _help_of(p, "profile", "--device")
     assert "board" in _help_of(p, "predict", "--device")
     for command in ("profile",):
         h = _help_of(p, command, "--threads")
         assert "here" in h and "board" in h
-    for command in ("profile", "estimate", "recommend"):
-        try:
-            h = _help_of(g, command, "--device")
-        except AssertionError:
-            continue
+    for command in ("profile", "estimate", "recommend", "optimize"):
+        h = _help_of(p, command, "--device")
         assert "board" in h or "processor" in h, (command, h)
 
 
@@ -63,6 +55,30 @@ def test_min_time_defaults_say_why_they_differ():
 
 
 def test_warmup_says_what_it_counts():
-    p, g = build_parser(), build_llm_parser()
-    assert "runs" in _help_of(p, "profile", "--warmup")
-    assert "repetitions" in _help_of(g, "profile", "--warmup")
+    h = _help_of(build_parser(), "profile", "--warmup")
+    assert "single inferences" in h and "tensor" in h  # a tensor model's: single runs
+    assert "repetitions" in h and "generative" in h  # a generative model's: whole tests
+
+
+def test_defaults_that_differ_by_kind_say_so():
+    p = build_parser()
+    h = _help_of(p, "profile", "--backend")
+    assert "default torch_eager" in h and "default llama_cpp" in h
+    assert "default host" in _help_of(p, "profile", "--target")
+
+
+def _group_of(parser, command: str, flag: str) -> str:
+    sub = next(a for a in parser._actions
+               if isinstance(a, argparse._SubParsersAction)).choices[command]
+    for group in sub._action_groups:
+        if any(flag in a.option_strings for a in group._group_actions):
+            return group.title
+    raise AssertionError(f"{command} has no {flag}")
+
+
+@pytest.mark.parametrize("command", ["profile", "estimate", "recommend", "optimize"])
+def test_generative_flags_are_a_group_of_the_same_commands(command):
+    p = build_parser()
+    title = _group_of(p, command, "--prompt-tokens")
+    assert title.startswith("generative models") and "llm:NAME" in title
+    assert _group_of(p, command, "--batch-size").startswith("tensor models")

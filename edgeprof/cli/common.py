@@ -1,0 +1,255 @@
+"""What every command module of the CLI shares: the consoles, progress, the argument types,
+the parser class, flags that apply to one kind of model (tensor or generative) and the
+defaults that differ by kind. Imports nothing of the CLI but ``render``; the command modules
+(``main``, ``llm``, ``fleet``) import it, never each other's private helpers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+from edgeprof.cli.render import _si
+from edgeprof.core.errors import EdgeprofError, OutputError
+
+# ----------------------------------------------------------------------------- output
+#: the Python API's constraint names, as the terminal names them: the flag that sets each
+#: (plans, verdicts and errors are worded in the API's names; the JSON keeps those)
+_FLAG_WORDS = {"latency_budget_ms": "--latency-budget-ms",
+               "memory_budget_bytes": "--memory-budget-mb",
+               "memory_budget_mb": "--memory-budget-mb",
+               "max_accuracy_drop": "--max-accuracy-drop", "stream_rate_fps": "--stream-rate",
+               "device_memory": "the device's memory"}
+
+
+def _in_flag_words(text: str) -> str:
+    """``text`` with the API's field names as flags, and an architecture step's targets
+    (``latency_reduction=14.094, max_macs=931217``) in words."""
+    text = re.sub(r"(?<![\w-])(" + "|".join(_FLAG_WORDS) + r")(?![\w-])",
+                  lambda m: _FLAG_WORDS[m.group(1)], text)
+    text = re.sub(r"\blatency_reduction=([\d.]+)",
+                  lambda m: f"latency {float(m.group(1)):.3g}x lower", text)
+    text = re.sub(r"\bmax_macs=(\d+)", lambda m: f"at most {_si(int(m.group(1)), 'MAC')}",
+                  text)
+    return re.sub(r"\bmax_parameter_bytes=(\d+)",
+                  lambda m: f"at most {_si(int(m.group(1)), 'B')} of weights", text)
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    console = Console(stderr=stderr, highlight=False, soft_wrap=False)
+    if not console.is_terminal:  # logs and pipes: wide enough that tables stay readable
+        console.width = 160
+    return console
+
+
+class Progress:
+    """Progress on stderr for steps that take more than a moment."""
+
+    def __init__(self, enabled: bool = True):
+        self.console = _console(stderr=True)
+        self.enabled = enabled and self.console.is_terminal
+        self.status = None
+
+    def __call__(self, msg: str) -> None:
+        if not self.enabled:
+            return
+        if self.status is None:
+            self.status = self.console.status(msg)
+            self.status.start()
+        else:
+            self.status.update(msg)
+
+    def stop(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+
+def _keeping_results(progress, call):
+    """Run ``call``; when it measured but ``--out`` could not be written, keep the results
+    (to print them) and the error (to raise after printing)."""
+    try:
+        return call(), None
+    except OutputError as e:
+        if e.result is None:
+            raise
+        return e.result, e
+    finally:
+        progress.stop()
+
+
+# ----------------------------------------------------------------------- argument types
+def _shape(text: str):
+    from edgeprof.core.models import parse_shape
+
+    try:
+        return parse_shape(text)
+    except EdgeprofError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _dtype(text: str) -> str:
+    from edgeprof.core.models import parse_dtype
+
+    try:
+        return parse_dtype(text)
+    except EdgeprofError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _device(text: str) -> str:
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", text):
+        raise argparse.ArgumentTypeError(f"device must be cpu, cuda or cuda:N, got '{text}'")
+    return text
+
+
+def _names(text: str) -> str:
+    """A comma-separated list of names: no empty name ('a,,b'); returned as given."""
+    if text.strip() and any(not part.strip() for part in text.split(",")):
+        raise argparse.ArgumentTypeError(f"'{text}' has an empty name; separate names with "
+                                         "single commas")
+    return text
+
+
+def _number(kind: type, minimum: float, inclusive: bool, words: str):
+    """An argparse type: ``kind`` parsed from text, at least ``minimum``, finite."""
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"'{text}' is not {'an integer' if kind is int else 'a number'}") from None
+        if v != v or v in (float("inf"), float("-inf")) or v < minimum \
+                or (not inclusive and v == minimum):
+            raise argparse.ArgumentTypeError(f"must be {words}, got {text}")
+        return v
+
+    return parse
+
+
+_positive_int = _number(int, 0, False, "a positive integer")
+_positive_float = _number(float, 0.0, False, "a positive number")
+_non_negative_int = _number(int, 0, True, "zero or a positive integer")
+
+
+def _batch_list(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        out.append(_positive_int(part.strip()))
+    if not out:
+        raise argparse.ArgumentTypeError("give batch sizes like 1,2,4,8")
+    return out
+
+
+def _depths(text: str) -> list[int]:
+    parts = [p.strip() for p in text.split(",")]
+    if not parts or any(not p for p in parts):
+        raise argparse.ArgumentTypeError(f"give depths like 0,2048, got '{text}'")
+    return [_non_negative_int(p) for p in parts]
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` or ``BACKEND.KEY=VALUE`` (a backend option; its type is the backend's)."""
+    key, eq, value = text.partition("=")
+    if not eq or not key.strip():
+        raise argparse.ArgumentTypeError(f"backend option must be KEY=VALUE (or "
+                                         f"BACKEND.KEY=VALUE), got '{text}'")
+    return key.strip(), value
+
+
+def _html_file(text: str) -> str:  # html helper: --html FILE, checked before any work
+    from pathlib import Path
+
+    if not text or text.endswith(("/", "\\")) or Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"--html needs a file name, got the folder '{text}'")
+    return text
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse's own code for usage errors)
+        self.exit(2, f"edgeprof: error: {message} (see '{self.prog} --help')\n")
+
+
+# ------------------------------------------------------------------ the kinds of model
+TENSOR, GENERATIVE = "tensor", "generative"
+#: what each kind of model is, as the help groups and the errors name it
+KIND_WORDS = {TENSOR: "tensor models (builtin:NAME, package.module:factory, .onnx, .tflite, "
+                      ".xml, .keras)",
+              GENERATIVE: "generative models (llm:NAME, .gguf, HF folder)"}
+
+
+def model_kind(model: str) -> str:
+    """``generative`` for llm:NAME, a .gguf file or a Hugging Face folder, else ``tensor``."""
+    from edgeprof.core.llm import is_llm_spec
+
+    return GENERATIVE if is_llm_spec(model) else TENSOR
+
+
+def for_kinds(action: argparse.Action, *, only: str | None = None,
+              **defaults: Any) -> argparse.Action:
+    """Mark a flag: it applies to ``only`` one kind of model (None: both), and its default
+    depends on the kind (``tensor=``, ``generative=``), resolved after parsing by
+    :func:`resolve_kind`. The flag's argparse default must be None, so that a flag given
+    is told from one left out."""
+    assert action.default is None, f"{action.dest}: give its defaults by kind"
+    action.kinds = (only,) if only else (TENSOR, GENERATIVE)  # type: ignore[attr-defined]
+    action.kind_defaults = defaults  # type: ignore[attr-defined]
+    return action
+
+
+class KindGroup:
+    """An argument group of flags that apply to one kind of model: ``add_argument`` takes a
+    ``default`` as that kind's default (resolved after parsing) and marks the flag."""
+
+    def __init__(self, parser: argparse.ArgumentParser, kind: str, title: str | None = None):
+        self.kind = kind
+        self.group = parser.add_argument_group(title or KIND_WORDS[kind])
+
+    def add_argument(self, *flags: str, **kw: Any) -> argparse.Action:
+        store_true = kw.get("action") == "store_true"
+        default = kw.pop("default", False if store_true else None)
+        action = self.group.add_argument(*flags, default=None, **kw)
+        return for_kinds(action, only=self.kind, **{self.kind: default})
+
+
+def kind_groups(parser: argparse.ArgumentParser) -> tuple[KindGroup, KindGroup]:
+    """The two groups of a command that takes either kind: (tensor, generative)."""
+    return KindGroup(parser, TENSOR), KindGroup(parser, GENERATIVE)
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[command]
+    raise LookupError(command)
+
+
+def resolve_kind(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """For a command that takes either kind of model: refuse a flag of the other kind (exit
+    2, one line naming the flag and the kind it applies to), fill the defaults of this kind,
+    and choose the command function (``func_generative`` for a generative model)."""
+    sub = _subparser(parser, args.command)
+    kind = model_kind(args.model)
+    for action in sub._actions:
+        kinds = getattr(action, "kinds", None)
+        if kinds is None:
+            continue
+        value = getattr(args, action.dest, None)
+        if kind not in kinds:
+            if value is not None:
+                flag = max(action.option_strings, key=len)
+                sub.error(f"{flag} applies to {KIND_WORDS[kinds[0]]}; {args.model} is a "
+                          f"{kind} model")
+            continue
+        if value is None:
+            setattr(args, action.dest, action.kind_defaults.get(kind))
+    args.kind = kind
+    if kind == GENERATIVE:
+        args.func = args.func_generative
+
+
+__all__ = ["GENERATIVE", "KIND_WORDS", "KindGroup", "Progress", "TENSOR", "for_kinds",
+           "kind_groups", "model_kind", "resolve_kind"]

@@ -1,0 +1,162 @@
+"""Terminal rendering of generative results (rich tables): a profile or estimate
+(:func:`render_llm`) and the router's choice of format (:func:`render_choice`).
+Presentation only: no computation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgeprof.cli.render import _si
+
+
+def render_choice(doc: dict[str, Any], console) -> None:
+    """The router's choice, its reasons and the candidates it weighed."""
+    from rich.table import Table
+
+    budget = f", at least {doc['tokens_per_s']:g} tok/s" if doc.get("tokens_per_s") else ""
+    console.print(f"[bold]{doc['model']}[/bold] on {doc['target']} ({doc['device']}), context "
+                  f"{doc['context_tokens']} tokens{budget}: "
+                  + (f"[bold]{doc['format']} on {doc['backend']}[/bold]" if doc.get("format")
+                     else "[red]no format fits[/red]"))
+    if doc.get("verdict") and doc["verdict"] != "ok":
+        console.print(f"verdict: {doc['verdict']}", markup=False)
+    for reason in doc.get("reasons") or []:
+        console.print(f"  - {reason}", markup=False)
+    table = Table("backend", "format", "bits/weight", "weights + KV + runtime", "fits",
+                  "longest context", "decode tok/s (target)", "status", title="candidates",
+                  title_justify="left")
+    for c in doc.get("candidates") or []:
+        rate = c.get("decode_tokens_per_s") or {}
+        table.add_row(c["backend"], c["format"], _num(c.get("bits_per_weight")),
+                      _si(c.get("total_bytes"), "B"),
+                      "-" if c.get("fits") is None else "yes" if c["fits"] else "no",
+                      _num(c.get("max_context_tokens")),
+                      f"{_cell(rate)} {rate.get('provenance', '')}".strip() if rate else "-",
+                      c.get("status", "") + (f": {c['why']}" if c.get("why")
+                                             and c["why"] != c.get("status") else ""))
+    console.print(table)
+    for n in doc.get("notes") or []:
+        console.print(f"note: {n}", markup=False)
+
+
+def _num(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
+    return str(v)
+
+
+def _cell(f: dict[str, Any] | None, key: str = "value") -> str:
+    """A figure as ``value`` or ``value [low–high]``."""
+    if not f or f.get(key) is None:
+        return "-"
+    text = _num(f[key])
+    if f.get("low") is not None and f.get("high") is not None:
+        text += f" [{_num(f['low'])}–{_num(f['high'])}]"
+    return text
+
+
+def _stat(d: dict[str, Any] | None, spread: bool = True) -> str:
+    if not d or d.get("median") is None:
+        return "-"
+    text = _num(d["median"])
+    if spread and d.get("stddev"):
+        text += f" ± {_num(d['stddev'], 2)}"
+    return text
+
+
+def render_llm(payload: dict[str, Any], console) -> None:
+    """The rich tables of a generative profile or estimate."""
+    from rich.table import Table
+
+    from edgeprof.profilers.report.llm_outputs import find_figure, figure_value
+
+    model = payload["model"]
+    spec = model["spec"]
+    target = payload.get("target") or {}
+    params = (model.get("parameters") or {}).get("value")
+    config = payload.get("config") or {}
+    console.print(f"[bold]edgeprof[/bold] {spec['name']} ({spec['family']}, "
+                  f"{_si(params, '') if params else '?'} parameters, from {model['source_kind']})"
+                  + (f" → {target.get('id')}" if target else "")
+                  + f"; pp{config.get('prompt_tokens')} tg{config.get('gen_tokens')}, "
+                    f"device {payload.get('device')}")
+    if model.get("random_weights"):
+        console.print(model.get("note") or "random weights", markup=False)
+    runs = {(r["backend"], r["format"], r["n_depth"]): r for r in payload.get("runs") or []}
+    measured = bool(runs)
+    table = Table(title="tokens/s per backend and format (measured: this host; estimated / "
+                        "predicted: the target named; \\[low–high] intervals)",
+                  title_justify="left")
+    for col in ("backend", "format", "depth", "provenance (where)", "pp tok/s", "tg tok/s",
+                "TTFT ms", "TPOT p50/p90 ms", "load s", "peak RSS", "model size", "fit"):
+        if measured or col not in ("load s", "peak RSS"):
+            table.add_column(col, no_wrap=col in ("backend", "format", "provenance (where)"))
+
+    def add_row(*cells: str) -> None:
+        cells_ = list(cells)
+        if not measured:
+            del cells_[8:10]
+        table.add_row(*cells_)
+
+    preds = {(p["backend"], p["format"], p.get("depth", 0)): p
+             for p in payload.get("predictions") or []}
+    for e in payload.get("estimates") or []:
+        key = tuple(map(str, (e["backend"], e["format"], e.get("depth", 0))))
+        r = runs.get((e["backend"], e["format"], e.get("depth", 0)))
+        if r is not None and r["status"] == "ok":
+            tpot = r.get("tpot_ms") or {}
+            add_row(*key, "measured (this host)", _stat(r["prefill_tokens_per_s"]),
+                    _stat(r["decode_tokens_per_s"]), _stat(r["ttft_ms"], False),
+                    f"{_num(tpot.get('p50'))} / {_num(tpot.get('p90'))}", _num(r.get("load_s")),
+                    _si(r.get("peak_rss_bytes"), "B"), _si(r.get("model_size"), "B"), "")
+        elif r is not None:
+            colour = "yellow" if r["status"] == "skipped" else "red"
+            add_row(*key, f"[{colour}]{r['status']}[/{colour}] (this host)", *(["-"] * 7), "")
+        fit = e.get("fit") or {}
+        prov = _prov(e, "decode_tokens_per_s", "analytic")
+        add_row(*key, f"{prov} ({target['id']})" if target else prov,
+                _cell(find_figure(e, "prefill_tokens_per_s")),
+                _cell(find_figure(e, "decode_tokens_per_s")), _cell(find_figure(e, "ttft_ms")),
+                _cell(find_figure(e, "tpot_ms")), "-", "-",
+                _si(figure_value(e, "weight_bytes"), "B"),
+                ("fits" if fit.get("fits") else "[red]does not fit[/red]") if fit else "")
+        p = preds.get((e["backend"], e["format"], e.get("depth", 0)))
+        if p is not None:
+            add_row(*key, f"{_prov(p, 'decode_tokens_per_s', 'predicted')} ({p.get('target')})",
+                    _cell(find_figure(p, "prefill_tokens_per_s")),
+                    _cell(find_figure(p, "decode_tokens_per_s")),
+                    _cell(find_figure(p, "ttft_ms")), _cell(find_figure(p, "tpot_ms")),
+                    "-", "-", "-", "")
+    console.print(table)
+    deepest: dict[tuple[str, str], dict[str, Any]] = {}  # the binding fit: the deepest cache
+    for e in payload.get("estimates") or []:
+        k = (e["backend"], e["format"])
+        if e.get("fit") and (k not in deepest or e.get("depth", 0) > deepest[k].get("depth", 0)):
+            deepest[k] = e
+    for e in deepest.values():
+        fit = e["fit"]
+        if fit:
+            mct = fit.get("max_context_tokens")
+            console.print(f"{e['backend']} {e['format']} on {target.get('id')}: "
+                          f"{fit.get('verdict')} (context {fit.get('context_tokens')} tokens"
+                          + (f"; longest context that fits: {mct} tokens" if mct is not None
+                             else "") + ")", markup=False)
+    for r in payload.get("runs") or []:
+        if r["status"] != "ok":
+            console.print(f"{r['backend']} {r['format']} d{r['n_depth']}: {r['status']}: "
+                          f"{r['reason']}", markup=False)
+    for n in payload.get("notes") or []:
+        if n != model.get("note"):
+            console.print(f"note: {n}", markup=False)
+
+
+def _prov(d: dict[str, Any], name: str, default: str) -> str:
+    from edgeprof.profilers.report.llm_outputs import find_figure
+
+    f = find_figure(d, name)
+    return (f or {}).get("provenance") or default
+
+
+__all__ = ["render_choice", "render_llm"]
