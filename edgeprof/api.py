@@ -808,12 +808,19 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
                 repetitions: int = 5, warmup: int = 1, threads: int | None = None,
                 target: Any = None, device: str = "cpu", out: str | os.PathLike | None = None,
                 plugins=None, targets_dir=None, workdir: str | os.PathLike | None = None,
-                progress: Progress | None = None) -> dict[str, Any]:
-    """Measure a generative model on this machine per backend and format (llama-bench's
-    pp/tg, TTFT, TPOT, load time, peak RSS; ``measure_generation``), beside its estimate
-    and, with a ``target``, the target's prediction. Writes ``out`` as a whole when given.
-    Returns the LLM payload; :func:`llm_exit_code` gives the CLI's exit status."""
-    from edgeprof.profilers.measure.generate import check_context, measure_generation
+                progress: Progress | None = None, isolate: bool = False,
+                timeout_s: float | None = None, fleet: Any = None) -> dict[str, Any]:
+    """Measure a generative model per backend and format (llama-bench's pp/tg, TTFT, TPOT,
+    load time, peak RSS), beside its estimate and, with a ``target``, the target's
+    prediction. Writes ``out`` as a whole when given. Returns the LLM payload;
+    :func:`llm_exit_code` gives the CLI's exit status.
+
+    Each (backend, format) is one ``MeasureRequest`` through ``measure()``, as a tensor run:
+    in this process, in a worker process (``isolate``, or a ``timeout_s``: a crash inside
+    the runtime or a hang fails that run, not the caller), or on a board of ``target``
+    connected to the Dask scheduler ``fleet`` (built here, loaded and timed there; a real
+    board's tokens/s are measured on it, an emulating one's stay this host's)."""
+    from edgeprof.profilers.measure.generate import check_context
     from edgeprof.profilers.report.llm_outputs import build_payload, write_llm_outputs
 
     say = progress or (lambda msg: None)
@@ -829,11 +836,9 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
     say(f"estimating {llm.spec.name}")
     estimates, predictions = _llm_estimates(llm, pairs, config, tgt, device, notes,
                                             threads=threads, classes=chosen)
-    runs = []
-    for backend, fmt in pairs:
-        say(f"measuring {backend} {fmt}")
-        runs.extend(measure_generation(chosen[backend], llm, fmt, config, workdir,
-                                       registry=reg, progress=say))
+    runs = _measure_llm_pairs(llm, pairs, chosen, config, reg, tgt, say, isolate=isolate,
+                              timeout_s=timeout_s, fleet=fleet, plugins=plugins,
+                              workdir=workdir)
     recommendation = None
     from edgeprof.profilers.estimate.llm import declares_formats
 
@@ -846,7 +851,7 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
             context_tokens=config.context_needed(), prompt_tokens=prompt_tokens,
             gen_tokens=gen_tokens).to_dict()
     host = _host_info(None)
-    if any(r.ok for r in runs):  # the roof the measured points sit under (calibrated once)
+    if any(r["status"] == "ok" for r in runs):  # the roof the measured points sit under
         try:
             host["target"] = _target("host", targets_dir, plugins).to_dict()
         except EdgeprofError as e:
@@ -859,6 +864,52 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
         say(f"writing artifacts to {out}")
         _save(payload, lambda: write_llm_outputs(out, payload))
     return payload
+
+
+def _measure_llm_pairs(llm: Any, pairs: Sequence[tuple[str, str]], chosen: dict[str, type],
+                       config: Any, reg: Registry, tgt: Any, say: Progress, *, isolate: bool,
+                       timeout_s: float | None, fleet: Any, plugins: Any, workdir: Any
+                       ) -> list[dict[str, Any]]:
+    """``measure()`` of one generative ``MeasureRequest`` per (backend, format) on the
+    runner chosen (inline, isolated, a fleet board); the payload's runs, one per depth, each
+    saying where it was measured (``measured_on``, ``board``) when a board measured it."""
+    from edgeprof.core.requests import MeasureRequest
+    from edgeprof.profilers.measure.fleet import fleet_runner, measured_on
+    from edgeprof.profilers.measure.measure import measure
+    from edgeprof.profilers.measure.runners import IsolatedRunner
+
+    if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(
+            timeout_s, (int, float)) or timeout_s <= 0):
+        raise UserError(f"--timeout must be a positive number of seconds, got {timeout_s!r}")
+    if fleet is not None and tgt is None:
+        raise UserError("a fleet measures on a board of a target: give --target (e.g. "
+                        "raspberry_pi_5)")
+    runner = fleet_runner(fleet, tgt) if fleet is not None else None
+    if runner is None and (isolate or timeout_s is not None):
+        runner = IsolatedRunner(timeout_s)
+    runs: list[dict[str, Any]] = []
+    try:
+        for backend, fmt in pairs:
+            where = f" on the {tgt.id} fleet" if fleet is not None else (
+                " in a worker process" if isinstance(runner, IsolatedRunner) else "")
+            say(f"measuring {backend} {fmt}{where}")
+            request = MeasureRequest.for_generation(
+                chosen[backend], llm, fmt, config, timeout_s=timeout_s, isolate=isolate,
+                plugins_file=plugins, workdir=workdir)
+            record = measure(request, runner, registry=reg)
+            board = (record.extra or {}).get("fleet")
+            line = measured_on(record)
+            for r in record.records:
+                if line and board and board.get("emulating"):
+                    r.warnings.append(f"{line}: this host's figures, not the target's")
+                run = r.to_dict()
+                if board:
+                    run["measured_on"], run["board"] = line, board
+                runs.append(run)
+    finally:
+        if runner is not None and hasattr(runner, "close"):
+            runner.close()
+    return runs
 
 
 def llm_exit_code(payload: dict[str, Any]) -> int:

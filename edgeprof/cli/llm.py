@@ -64,16 +64,31 @@ def _device(args) -> str | None:
     return args.device
 
 
+def _fleet(args):
+    """The fleet a generative ``profile`` measures on: ``--fleet``, else $EDGEPROF_FLEET for
+    a board target; None: measure here (as ``cli.fleet.profile_fleet`` for a tensor one)."""
+    import os
+
+    from edgeprof.profilers.measure.fleet import FLEET_ENV, FleetSpec
+
+    if not args.fleet and (not os.environ.get(FLEET_ENV) or args.target in (None, "host")):
+        return None
+    return FleetSpec.from_options(args.fleet, tls_ca=args.tls_ca, tls_cert=args.tls_cert,
+                                  tls_key=args.tls_key, insecure=args.insecure)
+
+
 def cmd_profile_llm(args) -> int:
     from edgeprof.api import llm_exit_code, profile_llm
 
     progress = Progress(enabled=not args.json)
+    fleet = _fleet(args)
     payload, unwritten = _keeping_results(progress, lambda: profile_llm(
         args.model, backends=args.backend, precisions=args.precision,
         prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens, depths=args.depth,
         repetitions=args.repetitions, warmup=args.warmup, threads=args.threads,
         target=args.target, device=_device(args) or "cpu", out=args.out, plugins=args.plugins,
-        targets_dir=args.targets_dir, progress=progress))
+        targets_dir=args.targets_dir, progress=progress, isolate=bool(args.isolate),
+        timeout_s=args.timeout, fleet=fleet))
     if args.json:
         print(json.dumps(payload, indent=2, allow_nan=False))
     else:

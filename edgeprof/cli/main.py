@@ -581,11 +581,12 @@ def _add_profile(sub, common) -> None:
     t.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
                    help="say whether each configuration meets this latency")
     _timing_args(t, "run")
-    t.add_argument("--isolate", action="store_true",
-                   help="run each benchmark in its own worker process")
-    t.add_argument("--timeout", type=_positive_float, metavar="S",
-                   help="per-benchmark timeout in seconds; implies --isolate (only a "
-                        "separate process can be stopped)")
+    pr.add_argument("--isolate", action="store_true",
+                    help="run each benchmark in its own worker process (a crash inside the "
+                         "runtime fails that run, not edgeprof)")
+    pr.add_argument("--timeout", type=_positive_float, metavar="S",
+                    help="per-benchmark timeout in seconds; implies --isolate (only a "
+                         "separate process can be stopped)")
     t.add_argument("--backend-option", type=_key_value, action="append", metavar="KEY=VALUE",
                    help="a backend's own option, e.g. torch_compile.mode=max-autotune (repeat; "
                         "BACKEND.KEY for one backend, KEY for all; 'edgeprof backends' lists "
@@ -600,7 +601,7 @@ def _add_profile(sub, common) -> None:
                    help="per-operator runtime profiles joined to the estimate's layers, and a "
                         "Chrome trace per run (written to --out)")
     t.add_argument("--recalibrate", action="store_true", help="redo the host calibration")
-    add_fleet_flag(t)  # --fleet SCHEDULER: measure on a board of the target (cli/fleet.py)
+    add_fleet_flag(pr)  # --fleet SCHEDULER: measure on a board of the target (cli/fleet.py)
     llm.add_generative_args(g, "profile")
     pr.set_defaults(func=cmd_profile, func_generative=llm.cmd_profile_llm)
 

@@ -128,8 +128,10 @@ def edgeprof_measure(request: Any, runner: Any) -> Any:
     :class:`~edgeprof.core.requests.Runner`) and return its ``RunRecord``.
 
     ``edgeprof.profilers.measure.measure.measure`` calls this for every run (profile,
-    benchmark, batch sizes, optimize); the built-in implementation runs the request and
-    turns a failure into the record's status. ``@hookimpl(wrapper=True)`` observes or
+    benchmark, batch sizes, optimize, a generative profile); the built-in implementation
+    runs the request and turns a failure into the record's status. ``request.workload`` says
+    which workload it is (filled in from the backend's): ``tensor`` (the record a
+    ``BenchmarkResult``) or ``generate`` (a ``GenerativeRunRecord``). ``@hookimpl(wrapper=True)`` observes or
     adjusts every run (``record = yield``); an implementation returning a record takes the
     run over (``tryfirst=True`` to be asked before the built-in).
     """

@@ -5,6 +5,14 @@ either a model spec (anything ``resolve_model`` reads) or a built artifact (its
 ``Artifact.to_dict()``). ``to_dict()`` / ``from_dict()`` make it plain JSON data, so the same
 request can run inline, in an isolated worker process or on another machine.
 
+A request is for one of two workloads, the backend's (``Backend.workload``): ``tensor`` (a
+fixed-shape model timed call by call) or ``generate`` (a generative model: ``llm:NAME``, a
+``.gguf`` file or a Hugging Face folder, timed as llama-bench's pp/tg per depth). A generative
+request's format is ``config.precision``, its device ``config.device``, its test shape
+``generation`` (a :class:`~edgeprof.core.llm.GenerationConfig` as plain data) and, optionally,
+its model as plain data (``llm``: ``LLMModel.to_dict()``, so a worker need not resolve the spec
+again). :meth:`MeasureRequest.for_generation` builds one.
+
 A **runner** is where a request runs: ``runner.run(request)`` returns the
 :data:`~edgeprof.core.results.RunRecord` of a run that finished, and *raises* otherwise.
 Turning a raised error into a status (``unsupported``, ``unavailable``, ``failed``) is not a
@@ -42,6 +50,11 @@ class MeasureRequest:
     plugins_file: str | None = None  # the plugins.toml that registers the backend
     calibration: str | None = None  # .npz of real samples for static int8
     backend_class: str | None = None  # "module:QualName" of a class not registered by name
+    #: tensor | generate; None: the backend's (measure() fills it in before the hook)
+    workload: str | None = None
+    generation: dict[str, Any] | None = None  # GenerationConfig.to_dict() (generate)
+    llm: dict[str, Any] | None = None  # LLMModel.to_dict() of the generative model
+    workdir: str | None = None  # where a generative build writes (default: edgeprof's cache)
     handle: ModelHandle | None = field(default=None, compare=False, repr=False)
     backend_type: type | None = field(default=None, compare=False, repr=False)
 
@@ -54,6 +67,59 @@ class MeasureRequest:
             raise UserError("a measure request needs a model spec or an artifact")
         if isinstance(self.config, dict):
             self.config = _config_from_dict(self.config)
+        if self.generation is not None and not isinstance(self.generation, dict):
+            self.generation = self.generation.to_dict()  # a GenerationConfig
+        if self.generation is not None and self.workload is None:
+            self.workload = "generate"
+        if self.workload not in (None, "tensor", "generate"):
+            raise UserError(f"a measure request's workload is tensor or generate, got "
+                            f"{self.workload!r}")
+        if self.generation is not None:
+            if self.workload != "generate":
+                raise UserError("a tensor measure request takes no generation config")
+            self.generation_config()  # unknown or bad fields: UserError now, not in a worker
+
+    @classmethod
+    def for_generation(cls, backend: str | type, model: Any, fmt: str, generation: Any, *,
+                       timeout_s: float | None = None, isolate: bool = False,
+                       plugins_file: Any = None, workdir: Any = None) -> MeasureRequest:
+        """A generative request: ``model`` (an ``LLMModel``, or its spec: ``llm:NAME``, a
+        ``.gguf`` path, a Hugging Face folder) in format ``fmt`` with ``generation`` (a
+        ``GenerationConfig``: prompt/generated tokens, depths, repetitions, warm-up, threads,
+        device)."""
+        backend_type = backend if isinstance(backend, type) else None
+        name = backend.name if isinstance(backend, type) else backend
+        gen = generation if isinstance(generation, dict) else generation.to_dict()
+        if hasattr(model, "spec") and hasattr(model, "to_dict"):  # an LLMModel
+            spec = str(model.path) if model.path is not None else model.given
+            llm = model.to_dict()
+        else:
+            spec, llm = str(model), None
+        config = RunConfig(precision=fmt, device=gen.get("device", "cpu"),
+                           threads=gen.get("threads"), timeout_s=timeout_s,
+                           isolate=bool(isolate))
+        return cls(backend=name, config=config, model=spec, workload="generate",
+                   generation=gen, llm=llm,
+                   plugins_file=str(plugins_file) if plugins_file else None,
+                   workdir=str(workdir) if workdir is not None else None,
+                   backend_type=backend_type)
+
+    def generation_config(self) -> Any:
+        """The :class:`~edgeprof.core.llm.GenerationConfig` of a generative request (its
+        defaults when none was given)."""
+        from edgeprof.core.llm import GenerationConfig
+
+        d = dict(self.generation or {})
+        names = {f.name for f in fields(GenerationConfig)}
+        unknown = set(d) - names
+        if unknown:
+            raise UserError(f"unknown generation config field(s) {sorted(unknown)}")
+        if "depths" in d:
+            d["depths"] = tuple(d["depths"])
+        try:
+            return GenerationConfig(**d)
+        except TypeError as e:
+            raise UserError(f"bad generation config: {e}") from None
 
     @classmethod
     def for_handle(cls, backend: str | type, handle: ModelHandle, config: RunConfig, *,
@@ -74,6 +140,8 @@ class MeasureRequest:
         """The model as results name it (the handle's spec, the artifact's source ...)."""
         if self.handle is not None:
             return self.handle.spec
+        if self.llm is not None:
+            return str(self.llm.get("spec", {}).get("name") or self.model)
         if self.model is not None:
             return self.model
         return str((self.artifact or {}).get("path") or "artifact")

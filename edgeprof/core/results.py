@@ -308,8 +308,89 @@ class BenchmarkResult:
         return pd.DataFrame([row])
 
 
-#: what one measurement produced (``edgeprof.profilers.measure.measure.measure``'s record)
+#: what one measurement of a tensor model produced (``measure()``'s record); a generative
+#: run's record is a :class:`GenerativeRunRecord` (``kind: "generate"`` in its dict)
 RunRecord = BenchmarkResult
+
+
+@dataclass
+class GenerativeRunRecord:
+    """What one generative measurement (one backend x format, every depth of the request)
+    produced: ``measure()``'s record for a backend whose workload is ``generate``.
+
+    ``records`` holds one :class:`~edgeprof.core.llm.GenerationRecord` per depth (llama-bench's
+    pp/tg, TTFT, TPOT, load time, peak RSS); ``status``/``reason`` are the run's: ``ok`` when
+    every depth is, else the first other depth's. Its dict says ``"kind": "generate"``
+    (:func:`record_from_dict` reads either kind back).
+    """
+
+    backend: str
+    model: str
+    format: str
+    status: str = "failed"
+    reason: str | None = None
+    device: str = "cpu"
+    records: list[Any] = field(default_factory=list)  # GenerationRecord, one per depth
+    notes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # fleet: the board that measured it
+    provenance: str = "measured"
+
+    kind = "generate"  # class attribute: the discriminator in to_dict()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def requested_precision(self) -> str:
+        return self.format
+
+    def settle(self) -> GenerativeRunRecord:
+        """Take the run's status and reason from its records (``ok`` when all are)."""
+        bad = [r for r in self.records if r.status != "ok"]
+        if not self.records:
+            self.status = self.status if self.status != "ok" else "failed"
+        elif not bad:
+            self.status, self.reason = "ok", None
+        else:
+            self.status, self.reason = bad[0].status, bad[0].reason or None
+        return self
+
+    def fail(self, status: str, reason: str) -> GenerativeRunRecord:
+        """Every record that is not ``ok`` (all of them, unless some finished) takes
+        ``status`` and ``reason``, its figures dropped; then :meth:`settle`."""
+        for r in self.records:
+            if r.status != "ok":
+                r.status, r.reason = status, reason
+                r.prefill_tokens_per_s = r.decode_tokens_per_s = None
+                r.ttft_ms = r.tpot_ms = None
+        if not self.records:
+            self.status, self.reason = status, reason
+            return self
+        return self.settle()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
+        d["records"] = [r.to_dict() for r in self.records]
+        return clean({"kind": self.kind, **d})
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GenerativeRunRecord:
+        from edgeprof.core.llm import GenerationRecord
+
+        d = dict(d)
+        d.pop("kind", None)
+        records = [GenerationRecord.from_dict(r) for r in d.pop("records", None) or []]
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names}, records=records)
+
+
+def record_from_dict(d: dict[str, Any]) -> BenchmarkResult | GenerativeRunRecord:
+    """Either kind of run record from its ``to_dict()`` (``kind: "generate"``: a generative
+    one; no kind: a tensor one)."""
+    if d.get("kind") == GenerativeRunRecord.kind:
+        return GenerativeRunRecord.from_dict(d)
+    return BenchmarkResult.from_dict(d)
 
 
 # ---------------------------------------------------------------------------- summary

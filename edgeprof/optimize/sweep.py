@@ -317,7 +317,6 @@ def results_frame(store: SweepStore | str | os.PathLike):
         for r in s.rows():
             rec = json.loads(r["record"])
             stats = rec.get("stats") or {}
-            fleet = (rec.get("extra") or {}).get("fleet") or {}
             rows.append({
                 "model": r["model"], "target": r["target"], "backend": r["backend"],
                 "precision": r["precision"],

@@ -332,3 +332,52 @@ def test_recommend_leaves_out_runtimes_that_cannot_use_the_boards_device(capsys)
     assert code == 0 and choice["backend"] == "transformers"
     ov = [c for c in choice["candidates"] if c["backend"] == "openvino_genai"]
     assert ov and all(c["status"] == "unsupported" and "cuda" in c["why"] for c in ov)
+
+
+# ------------------------------------------------------ isolation and timeout (one run path)
+TINY = ["--prompt-tokens", "16", "--gen-tokens", "4", "--repetitions", "2"]
+
+
+def test_isolate_runs_a_generative_profile_in_a_worker(capsys, plugins, cache):
+    code = main(["profile", "llm:smollm2-135m", "--backend", "fake_llm", "--precision", "q4_0",
+                 "--isolate", "--timeout", "120", *TINY, "--plugins", plugins, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    [run] = json.loads(captured.out)["runs"]
+    assert run["status"] == "ok" and run["decode_tokens_per_s"]["median"] > 0
+    assert run["provenance"] == "measured" and "measured_on" not in run  # this host
+
+
+def test_a_crashing_build_in_the_worker_is_a_status(capsys, plugins, cache):
+    code = main(["profile", "llm:smollm2-135m", "--backend", "fake_llm", "--precision", "q8_0",
+                 "--isolate", *TINY, "--plugins", plugins, "--json"])
+    captured = capsys.readouterr()
+    assert code == 3
+    [run] = json.loads(captured.out)["runs"]
+    assert run["status"] == "failed" and "quantizer crashed" in run["reason"]
+
+
+def _llama_cpp() -> bool:
+    from edgeprof.core.plugins import get_registry
+
+    entry = get_registry().backends.get("llama_cpp")
+    return entry is not None and entry.cls.availability().available
+
+
+@pytest.mark.skipif(not _llama_cpp(), reason="llama-cpp-python is not installed")
+def test_llama_cpp_isolated_with_a_timeout_and_a_timeout_that_kills(capsys):
+    base = ["profile", "llm:smollm2-135m", "--backend", "llama_cpp", "--precision", "q4_0",
+            *TINY, "--json"]
+    code = main([*base, "--isolate", "--timeout", "120"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    [run] = json.loads(captured.out)["runs"]
+    assert run["status"] == "ok" and run["prefill_tokens_per_s"]["median"] > 0
+    assert run["n_prompt"] == 16 and run["n_gen"] == 4 and run["repetitions"] == 2
+    # a worker that outlives its timeout is stopped: the run fails with the reason, exit 3
+    code = main([*base, "--timeout", "0.5"])
+    captured = capsys.readouterr()
+    assert code == 3
+    [run] = json.loads(captured.out)["runs"]
+    assert run["status"] == "failed" and run["reason"] == "timed out after 0.5 s"
+    assert "timed out after 0.5 s" in captured.err

@@ -24,7 +24,7 @@ def parsed(*argv: str):
 
 @pytest.mark.parametrize("argv, flag, kind", [
     (["profile", "llm:smollm2-135m", "--batch-size", "2"], "--batch-size", "tensor models"),
-    (["profile", "llm:smollm2-135m", "--isolate"], "--isolate", "tensor models"),
+    (["profile", "llm:smollm2-135m", "--trace"], "--trace", "tensor models"),
     (["profile", "llm:smollm2-135m", "--runs", "3"], "--runs", "tensor models"),
     (["estimate", "llm:smollm2-135m", "--input-shape", "1x8"], "--input-shape",
      "tensor models"),

@@ -70,3 +70,62 @@ def test_runners_satisfy_the_protocol():
 
     for runner in (InlineRunner(), IsolatedRunner()):
         assert isinstance(runner, Runner) and runner.name
+
+
+def test_a_generative_request_round_trips_through_json():
+    from edgeprof.core.llm import GenerationConfig, LLMModel, LLMSpec
+
+    spec = LLMSpec(name="tiny", family="llama", hidden_size=64, num_layers=2, num_heads=4,
+                   num_kv_heads=2, head_dim=16, intermediate_size=128, vocab_size=1000,
+                   max_position_embeddings=256, tie_word_embeddings=True)
+    model = LLMModel(spec=spec, source_kind="preset", given="llm:tiny")
+    gen = GenerationConfig(prompt_tokens=16, gen_tokens=4, depths=(0, 64), repetitions=2,
+                           warmup=0, threads=2)
+    req = MeasureRequest.for_generation("llama_cpp", model, "q4_0", gen, timeout_s=120,
+                                        isolate=True, workdir="/tmp/w")
+    d = json.loads(json.dumps(req.to_dict()))
+    assert d["workload"] == "generate" and d["generation"]["depths"] == [0, 64]
+    assert d["config"]["precision"] == "q4_0" and d["config"]["timeout_s"] == 120
+    back = MeasureRequest.from_dict(d)
+    assert back == req and back.generation_config() == gen
+    assert LLMModel.from_dict(back.llm) == model and back.model_name == "tiny"
+    # a spec alone (resolved where it runs), and the workload implied by a generation config
+    by_spec = MeasureRequest.from_dict({"backend": "llama_cpp", "model": "llm:smollm2-135m",
+                                        "generation": {"prompt_tokens": 8}})
+    assert by_spec.workload == "generate" and by_spec.generation_config().gen_tokens == 128
+    assert MeasureRequest(backend="x", model="m.onnx").workload is None
+
+
+@pytest.mark.parametrize("d,word", [
+    ({"backend": "x", "model": "llm:a", "generation": {"tokens": 1}}, "tokens"),
+    ({"backend": "x", "model": "llm:a", "generation": {"gen_tokens": 0}}, "gen-tokens"),
+    ({"backend": "x", "model": "llm:a", "workload": "tensor", "generation": {}}, "tensor"),
+    ({"backend": "x", "model": "llm:a", "workload": "video"}, "workload"),
+])
+def test_bad_generative_requests_are_user_errors(d, word):
+    with pytest.raises(UserError, match=word):
+        MeasureRequest.from_dict(d)
+
+
+def test_a_generative_record_round_trips_with_its_kind():
+    from edgeprof.core.llm import GenerationRecord
+    from edgeprof.core.results import GenerativeRunRecord, record_from_dict
+
+    r = GenerationRecord(model="tiny", backend="llama_cpp", format="q4_0", n_prompt=16,
+                         n_gen=4, repetitions=2, decode_tokens_per_s={"median": 10.0},
+                         samples={"prefill_s": [0.1, 0.2]})
+    run = GenerativeRunRecord(backend="llama_cpp", model="tiny", format="q4_0",
+                              records=[r], notes=["n"], extra={"fleet": {"board": "b"}})
+    assert run.settle().status == "ok"
+    d = json.loads(json.dumps(run.to_dict()))
+    assert d["kind"] == "generate"
+    back = record_from_dict(d)
+    assert isinstance(back, GenerativeRunRecord) and back == run
+    assert isinstance(record_from_dict(BenchmarkResult(
+        backend="b", model="m", requested_precision="fp32", executed_precision=None,
+        status="failed").to_dict()), BenchmarkResult)
+    run.fail("failed", "timed out after 1 s")  # an ok depth keeps its figures
+    assert run.status == "ok" and r.decode_tokens_per_s == {"median": 10.0}
+    r.status = "failed"
+    assert run.fail("failed", "timed out after 1 s").reason == "timed out after 1 s"
+    assert r.decode_tokens_per_s is None

@@ -798,11 +798,14 @@ class RemoteRunner:
 
     def run(self, request: MeasureRequest) -> BenchmarkResult:
         from edgeprof.core.models import resolve_model
+        from edgeprof.profilers.measure.runners import is_generative
 
         d = self.dispatcher
         why = d.unroutable(self.target, request.backend)
         if why:
             raise BackendUnavailableError(request.backend, why)
+        if is_generative(request):
+            return self._run_generation(request)
         if request.artifact is not None:  # built already: ship it as it is
             from edgeprof.core.artifact import Artifact
 
@@ -824,6 +827,50 @@ class RemoteRunner:
             raise MeasurementError(f"on the {self.target} fleet: {outcome.reason}")
         record = BenchmarkResult.from_dict(outcome.record)
         record.model = name
+        return record
+
+    def _run_generation(self, request: MeasureRequest):
+        """A generative request: built here (``build_llm``: the board never converts), the
+        runtime's file shipped with its sha256 and the model's spec (``request.llm``); the
+        board loads and times it in a fresh process (``measure_shipment``), and its
+        :class:`~edgeprof.core.results.GenerativeRunRecord` comes back with
+        ``extra["fleet"]`` naming the board."""
+        import dataclasses as dc
+
+        from edgeprof.core.artifact import Artifact
+        from edgeprof.core.results import GenerativeRunRecord, record_from_dict
+        from edgeprof.profilers.measure.generate import request_model
+        from edgeprof.profilers.measure.harness import BACKEND_FAILURES, MeasureFailure
+        from edgeprof.profilers.measure.runners import (DEFAULT_GENERATION_TIMEOUT_S,
+                                                        backend_class)
+
+        if request.artifact is not None:
+            artifact = Artifact.from_dict(request.artifact)
+            model = request_model(request)
+        else:
+            model = request_model(request)
+            cls = request.backend_type or backend_class(request)
+            workdir = request.workdir
+            if workdir is None:
+                from edgeprof.core.cache import cache_dir
+
+                workdir = cache_dir("llm", request.backend)
+            try:
+                artifact = cls().build_llm(model, request.config.precision, Path(workdir))
+            except BACKEND_FAILURES as e:
+                raise MeasureFailure("build", e) from e
+        shipment = Shipment.of_artifact(artifact)
+        wire = dc.replace(request, llm=model.to_dict(), workdir=None, artifact=None)
+        timeout = request.config.timeout_s or DEFAULT_GENERATION_TIMEOUT_S
+        job = FleetJob(key=f"{request.backend}-{request.config.precision}-generate",
+                       target=self.target, backend=request.backend,
+                       payload=job_payload(wire, shipment, self.target), timeout_s=timeout)
+        outcome = self.dispatcher.run_one(job)
+        if outcome.record is None:
+            raise MeasurementError(f"on the {self.target} fleet: {outcome.reason}")
+        record = record_from_dict(outcome.record)
+        if not isinstance(record, GenerativeRunRecord):  # the board could not unpack it
+            raise MeasurementError(f"on the {self.target} fleet: {record.reason}")
         return record
 
     def close(self) -> None:

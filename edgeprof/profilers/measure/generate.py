@@ -38,7 +38,7 @@ and the runtime's libraries, like ``top``'s RES of ``llama-cli`` does. One figur
 so every depth of one (backend, format) carries the same peak.
 
 Errors never crash the harness: what the backend raised becomes the record's status through
-:func:`edgeprof.profilers.measure.measure.status_of` (the one rule: ``unsupported``,
+:func:`edgeprof.profilers.measure.harness.status_of` (the one rule: ``unsupported``,
 ``unavailable``, ``failed``); a ``UserError`` (a context longer than the model's maximum)
 propagates before anything runs. A model too big for this machine
 (:func:`too_big_reason`) is not built: its records are ``skipped`` with the reason.
@@ -55,8 +55,8 @@ from typing import Any
 
 from edgeprof.core.errors import BackendUnavailableError, UnsupportedError, UserError
 from edgeprof.core.llm import GenerationConfig, GenerationRecord, GenerativeBackend, LLMModel
-from edgeprof.profilers.measure.harness import BACKEND_FAILURES, MeasureFailure, one_line
-from edgeprof.profilers.measure.measure import status_of
+from edgeprof.profilers.measure.harness import (BACKEND_FAILURES, MeasureFailure, one_line,
+                                                status_of)
 
 #: psutil RSS sampling interval while generating (the fallback to the kernel's peak mark)
 SAMPLER_INTERVAL_S = 0.25
@@ -256,14 +256,17 @@ def _n_params(model: LLMModel) -> int:
 
 def measure_generation(backend: Any, model: LLMModel, fmt: str, config: GenerationConfig,
                        workdir: str | Path | None = None, *, registry: Any = None,
-                       progress: Progress | None = None) -> list[GenerationRecord]:
+                       progress: Progress | None = None,
+                       artifact: Any = None) -> list[GenerationRecord]:
     """Build, load and time ``model`` in ``fmt`` on ``backend`` (a name, a
     :class:`GenerativeBackend` class or instance): one :class:`GenerationRecord` per depth of
     ``config``, ``ok`` or with the status the one rule gave (see the module docstring).
 
     ``workdir``: where ``build_llm`` writes (default: edgeprof's cache folder for the
-    backend, so a built file is reused). Raises ``UserError`` (nothing run) for a context
-    longer than the model's maximum or an unknown backend."""
+    backend, so a built file is reused). ``artifact``: an already built
+    :class:`~edgeprof.core.artifact.Artifact` (shipped to a board): loaded as it is, not
+    built (``build_s`` is then the build's, done elsewhere, or absent). Raises ``UserError``
+    (nothing run) for a context longer than the model's maximum or an unknown backend."""
     say = progress or (lambda msg: None)
     check_context(model, config)
     b = _backend(backend, registry)
@@ -282,7 +285,7 @@ def measure_generation(backend: Any, model: LLMModel, fmt: str, config: Generati
             r.status, r.reason = "skipped", big
         return records
     try:
-        _measure(b, model, fmt, config, workdir, threads, records, say)
+        _measure(b, model, fmt, config, workdir, threads, records, say, artifact)
     except BACKEND_FAILURES as e:  # status_of re-raises what is not the backend's
         status, reason = status_of(e)
         for r in records:
@@ -293,7 +296,8 @@ def measure_generation(backend: Any, model: LLMModel, fmt: str, config: Generati
 
 
 def _measure(b: GenerativeBackend, model: LLMModel, fmt: str, config: GenerationConfig,
-             workdir: Any, threads: int, records: list[GenerationRecord], say: Progress) -> None:
+             workdir: Any, threads: int, records: list[GenerationRecord], say: Progress,
+             built: Any = None) -> None:
     from edgeprof.profilers.measure.memory import PeakMemory
 
     a = type(b).availability()
@@ -307,18 +311,22 @@ def _measure(b: GenerativeBackend, model: LLMModel, fmt: str, config: Generation
             importlib.import_module(mod)
     except BACKEND_FAILURES as e:
         raise MeasureFailure("import", e) from e
-    if workdir is None:
-        from edgeprof.core.cache import cache_dir
+    if built is not None:  # built elsewhere (this side of a fleet): load it as it is
+        artifact = built
+        art = artifact.to_dict()
+    else:
+        if workdir is None:
+            from edgeprof.core.cache import cache_dir
 
-        workdir = cache_dir("llm", b.name)
-    say(f"building {model.spec.name} {fmt} for {b.name}")
-    try:
-        t0 = time.perf_counter()
-        artifact = b.build_llm(model, fmt, Path(workdir))
-        build_s = time.perf_counter() - t0
-    except BACKEND_FAILURES as e:
-        raise MeasureFailure("build", e) from e
-    art = {**artifact.to_dict(), "build_s": build_s}
+            workdir = cache_dir("llm", b.name)
+        say(f"building {model.spec.name} {fmt} for {b.name}")
+        try:
+            t0 = time.perf_counter()
+            artifact = b.build_llm(model, fmt, Path(workdir))
+            build_s = time.perf_counter() - t0
+        except BACKEND_FAILURES as e:
+            raise MeasureFailure("build", e) from e
+        art = {**artifact.to_dict(), "build_s": build_s}
     size = int(artifact.size_bytes)
     for r in records:
         r.artifact, r.model_size = art, size
@@ -390,5 +398,70 @@ def _time_depth(session: Any, model: LLMModel, config: GenerationConfig, depth: 
     r.samples = {"prefill_s": pp_s, "ttft_s": ttft_s, "decode_s": tg_s}
 
 
+# ---------------------------------------------------------------- the request's path
+def request_model(request: Any) -> LLMModel:
+    """The generative model a :class:`~edgeprof.core.requests.MeasureRequest` names: its
+    ``llm`` (``LLMModel.to_dict()``) when it carries one, else its spec resolved."""
+    if request.llm is not None:
+        return LLMModel.from_dict(request.llm)
+    from edgeprof.zoo.llm import resolve_llm
+
+    return resolve_llm(str(request.model))
+
+
+def request_records(request: Any, status: str = "failed", reason: str = "",
+                    backend_cls: Any = None) -> Any:
+    """A :class:`~edgeprof.core.results.GenerativeRunRecord` for ``request`` with one
+    record per depth, all of ``status``: what a run that produced nothing reports (the
+    model is not resolved: a worker that died says so without a file read)."""
+    from edgeprof.core.results import GenerativeRunRecord
+
+    config = request.generation_config()
+    name = str((request.llm or {}).get("spec", {}).get("name") or request.model)
+    random = bool((request.llm or {}).get("random_weights", True))
+    version = (backend_cls.runtime_version() if hasattr(backend_cls, "runtime_version")
+               else "")
+    records = [GenerationRecord(model=name, backend=request.backend,
+                                format=request.config.precision, device=config.device,
+                                status=status, reason=reason, n_prompt=config.prompt_tokens,
+                                n_gen=config.gen_tokens, n_depth=d,
+                                n_threads=config.threads or default_threads(),
+                                random_weights=random, runtime_version=version)
+               for d in config.depths]
+    return GenerativeRunRecord(backend=request.backend, model=name,
+                               format=request.config.precision, status=status,
+                               reason=reason or None, device=config.device,
+                               records=records)
+
+
+def run_generation_request(request: Any, backend_cls: Any, *, registry: Any = None,
+                           process: str = "inline", progress: Progress | None = None) -> Any:
+    """Run a generative :class:`~edgeprof.core.requests.MeasureRequest` in this process
+    (what :class:`~edgeprof.profilers.measure.runners.InlineRunner` does for one, and so the
+    isolated worker and a fleet board): :func:`measure_generation` of its model, format and
+    generation config (a shipped ``artifact`` is loaded, not built), as a
+    :class:`~edgeprof.core.results.GenerativeRunRecord`. ``process`` says where it ran
+    (``environment``-like note: inline, isolated)."""
+    from edgeprof.core.results import GenerativeRunRecord
+
+    model = request_model(request)
+    config = request.generation_config()
+    built = None
+    if request.artifact is not None:
+        from edgeprof.core.artifact import Artifact
+
+        built = Artifact.from_dict(request.artifact)
+        built.verify()
+    records = measure_generation(backend_cls, model, request.config.precision, config,
+                                 request.workdir, registry=registry, progress=progress,
+                                 artifact=built)
+    run = GenerativeRunRecord(backend=request.backend, model=model.spec.name,
+                              format=request.config.precision, device=config.device,
+                              records=records, extra={"process": process})
+    return run.settle()
+
+
 __all__ = ["LengthError", "available_memory", "check_context", "context_tokens", "measure_generation",
-           "random_tokens", "rate_stats", "session_context", "token_range", "too_big_reason", "tpot_stats"]
+           "random_tokens", "rate_stats", "request_model", "request_records",
+           "run_generation_request", "session_context", "token_range", "too_big_reason",
+           "tpot_stats"]

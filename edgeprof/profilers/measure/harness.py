@@ -72,7 +72,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from edgeprof.core.backend import Backend, RunConfig
-from edgeprof.core.errors import UserError
+from edgeprof.core.errors import (BackendUnavailableError, EdgeprofError, UnsupportedError,
+                                  UserError)
 from edgeprof.core.results import BenchmarkResult, WarningRecord
 
 DEFAULT_MIN_RUNS = 100
@@ -729,3 +730,29 @@ __all__ = ["BACKEND_FAILURES", "DEFAULT_MAX_TIME_S", "DEFAULT_MIN_RUNS", "DEFAUL
            "MeasureFailure", "Timing", "TimingPlan", "block_size_for", "one_line",
            "plan_from_config", "run_in_process", "time_callable", "timer_overhead_ns",
            "timing_warnings"]
+
+
+# ------------------------------------------------------------------- error -> status
+# the one rule every path (measure(), sweeps, generative runs) turns an error into a status
+def _out_of_memory(exc: BaseException) -> bool:
+    return (isinstance(exc, MemoryError) or getattr(exc, "remote_type", "") == "MemoryError"
+            or "out of memory" in str(exc).lower())
+
+
+def status_of(exc: BaseException) -> tuple[str, str]:
+    """``(status, reason)`` for what a runner raised; re-raises what is not the backend's
+    failure (``UserError``, ``KeyboardInterrupt``)."""
+    phase, error = (exc.phase, exc.error) if isinstance(exc, MeasureFailure) else (None, exc)
+    if isinstance(error, UserError):
+        raise error
+    if isinstance(error, UnsupportedError):
+        return "unsupported", str(error)
+    if isinstance(error, BackendUnavailableError):
+        return "unavailable", str(error)
+    if phase == "import" and isinstance(error, ImportError):
+        return "unavailable", f"importing the runtime failed: {one_line(error)}"
+    if phase is None:
+        return "failed", str(error) if isinstance(error, EdgeprofError) else one_line(error)
+    if _out_of_memory(error):
+        return "failed", f"out of memory during {phase}: {one_line(error)}"
+    return "failed", f"{phase} failed: {one_line(error)}"

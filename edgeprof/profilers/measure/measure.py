@@ -15,6 +15,14 @@ turns what the runner raised into the record's status (docs/design.md, "Statuses
 * anything else the backend raised, ``SystemExit`` included, or a worker that crashed or
   timed out -> ``failed``, with a one-line reason naming the phase;
 * ``UserError`` propagates (the user's to fix), and so does ``KeyboardInterrupt``.
+
+``measure`` dispatches on the backend's workload (``Backend.workload``; the request's
+``workload`` is filled in from it before the hook is called, so a plugin sees which): a
+``tensor`` run's record is a ``BenchmarkResult``; a ``generate`` run (a generative model,
+llama-bench's pp/tg per depth, ``edgeprof.profilers.measure.generate``) gives a
+:class:`~edgeprof.core.results.GenerativeRunRecord` holding one ``GenerationRecord`` per
+depth, with the same statuses by the same rule, on the same runners (a worker that crashed
+inside the runtime or timed out fails the run, with the reason, never the caller).
 """
 
 from __future__ import annotations
@@ -23,39 +31,14 @@ from dataclasses import replace
 from typing import Any
 
 from edgeprof.core.backend import RunConfig
-from edgeprof.core.errors import (BackendUnavailableError, EdgeprofError, MeasurementError,
-                                  UnsupportedError, UserError)
+from edgeprof.core.errors import BackendUnavailableError, MeasurementError, UserError
 from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.requests import MeasureRequest, Runner
-from edgeprof.core.results import BenchmarkResult, RunRecord
-from edgeprof.profilers.measure.harness import BACKEND_FAILURES, MeasureFailure, one_line
+from edgeprof.core.results import BenchmarkResult, GenerativeRunRecord, RunRecord
+from edgeprof.profilers.measure.harness import (  # noqa: F401 - status_of: the one rule,
+    BACKEND_FAILURES, MeasureFailure, status_of)     # imported from here by sweeps and tests
 from edgeprof.profilers.measure.runners import (InlineRunner, IsolatedRunner, backend_class,
                                                 default_runner)
-
-
-# ------------------------------------------------------------------- error -> status
-def _out_of_memory(exc: BaseException) -> bool:
-    return (isinstance(exc, MemoryError) or getattr(exc, "remote_type", "") == "MemoryError"
-            or "out of memory" in str(exc).lower())
-
-
-def status_of(exc: BaseException) -> tuple[str, str]:
-    """``(status, reason)`` for what a runner raised; re-raises what is not the backend's
-    failure (``UserError``, ``KeyboardInterrupt``)."""
-    phase, error = (exc.phase, exc.error) if isinstance(exc, MeasureFailure) else (None, exc)
-    if isinstance(error, UserError):
-        raise error
-    if isinstance(error, UnsupportedError):
-        return "unsupported", str(error)
-    if isinstance(error, BackendUnavailableError):
-        return "unavailable", str(error)
-    if phase == "import" and isinstance(error, ImportError):
-        return "unavailable", f"importing the runtime failed: {one_line(error)}"
-    if phase is None:
-        return "failed", str(error) if isinstance(error, EdgeprofError) else one_line(error)
-    if _out_of_memory(error):
-        return "failed", f"out of memory during {phase}: {one_line(error)}"
-    return "failed", f"{phase} failed: {one_line(error)}"
 
 
 def _base(request: MeasureRequest) -> BenchmarkResult:
@@ -66,9 +49,33 @@ def _base(request: MeasureRequest) -> BenchmarkResult:
                            config=c.to_dict())
 
 
+def _run_generation(request: MeasureRequest, runner: Runner, cls: type
+                    ) -> GenerativeRunRecord:
+    """A generative request on ``runner``: what it raised (a worker that died or timed out,
+    a board that could not run it) becomes every depth's status."""
+    from edgeprof.profilers.measure.generate import request_records
+
+    if isinstance(runner, (InlineRunner, IsolatedRunner)):  # this host's runtime: check first
+        a = cls.availability()
+        if not a.available:
+            status, reason = status_of(BackendUnavailableError(request.backend, a.reason,
+                                                               a.hint))
+            return request_records(request, status, reason, backend_cls=cls)
+    try:
+        record = runner.run(request)
+    except BACKEND_FAILURES as e:  # status_of re-raises what is not the backend's
+        partial = e.partial if isinstance(e, MeasureFailure) else None
+        record = partial if isinstance(partial, GenerativeRunRecord) \
+            else request_records(request, backend_cls=cls)
+        record.fail(*status_of(e))
+    return record
+
+
 def run_measurement(request: MeasureRequest, runner: Runner) -> RunRecord:
     """Run ``request`` on ``runner``; never raises for the backend's own failure."""
     cls = request.backend_type or backend_class(request)
+    if getattr(cls, "workload", "tensor") == "generate":
+        return _run_generation(request, runner, cls)
     # this machine's runtimes say nothing of a board's: only runners on this host pre-check
     a = cls.availability() if isinstance(runner, (InlineRunner, IsolatedRunner)) else None
     if a is not None and not a.available:
@@ -115,6 +122,14 @@ def measure(request: MeasureRequest, runner: Runner | None = None, *,
         registry = get_registry(request.plugins_file)
     if request.backend_type is None:
         request = replace(request, backend_type=backend_class(request, registry))
+    workload = getattr(request.backend_type, "workload", "tensor")
+    if request.workload is None:
+        request = replace(request, workload=workload)
+    elif request.workload != workload:
+        raise UserError(f"backend '{request.backend}' runs "
+                        + ("generative models" if workload == "generate" else
+                           "fixed-shape tensor models")
+                        + f", not a {request.workload} request; 'edgeprof backends' lists both")
     runner = runner or default_runner(request)
     hook = getattr(getattr(registry, "pm", None), "hook", None)
     record = None

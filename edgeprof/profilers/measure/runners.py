@@ -1,5 +1,10 @@
 """Runners: where a :class:`~edgeprof.core.requests.MeasureRequest` runs.
 
+Both run either workload, the backend's (``Backend.workload``): a tensor model through the
+harness, a generative one through :func:`~edgeprof.profilers.measure.generate.run_generation_request`
+(llama-bench's pp/tg per depth; its record a
+:class:`~edgeprof.core.results.GenerativeRunRecord`).
+
 * :class:`InlineRunner` — in this process: resolve the backend class and the model (or load
   the built artifact), build the backend object once, and time it with the harness. The
   default for ``profile``, ``batch``, ``optimize`` and a sweep without a fleet alike, so one
@@ -33,16 +38,27 @@ from typing import Any
 
 from edgeprof.core.errors import EdgeprofError, MeasurementError, UnsupportedError, UserError
 from edgeprof.core.requests import MeasureRequest
-from edgeprof.core.results import BenchmarkResult
+from edgeprof.core.results import BenchmarkResult, record_from_dict
 from edgeprof.profilers.measure.harness import MeasureFailure, plan_from_config, run_in_process
 
 #: seconds a worker may take when no timeout is set: imports and conversion (which can be
 #: slow) plus the timing plan's own caps
 DEFAULT_TIMEOUT_BASE_S = 240.0
+#: seconds a generative worker may take when no timeout is set (a build from a preset, the
+#: load, and every repetition at every depth: no timing plan caps them)
+DEFAULT_GENERATION_TIMEOUT_S = 3600.0
 
 
 def default_timeout_s(plan) -> float:
     return DEFAULT_TIMEOUT_BASE_S + plan.warmup_max_time_s + 1.5 * plan.max_time_s
+
+
+def is_generative(request: MeasureRequest) -> bool:
+    """Whether ``request`` is a generative run (its workload, else its backend's)."""
+    if request.workload is not None:
+        return request.workload == "generate"
+    cls = request.backend_type
+    return getattr(cls, "workload", "tensor") == "generate" if cls is not None else False
 
 
 class WorkerLost(MeasurementError):
@@ -114,6 +130,11 @@ class InlineRunner:
     def run(self, request: MeasureRequest) -> BenchmarkResult:
         cls = backend_class(request, self.registry)
         config = request.config
+        if getattr(cls, "workload", "tensor") == "generate":
+            from edgeprof.profilers.measure.generate import run_generation_request
+
+            return run_generation_request(request, cls, registry=self.registry,
+                                          process=self.process)
         if request.artifact is not None:
             if not callable(getattr(cls, "load", None)):
                 raise UnsupportedError(f"backend '{request.backend}' cannot load built "
@@ -325,6 +346,8 @@ class IsolatedRunner:
 
     def _timeout(self, request: MeasureRequest) -> float:
         t = self.timeout_s or request.config.timeout_s
+        if t is None and is_generative(request):
+            return DEFAULT_GENERATION_TIMEOUT_S
         if t is None:
             return default_timeout_s(plan_from_config(request.config))
         if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
@@ -345,6 +368,12 @@ class IsolatedRunner:
             record.notes.append(note)
             return record
         message, reason, pid = spawn_worker(wire, timeout_s)
+        if message is None and is_generative(request):
+            from edgeprof.profilers.measure.generate import request_records
+
+            partial = request_records(request, backend_cls=request.backend_type)
+            partial.notes.append(f"ran in an isolated worker process (pid {pid})")
+            raise MeasureFailure(None, WorkerLost(reason), partial)
         if message is None:
             partial = BenchmarkResult(
                 backend=request.backend, model=request.model_name,
@@ -354,10 +383,10 @@ class IsolatedRunner:
                 notes=[f"ran in an isolated worker process (pid {pid})"])
             raise MeasureFailure(None, WorkerLost(reason), partial)
         if "result" in message:
-            return BenchmarkResult.from_dict(message["result"])
+            return record_from_dict(message["result"])
         if "failure" in message:
             f = message["failure"]
-            partial = BenchmarkResult.from_dict(f["partial"]) if f.get("partial") else None
+            partial = record_from_dict(f["partial"]) if f.get("partial") else None
             raise MeasureFailure(f.get("phase"), decode_error(f["error"]), partial)
         raise decode_error(message["error"])
 
@@ -371,6 +400,6 @@ def default_runner(request_or_config: Any):
     return InlineRunner()
 
 
-__all__ = ["DEFAULT_TIMEOUT_BASE_S", "InlineRunner", "IsolatedRunner", "WorkerLost",
+__all__ = ["DEFAULT_GENERATION_TIMEOUT_S", "DEFAULT_TIMEOUT_BASE_S", "InlineRunner", "IsolatedRunner", "WorkerLost",
            "backend_class", "decode_error", "default_runner", "default_timeout_s",
-           "encode_error", "spawn_worker", "wire_request"]
+           "encode_error", "is_generative", "spawn_worker", "wire_request"]

@@ -40,7 +40,7 @@ import numpy as np
 
 from edgeprof.core.errors import ConfigError, EdgeprofError, UserError
 from edgeprof.core.precision import get_precision
-from edgeprof.profilers.predict.fit import COMPUTE_CLASSES, MEMORY_CLASSES, Z90, counts
+from edgeprof.profilers.predict.fit import Z90, counts
 from edgeprof.profilers.predict.kernels import CLASSES, features, kernel_ranges, kernels_of
 
 COLUMNS = ("model", "latency_ms")
