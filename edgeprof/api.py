@@ -945,6 +945,43 @@ def recommend_llm(model: Any, target: Any, *, device: str | None = None,
                              precisions=precisions)
 
 
+def optimize_llm(model: Any, target: Any, *, shortlist: int = 3, repetitions: int = 3,
+                 threads: int | None = None, progress: Progress | None = None,
+                 **choose: Any) -> dict[str, Any]:
+    """:func:`recommend_llm`'s choice, then the shortlisted formats (the choice first, then
+    the other formats that fit and meet the budget, most bits first; at most ``shortlist``)
+    measured here, each on its backend (llama-bench's pp/tg with ``repetitions``). Returns
+    the choice's document with ``measured_here``: the runs (measured on this machine, not on
+    the target: they confirm the formats run and how they rank, the target's figures stay
+    predicted) and ``notes`` for formats not measured (a backend not installed here)."""
+    say = progress or (lambda msg: None)
+    choice = recommend_llm(model, target, **choose)
+    doc = choice.to_dict()
+    cands = [c for c in choice.candidates if c.status in ("chosen", "ok") and c.fits]
+    cands.sort(key=lambda c: (c.status != "chosen", tuple(-x for x in c.rank)))
+    reg = get_registry(choose.get("plugins"))
+    runs, notes = [], []
+    for c in cands[:max(0, int(shortlist))]:
+        cls = reg.backends_for("generate").get(c.backend)
+        avail = cls.cls.availability() if cls is not None else None
+        if avail is None or not avail.available:
+            notes.append(f"{c.label}: not measured here: "
+                         + (avail.reason if avail is not None else "backend not registered"))
+            continue
+        say(f"measuring {c.label} here")
+        payload = profile_llm(model, backends=c.backend, precisions=c.format,
+                              prompt_tokens=choose.get("prompt_tokens", 512),
+                              gen_tokens=choose.get("gen_tokens", 128),
+                              repetitions=repetitions, threads=threads,
+                              plugins=choose.get("plugins"), progress=progress)
+        runs.extend(payload.get("runs") or [])
+    doc["measured_here"] = runs
+    doc["notes"] = list(doc.get("notes") or []) + notes + [
+        "measured_here: figures measured on this machine (provenance measured, where "
+        "'this host'); the target's figures stay predicted"]
+    return doc
+
+
 #: the presets `edgeprof calibrate --backend <generative>` measures by default: three sizes,
 #: so the fit can separate bandwidth from per-layer overhead
 LLM_CALIBRATION_MODELS = ("smollm2-135m", "smollm2-360m", "qwen2.5-0.5b")

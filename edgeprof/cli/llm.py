@@ -54,6 +54,13 @@ def add_generative_args(group: KindGroup, command: str) -> None:
                                 "generated tokens)")
         group.add_argument("--tokens-per-s", type=_positive_float, metavar="TOK/S",
                            help="decode rate the target must reach")
+        if command == "optimize":
+            group.add_argument("--repetitions", type=_positive_int, default=3, metavar="N",
+                               help="timed repetitions per test of each shortlisted format, "
+                                    "measured here (default 3)")
+            group.add_argument("--shortlist", type=_positive_int, default=3, metavar="N",
+                               help="how many formats that fit and meet the budget to measure "
+                                    "here, the choice first (default 3)")
 
 
 # --------------------------------------------------------------------------- commands
@@ -121,30 +128,41 @@ def cmd_estimate_llm(args) -> int:
 
 
 def cmd_recommend_llm(args) -> int:
-    from edgeprof.api import recommend_llm
+    from edgeprof.api import optimize_llm, recommend_llm
 
     context = args.context or (max(args.depth) + args.prompt_tokens + args.gen_tokens)
-    choice = recommend_llm(args.model, args.target, device=_device(args),
-                           backends=args.backend, context_tokens=context,
-                           tokens_per_s=args.tokens_per_s, prompt_tokens=args.prompt_tokens,
-                           gen_tokens=args.gen_tokens, plugins=args.plugins,
-                           targets_dir=args.targets_dir, precisions=args.precision)
-    doc = choice.to_dict()
+    choose = dict(device=_device(args), backends=args.backend, context_tokens=context,
+                  tokens_per_s=args.tokens_per_s, prompt_tokens=args.prompt_tokens,
+                  gen_tokens=args.gen_tokens, plugins=args.plugins,
+                  targets_dir=args.targets_dir, precisions=args.precision)
+    if args.command == "optimize":  # the choice, then the shortlist measured here
+        progress = Progress(enabled=not args.json)
+        try:
+            doc = optimize_llm(args.model, args.target, repetitions=args.repetitions,
+                               shortlist=args.shortlist, threads=getattr(args, "threads", None),
+                               progress=progress, **choose)
+        finally:
+            progress.stop()
+    else:
+        doc = recommend_llm(args.model, args.target, **choose).to_dict()
     # exit codes as for tensor models: 4 when a constraint (RAM, or the --tokens-per-s the
     # user set) cannot be met; the closest choice is still shown
-    code = 4 if choice.verdict in ("does_not_fit", "budget_not_met") else 0
+    code = 4 if doc["verdict"] in ("does_not_fit", "budget_not_met") else 0
     if args.json:
         print(json.dumps(doc, indent=2, allow_nan=False, default=str))
     else:
         console = _console()
-        if args.command == "optimize":
-            console.print("optimize for a generative model chooses the format analytically, "
-                          "as recommend does; measure the choice here with 'edgeprof profile'",
-                          markup=False)
         render_choice(doc, console)
+        for r in doc.get("measured_here") or []:
+            pp = (r.get("prefill_tokens_per_s") or {}).get("median")
+            tg = (r.get("decode_tokens_per_s") or {}).get("median")
+            console.print(f"measured here: {r['format']} on {r['backend']}: {r['status']}"
+                          + (f", pp{r.get('n_prompt')} {pp:.3g} tok/s, tg{r.get('n_gen')} "
+                             f"{tg:.3g} tok/s (this machine, not {doc['target']})"
+                             if pp and tg else f" ({r.get('reason')})"), markup=False)
     if code:
-        print(f"edgeprof: error: {choice.reasons[0] if choice.reasons else choice.verdict}",
-              file=sys.stderr)
+        reasons = doc.get("reasons") or [doc["verdict"]]
+        print(f"edgeprof: error: {reasons[0]}", file=sys.stderr)
     return code
 
 

@@ -289,7 +289,13 @@ def test_recommend_exits_4_when_a_constraint_cannot_be_met(capsys):
     code = main(["recommend", "llm:llama-3.2-3b", "--target", "raspberry_pi_4",
                  "--context", "131072", "--backend", "llama_cpp", "--json"])
     assert code == 4 and json.loads(capsys.readouterr().out)["verdict"] == "does_not_fit"
+    # optimize honours --precision and measures the shortlisted formats here
     assert main(["optimize", "llm:smollm2-135m", "--target", "raspberry_pi_5", "--precision",
-                 "q4_0,q8_0", "--backend", "llama_cpp", "--json"]) == 0
+                 "q4_0,q8_0", "--backend", "llama_cpp", "--prompt-tokens", "16",
+                 "--gen-tokens", "4", "--repetitions", "2", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert {c["format"] for c in doc["candidates"]} == {"q4_0", "q8_0"}
+    measured = doc["measured_here"]
+    assert measured and measured[0]["format"] == doc["format"]  # the choice first
+    assert {r["format"] for r in measured} <= {"q4_0", "q8_0"}
+    assert all(r["status"] == "ok" and r["decode_tokens_per_s"]["median"] > 0 for r in measured)
