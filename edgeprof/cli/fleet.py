@@ -159,25 +159,63 @@ def cmd_sweep(args) -> int:
         return report.exit_code
     from rich.table import Table
 
-    table = Table("model", "target", "best", "median ms", "95% CI ms", "runner-up",
-                  "clearly faster", "measured on",
-                  title=f"best configuration per model and target ({report.ran} job(s) run, "
-                        f"{report.skipped} resumed, {report.wall_s:.1f} s)",
-                  title_justify="left")
-    for r in report.best.to_dict(orient="records"):
-        table.add_row(str(r["model"]), str(r["target"]),
-                      f"{r['backend']} {r['precision']} b{r['batch_size']}",
-                      _fmt(r["median_ms"]), f"{_fmt(r['ci_low_ms'])}–{_fmt(r['ci_high_ms'])}",
-                      str(r["runner_up"] or "-"),
-                      {True: "yes", False: "no (CIs overlap)"}.get(r["clearly_faster"], "-"),
-                      str(r["measured_on"] or "-"))
+    best = report.best.to_dict(orient="records")
+    tensor = [r for r in best if r.get("workload") != "generate"]
+    generative = [r for r in best if r.get("workload") == "generate"]
+    stamp = f"{report.ran} job(s) run, {report.skipped} resumed, {report.wall_s:.1f} s"
     out = _console()
-    out.print(table)
+    if tensor or not generative:
+        table = Table("model", "target", "best", "median ms", "95% CI ms", "runner-up",
+                      "clearly faster", "measured on",
+                      title=f"best configuration per model and target ({stamp})",
+                      title_justify="left")
+        for r in tensor:
+            table.add_row(str(r["model"]), str(r["target"]),
+                          f"{r['backend']} {r['precision']} b{_count(r['batch_size'])}",
+                          _fmt(r["median_ms"]),
+                          f"{_fmt(r['ci_low_ms'])}–{_fmt(r['ci_high_ms'])}",
+                          str(r["runner_up"] or "-"),
+                          {True: "yes", False: "no (CIs overlap)"}.get(r["clearly_faster"],
+                                                                       "-"),
+                          str(r["measured_on"] or "-"))
+        out.print(table)
+    if generative:
+        table = Table("model", "target", "test", "fastest decode", "tg tok/s", "pp tok/s",
+                      "runner-up", "clearly faster", "fastest prefill", "pp tok/s ",
+                      "measured on",
+                      title=f"fastest decode per generative model, target and test ({stamp})",
+                      title_justify="left")
+        for r in generative:
+            table.add_row(str(r["model"]), str(r["target"]),
+                          f"pp{_count(r['n_prompt'])} tg{_count(r['n_gen'])} "
+                          f"d{_count(r['n_depth'])}",
+                          f"{r['backend']} {r['precision']} t{_count(r['n_threads'])}",
+                          _rate(r["tg_median_ts"], r["tg_stddev_ts"]),
+                          _rate(r["pp_median_ts"], r["pp_stddev_ts"]),
+                          str(r["runner_up"] or "-"),
+                          {True: "yes", False: "no (repetitions overlap)"}.get(
+                              r["clearly_faster"], "-"),
+                          str(r["best_prefill"] or "-"), _fmt(r["best_prefill_pp_median_ts"]),
+                          str(r["measured_on"] or "-"))
+        out.print(table)
     counts = report.frame["status"].value_counts().to_dict()
     out.print(", ".join(f"{v} {k}" for k, v in sorted(counts.items())), markup=False)
     err.print(f"results store: {report.store}; tables: "
               + ", ".join(str(f) for f in report.files), markup=False)
     return report.exit_code
+
+
+def _count(v: Any) -> str:
+    """An integer cell that pandas may hold as a float (NaN: none)."""
+    if v is None or (isinstance(v, float) and v != v):
+        return "auto" if v is None else "-"
+    return str(int(v))
+
+
+def _rate(median: Any, sd: Any) -> str:
+    if median is None or (isinstance(median, float) and median != median):
+        return "-"
+    return _fmt(median) + ("" if sd is None or sd != sd else f" ± {_fmt(sd)}")
 
 
 # ------------------------------------------------------------------------ the parsers
@@ -202,8 +240,10 @@ def add_parsers(sub, common) -> None:
     f.set_defaults(func=cmd_fleet)
 
     s = sub.add_parser("sweep", parents=[common],
-                       help="measure a grid (models x targets x backends x precisions) on the "
-                            "fleet or a LocalCluster here; results go to an SQLite store")
+                       help="measure a grid (models x targets x backends x precisions, and "
+                            "generative jobs: formats x threads x prompt/gen lengths x depths) "
+                            "on the fleet, or here one job at a time in-process as profile "
+                            "measures; results go to an SQLite store")
     s.add_argument("sweep", metavar="SWEEP.toml", help="the grid and its settings")
     s.add_argument("--resume", action="store_true",
                    help="continue a sweep whose store already holds results: skip finished "
@@ -214,7 +254,8 @@ def add_parsers(sub, common) -> None:
     s.add_argument("--max-time", type=_positive_float, metavar="S", help="cap on timed seconds")
     s.add_argument("--warmup", type=_positive_int, help="fixed warm-up runs (default adaptive)")
     s.add_argument("--timeout", type=_positive_float, metavar="S",
-                   help="per-job timeout, from its start on a board")
+                   help="per-job timeout, from its start on a board (here: each job then runs "
+                        "in an isolated worker, as profile --timeout)")
     s.add_argument("--retries", type=_non_negative_int,
                    help="times a job is submitted again after its board died (default 2)")
     add_fleet_flag(s)

@@ -22,6 +22,28 @@ measurement per job, on the fleet's boards or here, the way ``profile`` measures
     retries = 2                  # after a board's death, on any board of the same target
     no_board_wait = 120          # seconds a job waits for a board that went away
 
+    [generate]                   # optional: generative jobs (llama-bench's shape)
+    models = ["llm:smollm2-135m", "models/qwen.gguf"]   # presets, .gguf files, HF folders
+    backends = ["llama_cpp"]     # generative backends
+    formats = ["q4_0", "q8_0"]   # each runs on the listed backends that make it
+    targets = ["raspberry_pi_5"] # optional; default: the top-level targets
+    threads = [2, 4]             # optional; default [run] threads, else the physical cores
+    prompt_tokens = [128]        # default 512
+    gen_tokens = [32]            # default 128
+    depths = [0, 1024]           # default [0]: tokens already in the KV cache
+    repetitions = 3              # default 5
+    warmup = 1                   # default 1
+
+With a ``[generate]`` table the top-level ``models``/``backends``/``precisions`` are
+optional (a purely generative sweep); ``targets`` is still needed (top level or in the
+table). Each generative job is (model, target, backend, format, threads, prompt, gen,
+depth): one ``measure(MeasureRequest.for_generation(...))`` with one depth, its
+``GenerativeRunRecord`` stored like a tensor job's record (the store's ``precision`` column
+holds the format). Its row in results.csv carries llama-bench's figures (``pp_*_ts``,
+``tg_*_ts``, ``ttft_ms``, ``tpot_ms``, ``n_prompt``, ``n_gen``, ``n_depth``, ``n_threads``);
+best.csv has one generative row per (model, target, prompt, gen, depth): the fastest decode,
+with the fastest prefill of the same jobs in its own columns (``best_prefill``).
+
 Every result goes into the **store** the moment it arrives: an SQLite database (stdlib) with
 one row per job — its unique job key, its coordinates, the status and the whole RunRecord as
 JSON. One row is one committed transaction, so a killed driver leaves a consistent store, and
@@ -67,16 +89,35 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-TOP_KEYS = {"models", "targets", "backends", "precisions", "batch_sizes", "store", "out", "run"}
+TOP_KEYS = {"models", "targets", "backends", "precisions", "batch_sizes", "store", "out", "run",
+            "generate"}
+#: the ``[generate]`` table: key -> (item type, is a list, required)
+GEN_KEYS: dict[str, tuple[type, bool, bool]] = {
+    "models": (str, True, True), "backends": (str, True, True), "formats": (str, True, True),
+    "targets": (str, True, False), "threads": (int, True, False),
+    "prompt_tokens": (int, True, False), "gen_tokens": (int, True, False),
+    "depths": (int, True, False), "repetitions": (int, False, False),
+    "warmup": (int, False, False)}
+#: what a generative job's row adds to :data:`COLUMNS` (llama-bench's figures: ``pp`` is the
+#: prefill test, ``tg`` the decode test, ``*_ts`` tokens per second over the repetitions)
+GEN_COLUMNS = ["n_threads", "n_prompt", "n_gen", "n_depth", "repetitions", "pp_median_ts",
+               "pp_stddev_ts", "pp_min_ts", "pp_max_ts", "tg_median_ts", "tg_stddev_ts",
+               "tg_min_ts", "tg_max_ts", "ttft_ms", "tpot_ms", "model_size", "build_commit"]
 RUN_KEYS = {"runs": int, "min_time": float, "max_time": float, "warmup": int, "threads": int,
             "timeout": float, "retries": int, "no_board_wait": float}
 #: the DataFrame the HTML report renders (one row per job)
 COLUMNS = ["model", "target", "backend", "precision", "batch_size", "status", "reason",
            "median_ms", "ci_low_ms", "ci_high_ms", "provenance", "board", "measured_on",
-           "attempts", "job_key"]
+           "attempts", "job_key", "workload", *GEN_COLUMNS]
+#: a generative row: ``precision`` is the format; the tensor figures are empty, the ``tg_`` /
+#: ``pp_`` ones filled (runner-up and ``clearly_faster`` by decode: the best's slowest
+#: repetition beats the runner-up's fastest)
 BEST_COLUMNS = ["model", "target", "backend", "precision", "batch_size", "median_ms",
                 "ci_low_ms", "ci_high_ms", "board", "measured_on", "runner_up",
-                "runner_up_median_ms", "clearly_faster", "ok_jobs"]
+                "runner_up_median_ms", "clearly_faster", "ok_jobs", "workload", "n_threads",
+                "n_prompt", "n_gen", "n_depth", "tg_median_ts", "tg_stddev_ts", "pp_median_ts",
+                "pp_stddev_ts", "ttft_ms", "tpot_ms", "runner_up_tg_median_ts", "best_prefill",
+                "best_prefill_pp_median_ts"]
 
 
 # ------------------------------------------------------------------------- the file
@@ -92,6 +133,7 @@ class SweepSpec:
     out: Path
     run: dict[str, Any] = field(default_factory=dict)
     handles: dict[str, Any] = field(default_factory=dict, repr=False)
+    generate: GenerateGrid | None = None
 
     def config(self, precision: str, batch_size: int) -> RunConfig:
         r = self.run
@@ -102,17 +144,23 @@ class SweepSpec:
 
     def settings(self) -> dict[str, Any]:
         """What a resumed sweep must share with the store's first run."""
-        return {k: v for k, v in sorted(self.run.items()) if k not in ("retries",
-                                                                       "no_board_wait")}
+        out = {k: v for k, v in sorted(self.run.items()) if k not in ("retries",
+                                                                      "no_board_wait")}
+        if self.generate is not None:  # only then: a tensor sweep's store keeps its settings
+            out["generate"] = {"repetitions": self.generate.repetitions,
+                               "warmup": self.generate.warmup}
+        return out
 
-    def jobs(self) -> list[Job]:
-        out = []
+    def jobs(self) -> list[Job | GenJob]:
+        out: list[Job | GenJob] = []
         for model in self.models:
             for bs in self.batch_sizes:
                 for target in self.targets:
                     for backend in self.backends:
                         for precision in self.precisions:
                             out.append(Job(model, target, backend, precision, bs))
+        if self.generate is not None:
+            out.extend(self.generate.jobs(self.run.get("threads")))
         return out
 
 
@@ -130,25 +178,158 @@ class Job:
         return f"{self.model}|{self.target}|{self.backend}|{self.precision}|b{bs}"
 
 
-def _list(raw: dict, key: str, path: Path, kind: type, *, required: bool = True) -> list:
+@dataclass(frozen=True)
+class GenJob:
+    """One generative job: llama-bench's test shape (``pp n_prompt``, ``tg n_gen`` at one
+    depth) for one model x target x backend x format x threads."""
+
+    model: str
+    target: str
+    backend: str
+    precision: str  # the format (q4_0, int4 ...): the store's precision column
+    threads: int | None  # None: the machine's physical cores
+    prompt_tokens: int
+    gen_tokens: int
+    depth: int
+    batch_size: None = None  # the store's column; a generative job has none
+
+    @property
+    def key(self) -> str:
+        t = "auto" if self.threads is None else str(self.threads)
+        return (f"{self.model}|{self.target}|{self.backend}|{self.precision}|t{t}|"
+                f"pp{self.prompt_tokens}|tg{self.gen_tokens}|d{self.depth}")
+
+
+@dataclass
+class GenerateGrid:
+    """The ``[generate]`` table, validated: ``pairs`` are the (backend, format) pairs that
+    run (each format on the listed backends that make it)."""
+
+    models: list[str]
+    targets: list[str]
+    pairs: list[tuple[str, str]]
+    threads: list[int | None]
+    prompt_tokens: list[int]
+    gen_tokens: list[int]
+    depths: list[int]
+    repetitions: int = 5
+    warmup: int = 1
+    llms: dict[str, Any] = field(default_factory=dict, repr=False)  # model -> LLMModel
+    classes: dict[str, type] = field(default_factory=dict, repr=False)
+
+    def jobs(self, run_threads: int | None = None) -> list[GenJob]:
+        threads = self.threads if self.threads != [None] else [run_threads]
+        return [GenJob(m, t, b, f, th, p, g, d)
+                for m in self.models for t in self.targets for b, f in self.pairs
+                for th in threads for p in self.prompt_tokens for g in self.gen_tokens
+                for d in self.depths]
+
+    def config(self, job: GenJob) -> Any:
+        from edgeprof.core.llm import GenerationConfig
+
+        return GenerationConfig(prompt_tokens=job.prompt_tokens, gen_tokens=job.gen_tokens,
+                                depths=(job.depth,), repetitions=self.repetitions,
+                                warmup=self.warmup, threads=job.threads)
+
+
+def _list(raw: dict, key: str, path: Path, kind: type, *, required: bool = True,
+          prefix: str = "") -> list:
+    name = prefix + key
     if key not in raw:
         if required:
-            raise ConfigError(f"missing; give a list of {key}", path=path, field=key)
+            raise ConfigError(f"missing; give a list of {key}", path=path, field=name)
         return []
     v = raw[key]
     if isinstance(v, (str, int)) and not isinstance(v, bool):
         v = [v]
     if not isinstance(v, list):
-        raise ConfigError(f"must be a list, got {type(v).__name__}", path=path, field=key)
+        raise ConfigError(f"must be a list, got {type(v).__name__}", path=path, field=name)
     if not v:
-        raise ConfigError("is empty: the grid would have no jobs", path=path, field=key)
+        raise ConfigError("is empty: the grid would have no jobs", path=path, field=name)
     for item in v:
         if not isinstance(item, kind) or isinstance(item, bool):
             raise ConfigError(f"items must be {kind.__name__}s, got {item!r}", path=path,
-                              field=key)
+                              field=name)
     if len(set(v)) != len(v):
-        raise ConfigError("lists an item twice", path=path, field=key)
+        raise ConfigError("lists an item twice", path=path, field=name)
     return list(v)
+
+
+def _load_generate(table: Any, path: Path, top_targets: list[str], run_threads: Any, reg,
+                   check_target: Callable[[str], Any]) -> GenerateGrid:
+    """The ``[generate]`` table: every mistake a ConfigError naming ``generate.KEY``."""
+    from edgeprof.core.llm import backend_workload
+    from edgeprof.zoo.llm import resolve_llm
+
+    if not isinstance(table, dict):
+        raise ConfigError("must be a table ([generate])", path=path, field="generate")
+    unknown = sorted(set(table) - set(GEN_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown key; known: {', '.join(sorted(GEN_KEYS))}", path=path,
+                          field=f"generate.{unknown[0]}")
+    got: dict[str, Any] = {}
+    for key, (kind, is_list, required) in GEN_KEYS.items():
+        if is_list:
+            got[key] = _list(table, key, path, kind, required=required, prefix="generate.")
+        elif key in table:
+            v = table[key]
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ConfigError(f"must be an integer, got {v!r}", path=path,
+                                  field=f"generate.{key}")
+            got[key] = v
+    for key, least in (("threads", 1), ("prompt_tokens", 1), ("gen_tokens", 1), ("depths", 0),
+                       ("repetitions", 1), ("warmup", 0)):
+        vals = got.get(key)
+        vals = vals if isinstance(vals, list) else [] if vals is None else [vals]
+        bad = [v for v in vals if v < least]
+        if bad:
+            raise ConfigError(f"must be {'positive' if least else '0 or more'}, got {bad[0]!r}",
+                              path=path, field=f"generate.{key}")
+    targets = got["targets"] or top_targets
+    if not targets:
+        raise ConfigError("missing; give a list of targets (top level or in [generate])",
+                          path=path, field="targets")
+    for t in got["targets"]:
+        try:
+            check_target(t)
+        except EdgeprofError as e:
+            raise ConfigError(str(e), path=path, field="generate.targets") from None
+    classes: dict[str, type] = {}
+    for b in got["backends"]:
+        try:
+            cls = reg.backend(b)
+        except EdgeprofError as e:
+            raise ConfigError(str(e), path=path, field="generate.backends") from None
+        if backend_workload(cls) != "generate":
+            known = ", ".join(reg.backends_for("generate")) or "(none)"
+            raise ConfigError(f"backend '{b}' runs fixed-shape tensor models, not generative "
+                              f"ones; generative backends: {known}", path=path,
+                              field="generate.backends")
+        classes[b] = cls
+    pairs = []
+    for fmt in got["formats"]:
+        makers = [b for b, cls in classes.items() if fmt in tuple(cls.formats)]
+        if not makers:
+            made = "; ".join(f"{b} makes {', '.join(cls.formats)}" for b, cls in classes.items())
+            raise ConfigError(f"no backend listed makes format '{fmt}' ({made})", path=path,
+                              field="generate.formats")
+        pairs.extend((b, fmt) for b in makers)
+    llms = {}
+    for m in got["models"]:
+        spec = m
+        if not m.startswith("llm:") and not Path(m).expanduser().is_absolute():
+            spec = str(path.parent / m)  # a .gguf file or an HF folder beside the sweep file
+        try:
+            llms[m] = resolve_llm(spec)
+        except EdgeprofError as e:
+            raise ConfigError(f"model '{m}' cannot be read: {e}", path=path,
+                              field="generate.models") from None
+    threads: list[int | None] = got["threads"] or [None]
+    return GenerateGrid(models=got["models"], targets=targets, pairs=pairs, threads=threads,
+                        prompt_tokens=got["prompt_tokens"] or [512],
+                        gen_tokens=got["gen_tokens"] or [128], depths=got["depths"] or [0],
+                        repetitions=got.get("repetitions", 5), warmup=got.get("warmup", 1),
+                        llms=llms, classes=classes)
 
 
 def load_sweep(path: str | os.PathLike, *, overrides: dict[str, Any] | None = None,
@@ -173,11 +354,20 @@ def load_sweep(path: str | os.PathLike, *, overrides: dict[str, Any] | None = No
         raise ConfigError(f"unknown key; known: {', '.join(sorted(TOP_KEYS))}", path=path,
                           field=unknown[0])
     base = path.parent
-    models = _list(raw, "models", path, str)
-    targets = _list(raw, "targets", path, str)
-    backends = _list(raw, "backends", path, str)
-    precisions = _list(raw, "precisions", path, str)
+    # a tensor grid unless the file holds only a [generate] table
+    tensor = "generate" not in raw or any(k in raw for k in ("models", "backends",
+                                                             "precisions", "batch_sizes"))
+    models = _list(raw, "models", path, str, required=tensor)
+    targets = _list(raw, "targets", path, str, required=tensor)
+    backends = _list(raw, "backends", path, str, required=tensor)
+    precisions = _list(raw, "precisions", path, str, required=tensor)
     sizes = _list(raw, "batch_sizes", path, int, required=False)
+    from edgeprof.core.llm import is_llm_spec
+
+    for m in models:
+        if is_llm_spec(m) or m.lower().endswith(".gguf"):
+            raise ConfigError(f"'{m}' is a generative model: list it under [generate] models "
+                              "(with its backends and formats)", path=path, field="models")
     if any(b <= 0 for b in sizes):
         raise ConfigError("batch sizes must be positive", path=path, field="batch_sizes")
     run = raw.get("run", {})
@@ -227,10 +417,14 @@ def load_sweep(path: str | os.PathLike, *, overrides: dict[str, Any] | None = No
     for key in ("store", "out"):
         if key in raw and not isinstance(raw[key], str):
             raise ConfigError("must be a path string", path=path, field=key)
+    generate = None
+    if "generate" in raw:
+        generate = _load_generate(raw["generate"], path, targets, run.get("threads"), reg,
+                                  lambda t: t in treg.ids() or treg.get(t))
     store = base / raw.get("store", f"{path.stem}.sqlite")
     out = base / raw.get("out", f"{path.stem}_out")
     return SweepSpec(path, models, targets, backends, precisions, sizes or [None], store, out,
-                     run, handles)
+                     run, handles, generate)
 
 
 # ------------------------------------------------------------------------ the store
@@ -316,6 +510,9 @@ def results_frame(store: SweepStore | str | os.PathLike):
         rows = []
         for r in s.rows():
             rec = json.loads(r["record"])
+            if rec.get("kind") == "generate":
+                rows.append(_generative_row(r, rec))
+                continue
             stats = rec.get("stats") or {}
             rows.append({
                 "model": r["model"], "target": r["target"], "backend": r["backend"],
@@ -327,11 +524,66 @@ def results_frame(store: SweepStore | str | os.PathLike):
                 "ci_high_ms": stats.get("ci_high_ms"),
                 "provenance": rec.get("provenance", "measured") if stats else None,
                 "board": r["board"], "measured_on": _measured_on(rec),
-                "attempts": r["attempts"], "job_key": r["job_key"]})
+                "attempts": r["attempts"], "job_key": r["job_key"], "workload": "tensor"})
     finally:
         if own:
             s.close()
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _job_shape(job_key: str) -> dict[str, Any]:
+    """n_threads/n_prompt/n_gen/n_depth from a generative job's key (its coordinates, for a
+    job that failed before any record said them)."""
+    out: dict[str, Any] = {}
+    for part in job_key.split("|")[4:]:
+        for prefix, name in (("pp", "n_prompt"), ("tg", "n_gen"), ("d", "n_depth"),
+                             ("t", "n_threads")):
+            if part.startswith(prefix) and part[len(prefix):].isdigit():
+                out[name] = int(part[len(prefix):])
+                break
+    return out
+
+
+def _generative_row(r: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
+    """One generative job's row: its (one depth's) GenerationRecord's llama-bench figures."""
+    recs = rec.get("records") or []
+    g = recs[0] if recs else {}
+    ok = r["status"] == "ok" and bool(g)
+
+    def fig(name: str, key: str) -> Any:
+        return (g.get(name) or {}).get(key) if ok else None
+
+    shape = _job_shape(r["job_key"])
+    row = {k: None for k in COLUMNS}
+    row.update({
+        "model": r["model"], "target": r["target"], "backend": r["backend"],
+        "precision": r["precision"], "status": r["status"], "reason": r["reason"],
+        "provenance": (g.get("provenance") or rec.get("provenance") or "measured")
+        if ok else None,
+        "board": r["board"], "measured_on": _generative_measured_on(rec) if ok else None,
+        "attempts": r["attempts"], "job_key": r["job_key"], "workload": "generate",
+        "n_threads": g.get("n_threads") or shape.get("n_threads"),
+        "n_prompt": g.get("n_prompt") or shape.get("n_prompt"),
+        "n_gen": g.get("n_gen") or shape.get("n_gen"),
+        "n_depth": g.get("n_depth", shape.get("n_depth")),
+        "repetitions": g.get("repetitions") or None,
+        "pp_median_ts": fig("prefill_tokens_per_s", "median"),
+        "pp_stddev_ts": fig("prefill_tokens_per_s", "stddev"),
+        "pp_min_ts": fig("prefill_tokens_per_s", "min"),
+        "pp_max_ts": fig("prefill_tokens_per_s", "max"),
+        "tg_median_ts": fig("decode_tokens_per_s", "median"),
+        "tg_stddev_ts": fig("decode_tokens_per_s", "stddev"),
+        "tg_min_ts": fig("decode_tokens_per_s", "min"),
+        "tg_max_ts": fig("decode_tokens_per_s", "max"),
+        "ttft_ms": fig("ttft_ms", "median"), "tpot_ms": fig("tpot_ms", "median"),
+        "model_size": g.get("model_size"), "build_commit": g.get("build_commit") or None})
+    return row
+
+
+def _generative_measured_on(rec: dict[str, Any]) -> str | None:
+    from edgeprof.profilers.measure.fleet import measured_on
+
+    return measured_on(rec)
 
 
 def _measured_on(rec: dict[str, Any]) -> str | None:
@@ -346,6 +598,8 @@ def best_frame(frame):
     import pandas as pd
 
     ok = frame[(frame["status"] == "ok") & frame["median_ms"].notna()]
+    if "workload" in ok:
+        ok = ok[ok["workload"] != "generate"]
     rows = []
     for (model, target), g in ok.groupby(["model", "target"], sort=False):
         g = g.sort_values("median_ms")
@@ -362,8 +616,55 @@ def best_frame(frame):
             row["clearly_faster"] = bool(pd.notna(hi) and pd.notna(lo) and hi < lo)
         else:
             row.update(runner_up=None, runner_up_median_ms=None, clearly_faster=None)
+        row["workload"] = "tensor"
         rows.append(row)
+    rows.extend(_best_generative(frame))
     return pd.DataFrame(rows, columns=BEST_COLUMNS)
+
+
+def _gen_label(r) -> str:
+    t = "auto" if r["n_threads"] is None or r["n_threads"] != r["n_threads"] else \
+        int(r["n_threads"])
+    return f"{r['backend']} {r['precision']} t{t}"
+
+
+def _best_generative(frame) -> list[dict[str, Any]]:
+    """Per (model, target) and test shape (n_prompt, n_gen, n_depth: rates at different
+    depths or lengths are not comparable): the fastest decode (``tg_median_ts``) with its
+    runner-up, and the fastest prefill of the same jobs in its own columns
+    (``best_prefill``, ``best_prefill_pp_median_ts``): decode is what a chat's speed is,
+    prefill what its first-token wait is; the two may pick different configurations."""
+    import pandas as pd
+
+    if "workload" not in frame:
+        return []
+    ok = frame[(frame["workload"] == "generate") & (frame["status"] == "ok")
+               & frame["tg_median_ts"].notna()]
+    rows = []
+    keys = ["model", "target", "n_prompt", "n_gen", "n_depth"]
+    for _, g in ok.groupby(keys, sort=False, dropna=False):
+        g = g.sort_values("tg_median_ts", ascending=False)
+        best = g.iloc[0]
+        row = {k: best[k] for k in ("model", "target", "backend", "precision", "board",
+                                    "measured_on", "workload", "n_threads", "n_prompt",
+                                    "n_gen", "n_depth", "tg_median_ts", "tg_stddev_ts",
+                                    "pp_median_ts", "pp_stddev_ts", "ttft_ms", "tpot_ms")}
+        row["ok_jobs"] = len(g)
+        if len(g) > 1:
+            ru = g.iloc[1]
+            row["runner_up"] = _gen_label(ru)
+            row["runner_up_tg_median_ts"] = ru["tg_median_ts"]
+            lo, hi = best["tg_min_ts"], ru["tg_max_ts"]  # the best's slowest vs its fastest
+            row["clearly_faster"] = bool(pd.notna(lo) and pd.notna(hi) and lo > hi)
+        else:
+            row.update(runner_up=None, runner_up_tg_median_ts=None, clearly_faster=None)
+        pp = g[g["pp_median_ts"].notna()]
+        if len(pp):
+            bp = pp.sort_values("pp_median_ts", ascending=False).iloc[0]
+            row["best_prefill"] = _gen_label(bp)
+            row["best_prefill_pp_median_ts"] = bp["pp_median_ts"]
+        rows.append(row)
+    return rows
 
 
 # ------------------------------------------------------------------------ the driver
@@ -505,13 +806,18 @@ def run_sweep(path: str | os.PathLike, *, fleet=None, resume: bool = False,
         if todo and fleet is None:
             _drive_here(spec, todo, record, plugins)
         elif todo:
+            tensor_todo = [j for j in todo if isinstance(j, Job)]
+            gen_todo = [j for j in todo if isinstance(j, GenJob)]
+            no_board_s = float(spec.run.get("no_board_wait", DEFAULT_NO_BOARD_S))
             with _fleet_client(fleet) as client:
-                d = Dispatcher(client, retries=retries,
-                               no_board_s=float(spec.run.get("no_board_wait",
-                                                             DEFAULT_NO_BOARD_S)))
+                d = Dispatcher(client, retries=retries, no_board_s=no_board_s)
                 try:
-                    _drive(spec, todo, d, record, build_shipment, job_payload, job_timeout_s,
-                           FleetJob)
+                    if tensor_todo:
+                        _drive(spec, tensor_todo, d, record, build_shipment, job_payload,
+                               job_timeout_s, FleetJob)
+                    if gen_todo:
+                        _drive_generative_fleet(spec, gen_todo, fleet, client, record,
+                                                retries, no_board_s, plugins)
                 except SchedulerLostError as e:
                     raise SchedulerLostError(
                         f"{e}; {len(store)} of {len(jobs)} job(s) are safe in {spec.store}: "
@@ -550,6 +856,16 @@ def _drive_here(spec: SweepSpec, todo: list[Job], record, plugins) -> None:
     reg = get_registry(plugins)
     here = fingerprint("host", "local", True)
     for job in todo:
+        if isinstance(job, GenJob):
+            rec = measure(_generative_request(spec, job, plugins), registry=reg)
+            emulating = job.target != "host"
+            board = dict(here, target=job.target, emulating=emulating)
+            rec.notes.append(emulation_note(board) if emulating else "measured on this host")
+            rec.extra = dict(rec.extra or {}, fleet={"board": "local", "target": job.target,
+                                                     "emulating": emulating,
+                                                     "fingerprint": board})
+            record(job, rec, "local", 1)
+            continue
         handle = spec.handles[job.model]
         if job.batch_size is not None:
             handle = handle.with_batch(job.batch_size)
@@ -565,6 +881,37 @@ def _drive_here(spec: SweepSpec, todo: list[Job], record, plugins) -> None:
                                                  "emulating": emulating,
                                                  "fingerprint": board})
         record(job, rec, "local", 1)
+
+
+def _generative_request(spec: SweepSpec, job: GenJob, plugins) -> MeasureRequest:
+    """The request ``profile llm:X`` makes for this job (one depth), with the sweep's
+    ``[run] timeout`` (which, as for ``profile --timeout``, runs it in an isolated worker)."""
+    grid = spec.generate
+    assert grid is not None
+    timeout = spec.run.get("timeout")
+    return MeasureRequest.for_generation(job.backend, grid.llms[job.model], job.precision,
+                                         grid.config(job), timeout_s=timeout,
+                                         isolate=timeout is not None, plugins_file=plugins)
+
+
+def _drive_generative_fleet(spec: SweepSpec, todo: list[GenJob], fleet, client, record,
+                            retries: int, no_board_s: float, plugins) -> None:
+    """Each generative job on a board of its target through ``RemoteRunner`` (built here,
+    measured there in a fresh process), one at a time, stored the moment it returns."""
+    from edgeprof.core.plugins import get_registry
+    from edgeprof.profilers.measure.fleet import RemoteRunner
+    from edgeprof.profilers.measure.measure import measure
+
+    reg = get_registry(plugins)
+    runners: dict[str, Any] = {}
+    for job in todo:
+        runner = runners.get(job.target)
+        if runner is None:
+            runner = runners[job.target] = RemoteRunner(fleet, job.target, client=client,
+                                                        retries=retries, no_board_s=no_board_s)
+        rec = measure(_generative_request(spec, job, plugins), runner, registry=reg)
+        board = ((rec.extra or {}).get("fleet") or {}).get("board")
+        record(job, rec, board, 1)
 
 
 def _drive(spec: SweepSpec, todo: list[Job], d, record, build_shipment, job_payload,
@@ -643,16 +990,140 @@ def _write_outputs(out: Path, frame, best) -> list[Path]:
     """results.csv, best.csv and the grid page report.html, published as one folder (a
     complete sibling swapped in with one rename: never a mix of two sweeps' files)."""
     from edgeprof.core.io import publish_staged, write_csv, write_text
-    from edgeprof.profilers.report.html import render_sweep_html
 
     def write(stage: Path) -> list[str]:
-        write_csv(stage / "results.csv", frame)
-        write_csv(stage / "best.csv", best)
-        write_text(stage / "report.html", render_sweep_html(frame))
+        write_csv(stage / "results.csv", _int_columns(frame))
+        write_csv(stage / "best.csv", _int_columns(best))
+        write_text(stage / "report.html", sweep_html(frame, best))
         return ["results.csv", "best.csv", "report.html"]
 
     return publish_staged(out, write)
 
 
-__all__ = ["BEST_COLUMNS", "COLUMNS", "Job", "SweepReport", "SweepSpec", "SweepStore",
-           "best_frame", "load_sweep", "results_frame", "run_sweep"]
+#: columns that hold counts: written as integers even where another kind of row leaves them
+#: empty (a tensor row has no n_prompt, a generative row no batch size)
+_INT_COLUMNS = ("batch_size", "attempts", "n_threads", "n_prompt", "n_gen", "n_depth",
+                "repetitions", "model_size", "ok_jobs")
+
+
+def _int_columns(frame):
+    frame = frame.copy()
+    for c in _INT_COLUMNS:
+        if c in frame:
+            col = frame[c]
+            vals = col.dropna()
+            try:
+                if all(float(v).is_integer() for v in vals):
+                    frame[c] = col.astype("Int64")
+            except (TypeError, ValueError):
+                pass
+    return frame
+
+
+def sweep_html(frame, best) -> str:
+    """The sweep's page: ``render_sweep_html`` of the tensor jobs (its heatmaps, best bars and
+    row table), and, when the sweep has generative jobs, a section of them: per target and
+    model a table of every job with its prefill and decode tok/s (median, standard
+    deviation), TTFT and TPOT, a bar for decode, and the best of each test shape."""
+    import html as _h
+
+    from edgeprof.profilers.report.html import render_sweep_html
+
+    gen_mask = frame["workload"] == "generate" if "workload" in frame else None
+    if gen_mask is None or not gen_mask.any():
+        return render_sweep_html(frame)
+    tensor = frame[~gen_mask].reset_index(drop=True)
+    gen = frame[gen_mask].reset_index(drop=True)
+    targets = list(dict.fromkeys(frame["target"]))
+    page = render_sweep_html(tensor, title=f"sweep: {len(frame)} runs ({len(tensor)} tensor, "
+                                           f"{len(gen)} generative) on {len(targets)} "
+                                           "target(s)")
+    section = _generative_section(gen, best, _h.escape)
+    for anchor in ('<h2 id="rows">', "</body>"):
+        if anchor in page:
+            return page.replace(anchor, section + anchor, 1)
+    return page + section
+
+
+def _generative_section(gen, best, esc) -> str:
+    from edgeprof.profilers.report.html import fmt
+
+    def num(v) -> float | None:
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            return None
+        return f if f == f else None
+
+    def rate(med, sd) -> str:
+        m = num(med)
+        if m is None:
+            return "—"
+        s = num(sd)
+        return esc(fmt(m)) + (f" ± {esc(fmt(s))}" if s is not None else "")
+
+    def cell(v) -> str:
+        return esc(fmt(v)) if num(v) is not None else esc(v) if v not in (None, "") and \
+            v == v else "—"
+
+    out = ['<section id="generative"><h2 id="generate">Generative jobs '
+           f'({len(gen)})</h2><p class="note">llama-bench\'s tests: <code>pp</code> the '
+           "prefill of n_prompt tokens, <code>tg</code> the decode of n_gen tokens at depth "
+           "n_depth; tokens per second, median ± standard deviation over the repetitions "
+           "(provenance: measured, on the machine each row names). The bar is decode, against "
+           "the fastest decode of that target and model.</p>"]
+    heads = ["target", "model", "backend", "format", "threads", "n_prompt", "n_gen",
+             "n_depth", "status", "pp tok/s", "tg tok/s", "", "TTFT ms", "TPOT ms",
+             "measured on", "reason"]
+    out.append('<div class="scroll"><table id="generative-table" data-rows="'
+               f'{len(gen)}"><thead><tr>' + "".join(
+                   f'<th{" class=num" if h.endswith(("/s", "ms")) or h.startswith("n_") else ""}>'
+                   f"{esc(h)}</th>" for h in heads) + "</tr></thead><tbody>")
+    top: dict[tuple, float] = {}
+    for r in gen.to_dict(orient="records"):
+        v = num(r.get("tg_median_ts"))
+        if v is not None:
+            k = (r["target"], r["model"])
+            top[k] = max(top.get(k, 0.0), v)
+    for r in gen.to_dict(orient="records"):
+        v = num(r.get("tg_median_ts"))
+        peak = top.get((r["target"], r["model"]))
+        width = 0 if v is None or not peak else max(1, round(100 * v / peak))
+        bar = (f'<div title="{esc(fmt(v))} tok/s" style="width:{width * 1.2:.0f}px;height:10px;'
+               'background:#4c78a8"></div>' if width else "")
+        cells = [cell(r.get("target")), cell(r.get("model")), cell(r.get("backend")),
+                 cell(r.get("precision")), cell(r.get("n_threads")), cell(r.get("n_prompt")),
+                 cell(r.get("n_gen")), cell(r.get("n_depth")), cell(r.get("status")),
+                 rate(r.get("pp_median_ts"), r.get("pp_stddev_ts")),
+                 rate(r.get("tg_median_ts"), r.get("tg_stddev_ts")), bar,
+                 cell(r.get("ttft_ms")), cell(r.get("tpot_ms")),
+                 cell(r.get("measured_on") or r.get("board")), cell(r.get("reason"))]
+        out.append(f'<tr data-status="{esc(str(r.get("status")))}" data-workload="generate">'
+                   + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    out.append("</tbody></table></div>")
+    gbest = best[best["workload"] == "generate"] if "workload" in best else best.iloc[0:0]
+    out.append('<h3 id="generative-best">Fastest decode per target, model and test</h3>'
+               '<div class="scroll"><table id="generative-best-table"><thead><tr><th>target'
+               "</th><th>model</th><th>test</th><th>fastest decode</th><th class=num>tg tok/s"
+               "</th><th>runner-up</th><th>clearly faster</th><th>fastest prefill</th>"
+               "<th class=num>pp tok/s</th></tr></thead><tbody>")
+    for b in gbest.to_dict(orient="records"):
+        test = f"pp{cell(b.get('n_prompt'))} tg{cell(b.get('n_gen'))} @ d{cell(b.get('n_depth'))}"
+        t = "auto" if num(b.get("n_threads")) is None else fmt(b.get("n_threads"))
+        cf = b.get("clearly_faster")
+        out.append("<tr>" + "".join(f"<td>{c}</td>" for c in (
+            cell(b.get("target")), cell(b.get("model")), test,
+            esc(f"{b.get('backend')} {b.get('precision')} t{t}"),
+            rate(b.get("tg_median_ts"), b.get("tg_stddev_ts")), cell(b.get("runner_up")),
+            {True: "yes", False: "no (repetitions overlap)"}.get(cf, "—")
+            if isinstance(cf, bool) else "—",
+            cell(b.get("best_prefill")), cell(b.get("best_prefill_pp_median_ts")))) + "</tr>")
+    if not len(gbest):
+        out.append('<tr><td colspan="9" class="muted">no generative job ran</td></tr>')
+    out.append("</tbody></table></div></section>")
+    return "".join(out)
+
+
+__all__ = ["BEST_COLUMNS", "COLUMNS", "GEN_COLUMNS", "GenJob", "GenerateGrid", "Job",
+           "SweepReport", "SweepSpec", "SweepStore", "best_frame", "load_sweep", "results_frame",
+           "run_sweep"]
