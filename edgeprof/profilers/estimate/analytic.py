@@ -77,19 +77,21 @@ def layer_estimates(walk_result: GraphWalk, precision: str, peak_macs_per_s: flo
                     bandwidth_bytes_per_s: float) -> list[LayerEstimate]:
     """Apply a precision and a target's peak and bandwidth to a graph walk's layers."""
     p = get_precision(precision)
+    weight_bytes, act_bytes = p.weight_bytes, p.activation_bytes
     rows = []
+    append = rows.append
     for g in walk_result.layers:
-        parameter_bytes = g.parameter_count * p.weight_bytes
-        activation_bytes = g.output_elements * p.activation_bytes
-        input_bytes = g.input_elements * p.activation_bytes
+        parameter_bytes = g.parameter_count * weight_bytes
+        activation_bytes = g.output_elements * act_bytes
+        input_bytes = g.input_elements * act_bytes
+        macs = int(g.macs)
         compute_ms = (g.macs / peak_macs_per_s * 1e3) if peak_macs_per_s else 0.0
         memory_ms = (parameter_bytes + input_bytes + activation_bytes) / bandwidth_bytes_per_s * 1e3
-        rows.append(LayerEstimate(
-            layer=g.name, op_type=g.op_type,
-            output_shape="x".join(str(d) for d in g.output_shape),
+        append(LayerEstimate(
+            layer=g.name, op_type=g.op_type, output_shape="x".join(map(str, g.output_shape)),
             output_elements=int(g.output_elements), input_bytes=float(input_bytes),
             parameter_count=int(g.parameter_count), parameter_bytes=float(parameter_bytes),
-            activation_bytes=float(activation_bytes), macs=int(g.macs), flops=2 * int(g.macs),
+            activation_bytes=float(activation_bytes), macs=macs, flops=2 * macs,
             other_ops=int(g.other_ops), compute_ms=float(compute_ms), memory_ms=float(memory_ms),
             roofline_latency_ms=float(max(compute_ms, memory_ms)),
             bound="memory" if memory_ms > compute_ms else "compute",

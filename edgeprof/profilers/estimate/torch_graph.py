@@ -60,12 +60,35 @@ Conventions
 
 The walk runs on CPU under ``torch.no_grad()`` with the module in eval mode (its training
 flags are restored after). ``torch`` is imported inside functions only.
+
+Speed (issue 20; ``benchmarks/estimate_speed.py``)
+-------------------------------------------------
+The walk runs on the meta device, where many ops' meta kernels are Python decompositions
+(batch/layer norm, hardtanh, gelu, addmm, broadcasting add: 0.1-1.5 ms each, more than
+the rest of the walk). So:
+
+* a **meta-op cache** (``_META_CACHE``) keyed by the op and its arguments' metadata (shapes,
+  strides, dtypes, scalars) keeps how to rebuild the outputs; an op seen again gets fresh
+  ``empty_strided`` outputs, or its own argument for an in-place op, without its kernel,
+  and the counts of its row with them. Views always run their (C++) kernel;
+* **fast meta kernels** (``_fast_meta``) build the outputs of those Python-kernel ops
+  directly in the plain case (floating, standard-contiguous tensors): an op shape never
+  seen costs microseconds too. tests/profilers/estimate/test_meta_fast.py checks them
+  against the kernels;
+* the hooks are two global module hooks looking modules up in a table (per-module hooks
+  only when the model has hooks of its own), the function mode is off the stack while a
+  leaf's row is open (every call inside passes through it), the tree is scanned once, and
+  the cyclic garbage collector waits while every op comes from the cache.
+
+tests/profilers/estimate/test_pinned_rows.py pins the rows of a set of models to what the
+walk gave before these changes, with the cache empty and full.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 from edgeprof.core.errors import EdgeprofError, InputSpecError
@@ -114,18 +137,54 @@ def _prod(xs) -> int:
 
 
 def _tensors(obj) -> list:
-    """Distinct tensors in a nested structure (args, kwargs, outputs, PackedSequence)."""
+    """Distinct tensors in a nested structure (args, kwargs, outputs, PackedSequence), in
+    ``torch.utils._pytree.tree_leaves`` order. Plain tuples, lists and dicts are walked here
+    (most calls); any other container (namedtuples, OrderedDicts, registered pytree nodes)
+    goes through ``tree_leaves``."""
     import torch
-    from torch.utils._pytree import tree_leaves
 
-    out, seen = [], set()
-    for leaf in tree_leaves(obj):
-        if isinstance(leaf, torch.nn.utils.rnn.PackedSequence):
-            leaf = leaf.data
-        if isinstance(leaf, torch.Tensor) and id(leaf) not in seen:
-            seen.add(id(leaf))
-            out.append(leaf)
+    T = torch.Tensor
+    if isinstance(obj, T):
+        return [obj]
+    out: list = []
+    _collect(obj, out, set(), T)
     return out
+
+
+_SCALARS = frozenset((int, float, bool, str, complex, type(None)))
+
+
+def _collect(obj, out: list, seen: set, tensor_type) -> None:
+    kind = type(obj)
+    if kind is tuple or kind is list:
+        items = obj
+    elif kind is dict:
+        items = obj.values()
+    elif kind in _SCALARS:
+        return
+    elif isinstance(obj, tensor_type):
+        if id(obj) not in seen:
+            seen.add(id(obj))
+            out.append(obj)
+        return
+    else:
+        import torch
+        from torch.utils._pytree import tree_leaves
+
+        for leaf in tree_leaves(obj):
+            if isinstance(leaf, torch.nn.utils.rnn.PackedSequence):
+                leaf = leaf.data
+            if isinstance(leaf, tensor_type) and id(leaf) not in seen:
+                seen.add(id(leaf))
+                out.append(leaf)
+        return
+    for x in items:
+        if isinstance(x, tensor_type):
+            if id(x) not in seen:
+                seen.add(id(x))
+                out.append(x)
+        elif type(x) not in _SCALARS:
+            _collect(x, out, seen, tensor_type)
 
 
 def _storage_key(t) -> int | None:
@@ -136,7 +195,7 @@ def _storage_key(t) -> int | None:
     if not st.nbytes():
         return None
     # meta storages hold no data (every data_ptr is 0): key them by the storage itself
-    return st._cdata if st.device.type == "meta" else st.data_ptr()
+    return st._cdata if t.is_meta else st.data_ptr()
 
 
 def _op_name(func) -> str:
@@ -145,7 +204,23 @@ def _op_name(func) -> str:
     return getattr(getattr(func, "_overloadpacket", None), "__name__", name.split(".")[0])
 
 
+_FRIENDLY: dict[Any, str] = {}
+
+
 def _friendly(func) -> str:
+    try:
+        return _FRIENDLY[func]
+    except (KeyError, TypeError):  # new, or unhashable
+        pass
+    name = _friendly_name(func)
+    try:
+        _FRIENDLY[func] = name
+    except TypeError:
+        pass
+    return name
+
+
+def _friendly_name(func) -> str:
     name = getattr(func, "__name__", None) or type(func).__name__
     if name == "__get__":  # a Tensor property getter (x.T, x.mT ...)
         name = getattr(getattr(func, "__self__", None), "__name__", "attr")
@@ -186,7 +261,11 @@ def _first_tensor(out):
 
 def op_cost(name: str, args: tuple, kwargs: dict, out) -> tuple[int, int | None]:
     """(macs, other_ops) of one aten op; ``other_ops`` None means "use the generic rule"."""
-    o = _first_tensor(out)
+    return _op_cost(name, args, kwargs, _first_tensor(out))
+
+
+def _op_cost(name: str, args: tuple, kwargs: dict, o) -> tuple[int, int | None]:
+    """:func:`op_cost` given the op's first output tensor ``o`` (or None)."""
     if name in ("mm", "_int_mm"):
         return _mm(args[0], args[1]), 0
     if name in ("addmm", "_addmm_activation"):
@@ -222,21 +301,307 @@ def op_cost(name: str, args: tuple, kwargs: dict, out) -> tuple[int, int | None]
     return 0, None
 
 
+# ------------------------------------------------------------------- meta-op cache
+#: (op, metadata of its arguments) -> how to build its outputs, learned from the op's meta
+#: kernel. Many meta kernels are Python decompositions (batch and layer norm, hardtanh,
+#: gelu, addmm, broadcasting add/mul: 0.1-1.3 ms a call), far slower than the walk around
+#: them; a kernel's output metadata depends only on its arguments' metadata, so an op seen
+#: again with the same shapes, strides, dtypes and scalar arguments gets fresh
+#: ``empty_strided`` outputs of the recorded shapes instead (the same blocks repeat inside a
+#: model, and across models of one search space). Only ops whose outputs are all fresh
+#: dense tensors, or that return their own first argument unchanged in shape (in-place
+#: ops), are recorded; views, tensor lists and anything else always run the kernel.
+_META_CACHE: dict[tuple, Any] = {}
+_META_CACHE_MAX = 20_000  # entries (a few hundred bytes each); emptied when full
+_UNCACHEABLE = object()
+_KEY_ATOMS = {int, float, bool, str, type(None)}
+_KEY_TORCH_ATOMS: set = set()  # torch.dtype, device, memory_format, layout (set on first use)
+
+
+class _NoKey(Exception):
+    pass
+
+
+def _key_items(items, key: list, T) -> None:
+    """Append the metadata of ``items`` to ``key``, flat: each item starts with its type."""
+    for x in items:
+        kind = type(x)
+        if kind is T:
+            if not x.is_meta:
+                raise _NoKey
+            # strided tensors only: stride() raises for sparse and nested ones
+            key += (T, x.dtype, x.shape, x.stride(), x.storage_offset())
+        elif kind in _KEY_ATOMS or kind in _KEY_TORCH_ATOMS:
+            key += (kind, x)
+        elif kind is list or kind is tuple:
+            key += (kind, len(x))
+            _key_items(x, key, T)
+        else:
+            raise _NoKey
+
+
+def _meta_key(func, args, kwargs, torch):
+    """The op and its arguments' metadata as one flat tuple, or None (no key: a tensor not on
+    the meta device, a tensor subclass, an argument of another kind)."""
+    if not _KEY_TORCH_ATOMS:
+        _KEY_TORCH_ATOMS.update((torch.dtype, torch.device, torch.memory_format, torch.layout))
+    key = [func, torch.get_default_dtype(), len(args)]
+    try:
+        _key_items(args, key, torch.Tensor)
+        if kwargs:
+            for k, v in kwargs.items():
+                key.append(k)
+                _key_items((v,), key, torch.Tensor)
+    except (_NoKey, RuntimeError, NotImplementedError):
+        return None
+    return tuple(key)
+
+
+def _signature(t) -> tuple:
+    return (t.dtype, t.shape, t.stride(), t.storage_offset())
+
+
+def _dense_extent(t) -> int:
+    if t.numel() == 0:
+        return 0
+    return (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) * t.element_size()
+
+
+def _meta_recipe(func, args, kwargs, before, out, torch):
+    """How to rebuild ``out`` without the kernel, or _UNCACHEABLE."""
+    schema = getattr(func, "_schema", None)
+    if schema is None or getattr(func, "is_view", False):
+        return _UNCACHEABLE
+    arg_storages = {a.untyped_storage()._cdata for a in _tensors((args, kwargs))}
+    returns = schema.returns
+    if isinstance(out, torch.Tensor) and len(returns) == 1:
+        ret = returns[0]
+        if ret.alias_info is not None:  # in place: the first argument, metadata unchanged
+            if (ret.alias_info.is_write and args and out is args[0]
+                    and before == _signature(out)):
+                return ("self",)
+            return _UNCACHEABLE
+        outs = (out,)
+    elif type(out) is tuple and len(out) == len(returns) and out and all(
+            isinstance(o, torch.Tensor) for o in out):
+        if any(r.alias_info is not None for r in returns):
+            return _UNCACHEABLE
+        outs = out
+    else:
+        return _UNCACHEABLE
+    specs, seen = [], set()
+    for o in outs:
+        if (type(o) is not torch.Tensor or o.device.type != "meta" or o.layout != torch.strided
+                or o.storage_offset() != 0 or o.is_conj() or o.is_neg()):
+            return _UNCACHEABLE
+        st = o.untyped_storage()
+        if st._cdata in seen or st._cdata in arg_storages or st.nbytes() != _dense_extent(o):
+            return _UNCACHEABLE
+        seen.add(st._cdata)
+        specs.append((tuple(o.shape), o.stride(), o.dtype))
+    return ("new", tuple(specs), isinstance(out, torch.Tensor))
+
+
+# ------------------------------------------------------------- fast meta kernels
+# The meta kernels of these ops are Python decompositions (0.3-1.5 ms a call). For the
+# plain case -- floating tensors with standard contiguous strides, scalar arguments -- their
+# outputs are fresh standard-contiguous tensors (or, in place, the argument itself) whose
+# shapes and dtypes follow from the arguments' alone; they are built directly here, the
+# same metadata the kernel would give (tests/profilers/estimate/test_meta_fast.py checks
+# them against the kernels). Anything else runs the kernel.
+_UNARY = frozenset(("relu", "hardtanh", "hardswish", "hardsigmoid", "sigmoid", "leaky_relu",
+                    "elu", "gelu", "silu", "tanh", "mish", "celu", "selu", "softplus"))
+_UNARY_INPLACE = frozenset(n + "_" for n in _UNARY)
+_BINARY = frozenset(("add", "sub", "mul", "div"))
+_SCALAR_ARG = (int, float, bool, type(None))
+_CONTIGUOUS: dict[tuple, tuple] = {}
+
+
+def _contiguous_strides(shape) -> tuple:
+    strides = _CONTIGUOUS.get(shape)
+    if strides is None:
+        if len(_CONTIGUOUS) > 10_000:
+            _CONTIGUOUS.clear()
+        out, step = [], 1
+        for n in reversed(shape):
+            out.append(step)
+            step *= max(n, 1)
+        strides = _CONTIGUOUS[tuple(shape)] = tuple(reversed(out))
+    return strides
+
+
+def _plain(t, tensor_type) -> bool:
+    """A floating meta tensor with torch.empty's strides (and no offset)."""
+    return (type(t) is tensor_type and t.is_meta and t.is_floating_point()
+            and t.storage_offset() == 0 and t.stride() == _contiguous_strides(t.shape))
+
+
+def _scalars(args, kwargs) -> bool:
+    return all(type(a) in _SCALAR_ARG for a in args) and \
+        all(type(v) in _SCALAR_ARG or (k == "approximate" and v in ("none", "tanh"))
+            for k, v in kwargs.items())
+
+
+def _computation_dtype(dtype, torch):
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _fast_meta(func, args, kwargs, torch):
+    """The op's outputs without its kernel, or None when this is not the plain case."""
+    packet = getattr(func, "_overloadpacket", None)
+    if packet is None or not args:
+        return None
+    name, overload = packet.__name__, func._overloadname
+    T = torch.Tensor
+    x = args[0]
+    if name in _UNARY_INPLACE and overload == "default":
+        return x if _plain(x, T) and _scalars(args[1:], kwargs) else None
+    if name in _UNARY and overload == "default":
+        if _plain(x, T) and _scalars(args[1:], kwargs):
+            return torch.empty(x.shape, dtype=x.dtype, device="meta")
+        return None
+    if name in _BINARY and overload == "Tensor" and len(args) == 2 and \
+            all(type(v) in (int, float) for v in kwargs.values()) and \
+            set(kwargs) <= ({"alpha"} if name in ("add", "sub") else set()):
+        y = args[1]
+        if not _plain(x, T):
+            return None
+        if type(y) in (int, float):
+            return torch.empty(x.shape, dtype=x.dtype, device="meta")
+        if not (_plain(y, T) and y.dtype == x.dtype):
+            return None
+        big = x if x.dim() >= y.dim() else y
+        # the output takes the larger operand's shape when the other broadcasts into it
+        for n_big, n_small in zip(reversed(big.shape), reversed((y if big is x else x).shape)):
+            if n_small != n_big and n_small != 1:
+                return None
+        return torch.empty(big.shape, dtype=x.dtype, device="meta")
+    if name in ("native_batch_norm", "_native_batch_norm_legit_no_training") and \
+            overload == "default":
+        if name == "native_batch_norm":
+            if len(args) != 8 or kwargs or args[5] is not False:
+                return None
+        elif len(args) != 7 or kwargs:
+            return None
+        if not _plain(x, T) or x.dim() < 2:
+            return None
+        C = x.shape[1]
+        for i, t in enumerate(args[1:5]):
+            if t is None and i < 2:
+                continue  # no affine weight or bias (the running statistics are needed)
+            if not (type(t) is T and t.is_meta and t.is_floating_point()
+                    and tuple(t.shape) == (C,)):
+                return None
+        comp = _computation_dtype(x.dtype, torch)
+        return (torch.empty(x.shape, dtype=x.dtype, device="meta"),
+                torch.empty((C,), dtype=comp, device="meta"),
+                torch.empty((C,), dtype=comp, device="meta"))
+    if name == "native_layer_norm" and overload == "default":
+        if len(args) != 5 or kwargs or not _plain(x, T):
+            return None
+        ns = args[1]
+        if type(ns) not in (list, tuple) or not ns or not all(type(n) is int for n in ns):
+            return None
+        k = len(ns)
+        if x.dim() < k or tuple(x.shape[-k:]) != tuple(ns):
+            return None
+        for t in args[2:4]:
+            if t is not None and not (type(t) is T and t.is_meta and t.is_floating_point()
+                                      and tuple(t.shape) == tuple(ns)):
+                return None
+        comp = _computation_dtype(x.dtype, torch)
+        stat = tuple(x.shape[:-k]) + (1,) * k
+        return (torch.empty(x.shape, dtype=x.dtype, device="meta"),
+                torch.empty(stat, dtype=comp, device="meta"),
+                torch.empty(stat, dtype=comp, device="meta"))
+    if name == "addmm" and overload == "default":
+        if len(args) != 3 or not all(type(v) in (int, float) for v in kwargs.values()) or \
+                not set(kwargs) <= {"beta", "alpha"}:
+            return None
+        bias, m1, m2 = args
+        for t in args:
+            if not (type(t) is T and t.is_meta and t.dtype == m1.dtype and t.is_floating_point()):
+                return None
+        if m1.dim() != 2 or m2.dim() != 2 or m1.shape[1] != m2.shape[0] or bias.dim() > 2:
+            return None
+        out = (m1.shape[0], m2.shape[1])
+        for n_out, n_b in zip(reversed(out), reversed(bias.shape)):
+            if n_b != n_out and n_b != 1:
+                return None
+        return torch.empty(out, dtype=m1.dtype, device="meta")
+    return None
+
+
+#: the cyclic garbage collector, paused by a meta walk (see _walk_once) until an op's
+#: kernel has to run
+_GC_PAUSED = [False]
+
+
+def _gc_resume() -> None:
+    if _GC_PAUSED[0]:
+        _GC_PAUSED[0] = False
+        gc.enable()
+
+
+_DEVICE: list = []
+
+
+def _meta_device(torch):
+    if not _DEVICE:
+        _DEVICE.append(torch.device("meta"))
+    return _DEVICE[0]
+
+
+def _meta_call(func, args, kwargs, torch):
+    """``func(*args, **kwargs)`` on meta tensors, from the cache where it can be, and the
+    op's cache entry ``[recipe, counts]`` (None when its arguments make no key); the walker
+    keeps the op's counts, which depend only on the key, in ``entry[1]``."""
+    key = _meta_key(func, args, kwargs, torch)
+    if key is None:
+        _gc_resume()
+        return func(*args, **kwargs), None
+    entry = _META_CACHE.get(key)
+    if entry is None:
+        before = _signature(args[0]) if args and type(args[0]) is torch.Tensor else None
+        out = _fast_meta(func, args, kwargs, torch)
+        if out is None:
+            _gc_resume()
+            out = func(*args, **kwargs)
+        if len(_META_CACHE) >= _META_CACHE_MAX:
+            _META_CACHE.clear()
+        entry = _META_CACHE[key] = [_meta_recipe(func, args, kwargs, before, out, torch), None]
+        return out, entry
+    recipe = entry[0]
+    if recipe is _UNCACHEABLE:
+        if not getattr(func, "is_view", False):
+            _gc_resume()
+        return func(*args, **kwargs), entry
+    if recipe[0] == "self":
+        return args[0], entry
+    empty, device = torch.empty_strided, _meta_device(torch)
+    made = tuple([empty(shape, stride, dtype=dtype, device=device)
+                  for shape, stride, dtype in recipe[1]])
+    return (made[0] if recipe[2] else made), entry
+
+
 # ------------------------------------------------------------------------- liveness
 class _Liveness:
     """Storages created during the walk (and the model inputs), tracked with weak references."""
 
     def __init__(self) -> None:
+        import torch
         from torch.multiprocessing.reductions import StorageWeakRef
 
         self._ref = StorageWeakRef
-        self.live: dict[int, tuple[Any, int]] = {}  # storage cdata -> (weak ref, elements)
+        self._expired = torch.UntypedStorage._expired
+        self.live: dict[int, list] = {}  # storage cdata -> [weak ref, elements]
         self.current = 0
         self.peak = 0
         self.excluded: set[int] = set()  # data_ptrs of parameters and buffers
 
     def sweep(self) -> None:
-        dead = [k for k, (ref, _) in self.live.items() if ref.expired()]
+        expired = self._expired
+        dead = [k for k, (ref, _) in self.live.items() if expired(ref.cdata)]
         for k in dead:
             self.current -= self.live.pop(k)[1]
 
@@ -246,47 +611,118 @@ class _Liveness:
             st = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
             return False
-        if st.nbytes() == 0 or _storage_key(t) in self.excluded:
+        nbytes = st.nbytes()
+        if nbytes == 0:
             return False
         key = st._cdata
-        entry = self.live.get(key)
-        if entry is not None and not entry[0].expired():
+        if (key if t.is_meta else st.data_ptr()) in self.excluded:
             return False
+        entry = self.live.get(key)
         if entry is not None:
+            if not self._expired(entry[0].cdata):
+                return False
             self.current -= entry[1]
-        elements = st.nbytes() // max(t.element_size(), 1)
-        self.live[key] = (self._ref(st), elements)
+        elements = nbytes // max(t.element_size(), 1)
+        self.live[key] = [self._ref(st), elements]
         self.current += elements
         return True
 
     def mark(self) -> None:
-        self.peak = max(self.peak, self.current)
+        """Record the peak after an op. ``current`` counts dead storages until a sweep, so it
+        is never below the true sum: only when it passes the peak does the true sum (after a
+        sweep) have to be known, so that is the only time the storages are swept."""
+        if self.current > self.peak:
+            self.sweep()
+            if self.current > self.peak:
+                self.peak = self.current
+
+
+def _named_children(m):
+    """``m.named_children()``, read off ``m._modules`` unless the class overrides it."""
+    if type(m).named_children is not _module_base().named_children:
+        return list(m.named_children())
+    out, memo = [], set()
+    for name, child in m._modules.items():
+        if child is not None and id(child) not in memo:
+            memo.add(id(child))
+            out.append((name, child))
+    return out
+
+
+def _children(m):
+    kind, base = type(m), _module_base()
+    if kind.children is not base.children or kind.named_children is not base.named_children:
+        return list(m.children())
+    return [c for c in m._modules.values() if c is not None]
+
+
+_BASE: list = []
+
+
+def _module_base():
+    if not _BASE:
+        import torch
+
+        _BASE.append(torch.nn.Module)
+    return _BASE[0]
+
+
+def _own_parameters(m) -> list:
+    """``list(m.parameters())``; for a module without children, read off its own dict."""
+    if m._modules:
+        return list(m.parameters())
+    out: list = []
+    for p in m._parameters.values():
+        if p is not None and all(p is not q for q in out):
+            out.append(p)
+    return out
 
 
 # --------------------------------------------------------------------------- frames
-@dataclass
 class _Frame:
-    name: str  # base name (before de-duplication)
-    op_type: str
-    order: int
-    module: Any = None  # the leaf module, or None for a functional call
-    macs: int = 0
-    other_ops: int = 0
-    work: bool = False
-    params: list = field(default_factory=list)  # parameters this row reads
-    input_elements: int = 0
-    output_elements: int = 0
-    output_shape: tuple[int, ...] = ()
+    __slots__ = ("name", "op_type", "order", "module", "macs", "other_ops", "work", "params",
+                 "input_elements", "output_elements", "output_shape")
+
+    def __init__(self, name: str, op_type: str, order: int, module: Any = None) -> None:
+        self.name = name  # base name (before de-duplication)
+        self.op_type = op_type
+        self.order = order
+        self.module = module  # the leaf module, or None for a functional call
+        self.macs = 0
+        self.other_ops = 0
+        self.work = False
+        self.params: list = []  # parameters this row reads
+        self.input_elements = 0
+        self.output_elements = 0
+        self.output_shape: tuple[int, ...] = ()
+
+
+#: per aten op: (packet name, writes its first argument in place, is a view, is a batch norm)
+_OP_INFO: dict[Any, tuple[str, bool, bool, bool]] = {}
+
+
+def _op_info(func) -> tuple[str, bool, bool, bool]:
+    info = _OP_INFO.get(func)
+    if info is None:
+        name = _op_name(func)
+        schema = getattr(func, "_schema", None)
+        returns = schema.returns if schema is not None else ()
+        inplace = any(r.alias_info is not None and r.alias_info.is_write for r in returns)
+        info = (name, inplace, bool(getattr(func, "is_view", False)), "batch_norm" in name)
+        _OP_INFO[func] = info
+    return info
 
 
 class _Walker:
     def __init__(self, module, extra_atomic: tuple[type, ...] = (),
-                 twins: dict[str, Any] | None = None) -> None:
+                 twins: dict[int, Any] | None = None, params=None, buffers=None) -> None:
         import torch
 
         self.torch = torch
         self.root = module
         self.atomic = atomic_module_types() + tuple(extra_atomic)
+        self.rnn_type = torch.nn.RNNBase
+        self.tensor_type = torch.Tensor
         self.module_stack: list[tuple[str, Any, bool]] = []  # (name, module, is_leaf)
         self.frame: _Frame | None = None  # the leaf or functional call now running
         self.frames: list[_Frame] = []
@@ -294,46 +730,74 @@ class _Walker:
         self.internal = False
         self.live = _Liveness()
         # parameters and buffers by storage, so reads of them are not activations
-        # ``twins``: name -> the meta tensor that stands in for that parameter or buffer
+        # ``twins``: id of a parameter or buffer -> the meta tensor that stands in for it
         # while the forward runs on the meta device; rows always name the real parameter
         twins = twins or {}
-        self.real_of: dict[int, Any] = {}
+        self.params = list(module.parameters()) if params is None else params
+        buffers = list(module.buffers()) if buffers is None else buffers
         self.param_by_ptr: dict[int, list] = {}
-        for n, p in module.named_parameters():
-            seen = twins.get(n, p)
-            self.real_of[id(seen)] = p
+        for p in self.params:
             if p.numel():
-                self.param_by_ptr.setdefault(_storage_key(seen), []).append(p)
+                self.param_by_ptr.setdefault(_storage_key(twins.get(id(p), p)), []).append(p)
         self.const_ptrs = set(self.param_by_ptr)
-        for n, b in module.named_buffers():
+        for b in buffers:
             if b.numel():
-                self.const_ptrs.add(_storage_key(twins.get(n, b)))
+                self.const_ptrs.add(_storage_key(twins.get(id(b), b)))
         self.live.excluded = set(self.const_ptrs)
         self.counted: set[int] = set()  # ids of parameters already attributed to a row
         self.handles: list = []
+        #: id of a module of the tree -> ((name, module, is_leaf), row label, op type,
+        #: a leaf's parameters, is recurrent)
+        self.info: dict[int, tuple] = {}
+        # the function mode, popped while a leaf's frame is open (see _pre)
+        self.function_mode = None
+        self.function_mode_off = False
 
     # -- structure ------------------------------------------------------------------
     def is_leaf(self, m) -> bool:
-        return isinstance(m, self.atomic) or not any(True for _ in m.children())
+        return isinstance(m, self.atomic) or not any(True for _ in _children(m))
 
     def install_hooks(self) -> None:
-        seen: set[int] = set()
+        """Forward pre/post hooks on every module down to the leaves.
 
-        def visit(name: str, m) -> None:
+        The hooks are two global module hooks (``register_module_forward_pre_hook`` and
+        ``register_module_forward_hook``) that look the module up in :attr:`info`, which
+        costs one registration instead of two per module. If any module of the tree has hooks
+        of its own they go on each module instead, after the user's, as before: then the
+        user's hooks run inside the row they belong to, and ours see what theirs return.
+        """
+        import torch.nn.modules.module as nn_module
+
+        seen: set[int] = set()
+        info = self.info
+        own_hooks = False
+        stack = [("", self.root)]
+        while stack:
+            name, m = stack.pop()
             if id(m) in seen:  # a module shared by two parents keeps its first name
-                return
+                continue
             seen.add(id(m))
             leaf = self.is_leaf(m)
-            self.handles.append(m.register_forward_pre_hook(self._pre(name, m, leaf),
-                                                            with_kwargs=True))
-            self.handles.append(m.register_forward_hook(self._post(m, leaf), with_kwargs=True,
-                                                        always_call=True))
+            own_hooks = own_hooks or bool(m._forward_pre_hooks or m._forward_hooks)
+            # a leaf's parameters, read now: during a meta walk the module holds twins
+            params = _own_parameters(m) if leaf else None
+            info[id(m)] = ((name, m, leaf), name or type(m).__name__.lower(), type(m).__name__,
+                           params, isinstance(m, self.rnn_type))
             if leaf:
-                return  # the internals of a leaf (e.g. MHA.out_proj) belong to its row
-            for child_name, child in m.named_children():
-                visit(f"{name}.{child_name}" if name else child_name, child)
-
-        visit("", self.root)
+                continue  # the internals of a leaf (e.g. MHA.out_proj) belong to its row
+            children = [(f"{name}.{child_name}" if name else child_name, child)
+                        for child_name, child in _named_children(m)]
+            stack.extend(reversed(children))  # depth first, in registration order
+        if own_hooks:
+            for entry in info.values():
+                m = entry[0][1]
+                self.handles.append(m.register_forward_pre_hook(self._pre, with_kwargs=True))
+                self.handles.append(m.register_forward_hook(self._post, with_kwargs=True,
+                                                            always_call=True))
+        else:
+            self.handles.append(nn_module.register_module_forward_pre_hook(self._pre))
+            self.handles.append(nn_module.register_module_forward_hook(
+                self._post, with_kwargs=True, always_call=True))
 
     def remove_hooks(self) -> None:
         for h in self.handles:
@@ -347,44 +811,65 @@ class _Walker:
                 n += t.numel()
         return n
 
-    def _pre(self, name: str, m, leaf: bool):
-        def hook(module, args, kwargs):
-            self.internal = True
-            try:
-                self.module_stack.append((name, m, leaf))
-                if leaf and self.frame is None:
-                    label = name or type(m).__name__.lower()
-                    f = _Frame(label, type(m).__name__, self._next(), module=m)
-                    f.input_elements = self._activation_elements(_tensors((args, kwargs)))
-                    f.params = [self.real_of.get(id(p), p) for p in m.parameters()]
-                    self.frame = f
-            finally:
-                self.internal = False
+    # While a leaf's frame is open every torch function call inside it passes straight
+    # through the function mode, so the mode is taken off the stack for that time (it is
+    # the top of the stack: anything pushed inside a forward is popped inside it)
+    def _function_mode_off(self) -> None:
+        C = self.torch._C
+        n = C._len_torch_function_stack()
+        if self.function_mode is not None and n and \
+                C._get_function_stack_at(n - 1) is self.function_mode:
+            C._pop_torch_function_stack()
+            self.function_mode_off = True
+
+    def function_mode_on(self) -> None:
+        if self.function_mode_off:
+            self.torch._C._push_on_torch_function_stack(self.function_mode)
+            self.function_mode_off = False
+
+    def _pre(self, module, args, kwargs=None):
+        info = self.info.get(id(module))
+        if info is None:  # not in the tree, or inside a leaf
             return None
+        entry, label, op_type, params, _ = info
+        self.module_stack.append(entry)
+        if entry[2] and self.frame is None:  # a leaf: its row opens
+            self.order += 1
+            f = _Frame(label, op_type, self.order, module)
+            f.params = list(params)
+            self.frame = f
+            self._function_mode_off()
+        return None
 
-        return hook
-
-    def _post(self, m, leaf: bool):
-        def hook(module, args, kwargs, output):
-            self.internal = True
-            try:
-                if self.module_stack and self.module_stack[-1][1] is m:
-                    self.module_stack.pop()
-                f = self.frame
-                if leaf and f is not None and f.module is m:
-                    self.frame = None
-                    outs = _tensors(output)
-                    f.output_elements = sum(t.numel() for t in outs)
-                    f.output_shape = tuple(int(d) for d in outs[0].shape) if outs else ()
-                    if isinstance(m, self.torch.nn.RNNBase):
-                        f.macs, f.other_ops = _rnn_closed_form(m, args, kwargs)
-                        f.work = True
-                    self._close(f)
-            finally:
-                self.internal = False
+    def _post(self, module, args, *rest):
+        # (module, args, kwargs, output); a global hook called after an exception gets
+        # (module, args, output)
+        info = self.info.get(id(module))
+        if info is None:
             return None
-
-        return hook
+        stack = self.module_stack
+        if stack and stack[-1][1] is module:
+            stack.pop()
+        f = self.frame
+        if not (info[0][2] and f is not None and f.module is module):
+            return None
+        kwargs = rest[0] if len(rest) == 2 else {}
+        output = rest[-1]
+        self.internal = True  # the leaf's row closes
+        try:
+            self.frame = None
+            f.input_elements = self._activation_elements(_tensors((args, kwargs)))
+            outs = _tensors(output)
+            f.output_elements = sum(t.numel() for t in outs)
+            f.output_shape = tuple(int(d) for d in outs[0].shape) if outs else ()
+            if info[4]:
+                f.macs, f.other_ops = _rnn_closed_form(module, args, kwargs)
+                f.work = True
+            self._close(f)
+        finally:
+            self.internal = False
+            self.function_mode_on()
+        return None
 
     def _next(self) -> int:
         self.order += 1
@@ -399,10 +884,11 @@ class _Walker:
     def _close(self, f: _Frame) -> None:
         if f.module is None and not f.work:
             return  # a functional call that only looked at or viewed tensors
-        new_params = [p for p in f.params if id(p) not in self.counted]
+        counted = self.counted
+        new_params = [p for p in f.params if id(p) not in counted]
         if f.work or new_params:
             for p in new_params:
-                self.counted.add(id(p))
+                counted.add(id(p))
             f.params = new_params
             self.frames.append(f)
 
@@ -435,27 +921,34 @@ class _Walker:
         return result
 
     # -- aten ops -----------------------------------------------------------------------
-    def aten(self, func, args, kwargs, out) -> None:
-        self.live.sweep()
-        name = _op_name(func)
+    def aten(self, func, args, kwargs, out, entry=None) -> None:
+        live = self.live
+        name, inplace, is_view, batch_norm = _op_info(func)
         new_storage = False
+        outputs = [out] if type(out) is self.tensor_type else _tensors(out)
         # a batch norm's saved statistics are empty on CPU in eval but sized C on the meta
         # device: only the normalized output is an activation either way
-        outputs = _tensors(out)[:1] if "batch_norm" in name else _tensors(out)
-        for t in outputs:
-            new_storage |= self.live.add(t)
-        self.live.mark()
-        macs, other = op_cost(name, args, kwargs, out)
-        schema = getattr(func, "_schema", None)
-        schema_returns = schema.returns if schema is not None else ()
-        inplace = any(r.alias_info is not None and r.alias_info.is_write for r in schema_returns)
-        is_view = bool(getattr(func, "is_view", False))
+        for t in (outputs[:1] if batch_norm else outputs):
+            if live.add(t):
+                new_storage = True
+        live.mark()
+        counts = entry[1] if entry is not None else None
+        if counts is None:
+            macs, other = _op_cost(name, args, kwargs, outputs[0] if outputs else None)
+            if entry is not None:  # the generic rule's count, kept for the next call too
+                generic = max([t.numel() for t in _tensors((args, kwargs))]
+                              + [t.numel() for t in outputs], default=0)
+                entry[1] = counts = (macs, other, generic)
+        else:
+            macs, other = counts[0], counts[1]
         if other is None:
             if is_view or name in _DATA_MOVEMENT or not (new_storage or inplace):
                 other = 0
+            elif counts is not None:
+                other = counts[2]
             else:
-                sizes = [t.numel() for t in _tensors((args, kwargs, out))]
-                other = max(sizes) if sizes else 0
+                other = max([t.numel() for t in _tensors((args, kwargs))]
+                            + [t.numel() for t in outputs], default=0)
         work = macs > 0 or other > 0 or (new_storage and not is_view)
         if not work:
             return
@@ -463,14 +956,14 @@ class _Walker:
         if f is None:  # an op issued without a torch-function call: a row of its own
             caller = self._caller()
             f = _Frame(f"{caller}.{name}" if caller else name, name, self._next())
-            f.output_elements = sum(t.numel() for t in _tensors(out))
-            o = _first_tensor(out)
+            f.output_elements = sum(t.numel() for t in outputs)
+            o = outputs[0] if outputs else None
             f.output_shape = tuple(int(d) for d in o.shape) if o is not None else ()
             f.input_elements = self._activation_elements(_tensors((args, kwargs)))
             f.macs, f.other_ops, f.work = macs, other, True
             self._close(f)
             return
-        if isinstance(f.module, self.torch.nn.RNNBase):
+        if f.module is not None and isinstance(f.module, self.rnn_type):
             return  # closed form at module level
         f.macs += macs
         f.other_ops += other
@@ -545,50 +1038,167 @@ def walk_torch(module, inputs: list, *, atomic: tuple[type, ...] = (),
     return _walk_once(module, inputs, atomic, meta=False)
 
 
-def _walk_once(module, inputs: list, atomic: tuple[type, ...], *, meta: bool) -> GraphWalk:
+def _members(module) -> tuple[list, list, list]:
+    """``(list(module.modules()), list(module.parameters()), list(module.buffers()))`` in one
+    pass over the tree (``named_modules`` recurses through nested generators, a cost per
+    module and level); a module class that overrides any of those methods is asked."""
+    import torch
+
+    base = torch.nn.Module
+    kind = type(module)
+    if any(getattr(kind, n) is not getattr(base, n) for n in (
+            "modules", "named_modules", "parameters", "named_parameters", "buffers",
+            "named_buffers", "_named_members")):
+        return list(module.modules()), list(module.parameters()), list(module.buffers())
+    modules: list = []
+    seen: set[int] = set()
+    stack = [module]
+    while stack:  # depth first, children in registration order, each module once
+        m = stack.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        modules.append(m)
+        stack.extend(reversed([c for c in m._modules.values() if c is not None]))
+    params: list = []
+    buffers: list = []
+    seen_p: set[int] = set()
+    seen_b: set[int] = set()
+    for m in modules:
+        for p in m._parameters.values():
+            if p is not None and id(p) not in seen_p:
+                seen_p.add(id(p))
+                params.append(p)
+        for b in m._buffers.values():
+            if b is not None and id(b) not in seen_b:
+                seen_b.add(id(b))
+                buffers.append(b)
+    return modules, params, buffers
+
+
+_MODE_TYPES: tuple = ()
+
+
+def _mode_types() -> tuple[type, type]:
+    """The torch function mode and the dispatch mode of a walk (classes made once)."""
+    global _MODE_TYPES
+    if _MODE_TYPES:
+        return _MODE_TYPES
     import torch
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    twins: dict[str, Any] = {}
-    run_inputs = inputs
-    if meta:
-        twins = {n: t.to("meta") for n, t in module.named_parameters()}
-        twins.update({n: t.to("meta") for n, t in module.named_buffers()})
-        run_inputs = [t.to("meta") for t in inputs]
-    walker = _Walker(module, atomic, twins)
-
     class _Functions(TorchFunctionMode):
+        def __init__(self, walker) -> None:
+            super().__init__()
+            self.walker = walker
+
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if walker.internal or walker.frame is not None or walker.inside_leaf():
+            walker = self.walker
+            if walker.frame is not None or walker.internal or walker.inside_leaf():
                 return func(*args, **kwargs)
             return walker.functional(func, args, kwargs)
 
     class _Aten(TorchDispatchMode):
+        def __init__(self, walker, meta: bool) -> None:
+            super().__init__()
+            self.walker = walker
+            self.meta = meta
+
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return False  # no torch._disable_dynamo wrapper around each call: never compiled
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            out = func(*args, **kwargs)
+            if self.meta:
+                out, entry = _meta_call(func, args, kwargs, torch)
+            else:
+                out, entry = func(*args, **kwargs), None
+            walker = self.walker
             if not walker.internal:
-                walker.aten(func, args, kwargs, out)
+                walker.aten(func, args, kwargs, out, entry)
             return out
+
+    _MODE_TYPES = (_Functions, _Aten)
+    return _MODE_TYPES
+
+
+@contextlib.contextmanager
+def _swapped(modules: list, twins: dict[int, Any]):
+    """Every parameter and buffer of ``modules`` replaced by its meta twin for the duration
+    (what ``torch.func.functional_call(module, twins_by_name, ...)`` does with tied weights,
+    writing the modules' ``_parameters``/``_buffers`` dicts, without resolving names)."""
+    swapped = []
+    for m in modules:
+        for d in (m._parameters, m._buffers):
+            for k, v in d.items():
+                if v is not None and id(v) in twins:
+                    swapped.append((d, k, v))
+    try:
+        for d, k, v in swapped:
+            d[k] = twins[id(v)]
+        yield
+    finally:
+        for d, k, v in swapped:
+            d[k] = v
+
+
+def _walk_once(module, inputs: list, atomic: tuple[type, ...], *, meta: bool) -> GraphWalk:
+    # A walk allocates thousands of small objects (frames, hook records, meta tensors),
+    # freed by reference counting, yet they trigger the cyclic collector a few times per
+    # walk, and its occasional full passes over every object of the process cost more than
+    # the walk. A meta walk pauses it while every op comes from the meta-op cache (or is a
+    # view): the first kernel that runs turns it back on, since a Python meta kernel may
+    # leave a cycle holding a tensor, whose lifetime (the peak) then follows the collector
+    # as it always did.
+    pause = meta and gc.isenabled()
+    if pause:
+        gc.disable()
+        _GC_PAUSED[0] = True
+    try:
+        return _walk(module, inputs, atomic, meta=meta)
+    finally:
+        if pause:
+            _gc_resume()
+
+
+def _walk(module, inputs: list, atomic: tuple[type, ...], *, meta: bool) -> GraphWalk:
+    import torch
+
+    functions_mode, aten_mode = _mode_types()
+    modules, params, buffers = _members(module)
+    twins: dict[int, Any] = {}  # id of a parameter or buffer -> its meta twin
+    run_inputs = inputs
+    if meta:
+        for t in params + buffers:
+            twins[id(t)] = t.to("meta")
+        run_inputs = [t if t.is_meta else t.to("meta") for t in inputs]
+    walker = _Walker(module, atomic, twins, params, buffers)
 
     for t in run_inputs:
         walker.live.add(t)
     walker.live.mark()
     input_elements = sum(int(t.numel()) for t in inputs)
 
-    training = {m: m.training for m in module.modules()}
+    training = [m.training for m in modules]
     fastpath = torch.backends.mha.get_fastpath_enabled()
     walker.install_hooks()
     try:
-        module.eval()
+        if any(training):
+            module.eval()
         torch.backends.mha.set_fastpath_enabled(False)
-        with torch.no_grad(), _Functions(), _Aten():
-            if meta:
-                output = torch.func.functional_call(module, twins, tuple(run_inputs))
-            else:
-                output = module(*inputs)
+        functions = walker.function_mode = functions_mode(walker)
+        with torch.no_grad(), functions, aten_mode(walker, meta):
+            try:
+                if meta:
+                    with _swapped(modules, twins):
+                        output = module(*run_inputs)
+                else:
+                    output = module(*inputs)
+            finally:
+                walker.function_mode_on()  # back on the stack before the mode exits
         del output
     except EdgeprofError:
         raise
@@ -602,9 +1212,14 @@ def _walk_once(module, inputs: list, atomic: tuple[type, ...], *, meta: bool) ->
                              f"{first}; give the shape it expects (batch first)") from e
     finally:
         walker.remove_hooks()
+        walker.function_mode = None  # no walker <-> mode cycle: freed without the collector
         torch.backends.mha.set_fastpath_enabled(fastpath)
-        for m, flag in training.items():
-            m.train(flag)
+        if any(training):  # restore the training flags (one pass when they were all set)
+            if all(training):
+                module.train(True)
+            else:
+                for m, flag in zip(modules, training):
+                    m.train(flag)
 
     frames = sorted(walker.frames, key=lambda f: f.order)
     names = _name_rows(frames)
@@ -616,13 +1231,13 @@ def _walk_once(module, inputs: list, atomic: tuple[type, ...], *, meta: bool) ->
         for n, f in zip(names, frames)
     ]
     notes = []
-    unused = [p for p in module.parameters() if id(p) not in walker.counted]
+    unused = [p for p in params if id(p) not in walker.counted]
     if unused:
         notes.append(f"{sum(p.numel() for p in unused)} parameter elements in {len(unused)} "
                      "tensors were not used by the forward pass and are not in any row")
     return GraphWalk(layers=layers, peak_live_elements=int(walker.live.peak),
                      input_elements=input_elements, notes=notes,
-                     total_parameter_count=int(sum(p.numel() for p in module.parameters())))
+                     total_parameter_count=int(sum(p.numel() for p in params)))
 
 
 _TORCH_DTYPES = {
@@ -632,23 +1247,42 @@ _TORCH_DTYPES = {
 }
 
 
+def _torch_dtype(spec):
+    import torch
+
+    return getattr(torch, _TORCH_DTYPES.get(spec.dtype, "float32"))
+
+
 def inputs_for(model) -> list:
     """Deterministic CPU tensors for a :class:`ModelHandle`'s input specs."""
     import torch
 
-    out = []
-    for spec, arr in zip(model.input_specs, model.make_inputs()):
-        t = torch.from_numpy(arr)
-        dtype = getattr(torch, _TORCH_DTYPES.get(spec.dtype, "float32"))
-        out.append(t.to(dtype))
-    return out
+    return [torch.from_numpy(arr).to(_torch_dtype(spec))
+            for spec, arr in zip(model.input_specs, model.make_inputs())]
+
+
+def meta_inputs_for(model) -> list:
+    """Meta tensors shaped like :func:`inputs_for`'s (no values are drawn)."""
+    import torch
+
+    return [torch.empty(tuple(spec.shape), dtype=_torch_dtype(spec), device="meta")
+            for spec in model.input_specs]
 
 
 def walk_model(model) -> GraphWalk:
-    """The graph walk of a torch :class:`ModelHandle` on inputs built from its input specs."""
+    """The graph walk of a torch :class:`ModelHandle` on inputs built from its input specs.
+
+    The meta walk needs only the inputs' shapes and dtypes; the sample values are drawn
+    only when the model needs them (the real walk)."""
     module = model.torch_module()
     try:
-        return walk_torch(module, inputs_for(model))
+        try:
+            return _walk_once(module, meta_inputs_for(model), (), meta=True)
+        except EdgeprofError:
+            raise
+        except Exception:  # values were needed: walk the real forward
+            pass
+        return _walk_once(module, inputs_for(model), (), meta=False)
     except InputSpecError as e:
         raise InputSpecError(f"model '{model.name}': {e}") from e.__cause__
 
