@@ -7,6 +7,9 @@ imports this module without importing torch or tensorflow.
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -361,3 +364,35 @@ def torch_source(backend: Any, model: Any, precision: str) -> tuple[Any, Any]:
         except OSError:
             pass
     return handle, artifact
+
+
+@contextlib.contextmanager
+def native_info_filtered():
+    """While a runtime's native code loads a model, drop its ``INFO:`` lines from the process's
+    stderr (file descriptor 2: C++ logging that no Python logger or environment variable
+    controls, e.g. LiteRT's "Created TensorFlow Lite XNNPACK delegate for CPU"); warnings
+    and errors pass through. Active only where the CLI asked for quiet output
+    (``EDGEPROF_QUIET_NATIVE=1``, not under ``--debug``)."""
+    if os.environ.get("EDGEPROF_QUIET_NATIVE") != "1":
+        yield
+        return
+    import sys
+    import tempfile
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr (an embedding host): leave it alone
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            for line in tmp.read().decode("utf-8", "replace").splitlines():
+                if not line.startswith("INFO: "):
+                    sys.stderr.write(line + "\n")

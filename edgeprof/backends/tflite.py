@@ -175,7 +175,8 @@ class TFLiteBackend(Backend):
         import numpy as np
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-        from edgeprof.backends.common import describe_artifact, physical_cores
+        from edgeprof.backends.common import (describe_artifact, native_info_filtered,
+                                              physical_cores)
         from edgeprof.backends.tflite_convert import canonical_precision
 
         requested = canonical_precision(config.precision)
@@ -189,11 +190,12 @@ class TFLiteBackend(Backend):
         resolver = OpResolverType.AUTO if use_xnnpack else \
             OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
         try:
-            interpreter = Interpreter(model_path=str(path), num_threads=threads,
-                                      experimental_op_resolver_type=resolver)
-            in_details = interpreter.get_input_details()
-            self._fit_inputs(interpreter, in_details, inputs, path)
-            interpreter.allocate_tensors()
+            with native_info_filtered():  # the XNNPACK delegate's INFO line (quiet CLI)
+                interpreter = Interpreter(model_path=str(path), num_threads=threads,
+                                          experimental_op_resolver_type=resolver)
+                in_details = interpreter.get_input_details()
+                self._fit_inputs(interpreter, in_details, inputs, path)
+                interpreter.allocate_tensors()
         except (InputSpecError, ModelError):
             raise
         except (ValueError, RuntimeError) as e:

@@ -30,6 +30,9 @@ QUIET_ENV = {
     "GRPC_VERBOSITY": "ERROR",
     "GLOG_minloglevel": "2",
     "PYTHONWARNINGS": "ignore",  # spawned workers and converter subprocesses
+    # LiteRT's native "INFO: Created TensorFlow Lite XNNPACK delegate" line has no log-level
+    # switch: backends filter their native stderr while loading (backends/common.py)
+    "EDGEPROF_QUIET_NATIVE": "1",
 }
 #: Python loggers of third-party libraries raised to ERROR
 QUIET_LOGGERS = ("absl", "tensorflow", "h5py", "jax", "torch", "torch._dynamo",

@@ -15,7 +15,7 @@ import pytest
 from edgeprof.cli.quiet import QUIET_ENV, quieted
 
 NOISE = ("absl", "oneDNN", "FutureWarning", "pre-processing before quantization",
-         "UserWarning", "WARNING:root")
+         "UserWarning", "WARNING:root", "Created TensorFlow Lite XNNPACK delegate")
 RUN = ["profile", "builtin:small_cnn", "--max-time", "0.2", "--min-time", "0.1", "--runs", "5"]
 
 
