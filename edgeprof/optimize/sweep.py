@@ -858,22 +858,15 @@ def _drive_here(spec: SweepSpec, todo: list[Job], record, plugins) -> None:
     for job in todo:
         if isinstance(job, GenJob):
             rec = measure(_generative_request(spec, job, plugins), registry=reg)
-            emulating = job.target != "host"
-            board = dict(here, target=job.target, emulating=emulating)
-            rec.notes.append(emulation_note(board) if emulating else "measured on this host")
-            rec.extra = dict(rec.extra or {}, fleet={"board": "local", "target": job.target,
-                                                     "emulating": emulating,
-                                                     "fingerprint": board})
-            record(job, rec, "local", 1)
-            continue
-        handle = spec.handles[job.model]
-        if job.batch_size is not None:
-            handle = handle.with_batch(job.batch_size)
-        config = spec.config(job.precision, handle.batch_size)
-        request = MeasureRequest.for_handle(job.backend, handle, config,
-                                            plugins_file=plugins)
-        rec = measure(request, registry=reg)  # the runner rule of profile: default_runner
-        rec.model = job.model
+        else:
+            handle = spec.handles[job.model]
+            if job.batch_size is not None:
+                handle = handle.with_batch(job.batch_size)
+            config = spec.config(job.precision, handle.batch_size)
+            request = MeasureRequest.for_handle(job.backend, handle, config,
+                                                plugins_file=plugins)
+            rec = measure(request, registry=reg)  # the runner rule of profile
+            rec.model = job.model
         emulating = job.target != "host"
         board = dict(here, target=job.target, emulating=emulating)
         rec.notes.append(emulation_note(board) if emulating else "measured on this host")

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -399,8 +398,6 @@ def predict_latency(estimate, target, backend: str, precision: str | None = None
     precision = precision or estimate.precision
     compute = get_precision(precision).compute
     roof = float(estimate.roofline_latency_ms)
-    if calibration is None and os.environ.get("EDGEPROF_CALIBRATION"):
-        calibration = os.environ["EDGEPROF_CALIBRATION"]
     cal, src = _resolve(calibration, target, backend, compute, dirs)
     t, why = resolve_threads(threads, target, backend, cal)
     if cal is None:

@@ -16,15 +16,6 @@ from edgeprof.profilers.predict.measured import MeasurementsError, read_measurem
 NB201 = Path(__file__).resolve().parents[3] / "examples" / "nb201"
 
 
-@pytest.fixture()
-def user_dir(tmp_path, monkeypatch):
-    d = tmp_path / "user-calibrations"
-    d.mkdir()
-    monkeypatch.setenv("EDGEPROF_CALIBRATIONS_DIR", str(d))
-    monkeypatch.delenv("EDGEPROF_CALIBRATION", raising=False)
-    return d
-
-
 @pytest.fixture(scope="module")
 def pi():
     from edgeprof.targets import get_target

@@ -26,15 +26,6 @@ def nano():
     return get_target("jetson_nano")
 
 
-@pytest.fixture()
-def shipped_only(tmp_path, monkeypatch):
-    d = tmp_path / "user-calibrations"
-    d.mkdir()
-    monkeypatch.setenv("EDGEPROF_CALIBRATIONS_DIR", str(d))
-    monkeypatch.delenv("EDGEPROF_CALIBRATION", raising=False)
-    return d
-
-
 def _est(model, target, precision, registry):
     from edgeprof.core.models import resolve_model
     from edgeprof.profilers.estimate.analytic import estimate_model
@@ -69,7 +60,7 @@ def test_amdahl_work_scale(pi):
     assert work_scale(2, pi, 0.15) < work_scale(1, pi, 0.15)
 
 
-def test_fewer_threads_predict_slower_and_say_so(pi, registry, shipped_only):
+def test_fewer_threads_predict_slower_and_say_so(pi, registry, user_dir):
     est = _est("builtin:small_mobilenet", pi, "fp32", registry)
     by = {t: predict_latency(est, pi, "tflite", threads=t) for t in (1, 2, 4)}
     assert by[1].value_ms > by[2].value_ms > by[4].value_ms
@@ -82,7 +73,7 @@ def test_fewer_threads_predict_slower_and_say_so(pi, registry, shipped_only):
         assert p.value_ms >= p.roofline_ms
 
 
-def test_threads_the_board_does_not_have_are_refused(pi, registry, shipped_only):
+def test_threads_the_board_does_not_have_are_refused(pi, registry, user_dir):
     est = _est("builtin:small_cnn", pi, "fp32", registry)
     with pytest.raises(UserError, match="4 cores"):
         predict_latency(est, pi, "tflite", threads=8)
@@ -90,7 +81,7 @@ def test_threads_the_board_does_not_have_are_refused(pi, registry, shipped_only)
         predict_latency(est, pi, "tflite", threads=0)
 
 
-def test_gpu_runtimes_ignore_threads(nano, registry, shipped_only):
+def test_gpu_runtimes_ignore_threads(nano, registry, user_dir):
     est = _est("builtin:small_resnet", nano, "fp16", registry)
     p = predict_latency(est, nano, "tensorrt", threads=2)
     assert p.threads is None and p.value_ms == pytest.approx(
@@ -107,7 +98,7 @@ def test_shipped_samples_carry_their_threads():
 
 
 # ------------------------------------------------------------------ precision transfer
-def test_tensorrt_fp32_is_never_faster_than_fp16_on_the_nano(nano, registry, shipped_only):
+def test_tensorrt_fp32_is_never_faster_than_fp16_on_the_nano(nano, registry, user_dir):
     """The issue's case: fp16 calibrated, fp32 had come out 2.3x faster (uncalibrated)."""
     for model in ("builtin:small_resnet", "builtin:resnet18", "builtin:small_cnn"):
         fp16 = predict_latency(_est(model, nano, "fp16", registry), nano, "tensorrt")
@@ -119,14 +110,14 @@ def test_tensorrt_fp32_is_never_faster_than_fp16_on_the_nano(nano, registry, shi
         assert "throughput ratio fp32/fp16 = 0.5" in fp32.note
 
 
-def test_make_demo_line_is_predicted(pi, registry, shipped_only):
+def test_make_demo_line_is_predicted(pi, registry, user_dir):
     """torch_eager on the Pi 4 has int8 rows only: fp32 transfers from them."""
     p = predict_latency(_est("builtin:small_cnn", pi, "fp32", registry), pi, "torch_eager")
     assert p.provenance == "predicted" and p.method.startswith("precision transfer")
 
 
 @pytest.mark.parametrize("target_id", ["raspberry_pi_4", "jetson_nano", "mcu"])
-def test_the_order_the_hardware_implies_holds(target_id, registry, shipped_only):
+def test_the_order_the_hardware_implies_holds(target_id, registry, user_dir):
     t = get_target(target_id)
     cal = calibrations_for(target_id, [SHIPPED_DIR])[0]
     families = sorted({e["family"] for e in cal.runtimes.values()})
@@ -140,7 +131,7 @@ def test_the_order_the_hardware_implies_holds(target_id, registry, shipped_only)
                     assert values[a] <= values[b] * (1 + 1e-9), (fam, a, b, values)
 
 
-def test_a_runtime_without_rows_is_estimated_from_the_board(pi, registry, shipped_only):
+def test_a_runtime_without_rows_is_estimated_from_the_board(pi, registry, user_dir):
     """The board's shared efficiencies with a runtime factor of 1: estimated, not predicted,
     wider than the calibrated runtimes' interval."""
     est = _est("builtin:small_cnn", pi, "fp32", registry)
@@ -151,13 +142,13 @@ def test_a_runtime_without_rows_is_estimated_from_the_board(pi, registry, shippe
     assert p.high_ms / p.low_ms > cal.high_ms / cal.low_ms
 
 
-def test_a_board_without_calibration_stays_uncalibrated(registry, shipped_only):
+def test_a_board_without_calibration_stays_uncalibrated(registry, user_dir):
     t = get_target("rk3588")
     p = predict_latency(_est("builtin:small_cnn", t, "fp32", registry), t, "tflite")
     assert p.provenance == "uncalibrated" and "--measurements" in p.note
 
 
-def test_a_gpu_calibration_says_nothing_of_the_cpu(registry, shipped_only):
+def test_a_gpu_calibration_says_nothing_of_the_cpu(registry, user_dir):
     from edgeprof.api import on_device
 
     cpu = on_device(get_target("jetson_nano"), "cpu")
