@@ -204,8 +204,8 @@ def _roofline_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]])
     info["host_roof"] = bool(host and info["measured_points"])
     fig.update_layout(
         title=f"Prefill and decode on the roofline of {_esc(target_id)} ({_esc(device)})",
-        xaxis=dict(type="log", title="arithmetic intensity (MAC per byte moved)"),
-        yaxis=dict(type="log", title="GMAC/s"), height=500,
+        xaxis=dict(type="log", dtick="D2", title="arithmetic intensity (MAC per byte moved)"),
+        yaxis=dict(type="log", dtick="D2", title="GMAC/s"), height=500,
         legend=dict(orientation="h", y=-0.22))
     return _chart(fig, "roofline"), info
 
