@@ -4,9 +4,14 @@
 ways with the same timing settings. The conversions are built (and cached) and the host is
 calibrated first, so both paths load cached artifacts and the comparison is of the measuring.
 
-The two paths are interleaved in one run, in passes ordered A B B A (profile, sweep, sweep,
-profile, for ``--rounds 2``): round r pairs the profile pass and the sweep pass next to each
-other in time. For every job and round: both medians with their 95% CIs, the ratio
+The two paths are interleaved in one run, job by job (``--interleave job``, the default): each
+job is profiled and then swept as a one-job sweep, or the other way round (the order alternates
+from job to job and round to round), so a job's two measurements are seconds apart. On a
+shared VM the machine's speed changes for seconds at a time (the same loaded session re-timed
+in consecutive half-second windows moves by up to 1.5x; the harness's ``speed_drift`` warning,
+column ``drift``, flags a change inside one measurement): pairs taken far apart compare the
+machine's moments, not the paths. ``--interleave pass`` runs whole passes instead, ordered
+A B B A (profile, sweep, sweep, profile, for ``--rounds 2``), as the first version did. For every job and round: both medians with their 95% CIs, the ratio
 sweep/profile, whether the CIs overlap and whether the pair meets the goal (medians within 5%,
 or each inside the other's CI). A control row pairs the two profile passes with each other:
 how far one path drifts from itself on this machine. Wall time per pass, the date and the
@@ -73,6 +78,9 @@ def main() -> int:
     ap.add_argument("--max-time", type=float, default=2.0)
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--interleave", choices=("job", "pass"), default="job",
+                    help="job: each job's profile and sweep measurements next to each other "
+                         "(order alternating); pass: a whole pass of one path, then the other")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" /
                                          "sweep_vs_profile.txt"),
                     help="where the table goes too ('' for nowhere)")
@@ -122,54 +130,86 @@ def main() -> int:
     say(f"builds and host calibration (cached for every pass): {time.perf_counter() - t0:.1f} s")
 
     q = lambda xs: "[" + ", ".join(f'"{x}"' for x in xs) + "]"  # noqa: E731
-    toml_text = (f"models = {q(models)}\ntargets = {q([args.target])}\n"
-                 f"backends = {q(backends)}\nprecisions = {q(precisions)}\n[run]\n"
-                 f"min_time = {args.min_time}\nmax_time = {args.max_time}\n"
-                 f"runs = {args.runs}\n")
-
     def rec_of(bench) -> dict:
         s = bench.get("stats") or {}
         return {"status": bench.get("status"), "median": s.get("median_ms"),
                 "lo": s.get("ci_low_ms"), "hi": s.get("ci_high_ms"),
-                "conditions": (bench.get("environment") or {}).get("conditions") or {}}
+                "conditions": (bench.get("environment") or {}).get("conditions") or {},
+                "drift": any(w.get("code") == "speed_drift"
+                             for w in bench.get("warnings") or ())}
 
-    def profile_pass() -> dict:
-        out = {}
-        for m, b, p in jobs:
-            rep = profile(m, target=args.target, backends=b, precisions=p,
-                          run_options=dict(run))
-            out[(m, b, p)] = rec_of(rep.runs[0].benchmark.to_dict())
-        return out
+    def profile_one(job) -> dict:
+        m, b, p = job
+        rep = profile(m, target=args.target, backends=b, precisions=p, run_options=dict(run))
+        return rec_of(rep.runs[0].benchmark.to_dict())
 
-    def sweep_pass() -> dict:
+    def sweep_toml(js) -> str:
+        ms, bs, ps = ([j[i] for j in js] for i in range(3))
+        u = lambda xs: list(dict.fromkeys(xs))  # noqa: E731
+        return (f"models = {q(u(ms))}\ntargets = {q([args.target])}\n"
+                f"backends = {q(u(bs))}\nprecisions = {q(u(ps))}\n[run]\n"
+                f"min_time = {args.min_time}\nmax_time = {args.max_time}\n"
+                f"runs = {args.runs}\n")
+
+    def sweep_many(js) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             toml = Path(tmp) / "sweep.toml"
-            toml.write_text(toml_text)
+            toml.write_text(sweep_toml(js))
             report = run_sweep(toml)
             out = {}
-            if not hasattr(report, "profile_document"):  # an edgeprof before issue 20
-                for r in report.frame.to_dict(orient="records"):
-                    out[(r["model"], r["backend"], r["precision"])] = {
-                        "status": r["status"], "median": r["median_ms"], "lo": r["ci_low_ms"],
-                        "hi": r["ci_high_ms"], "conditions": {}}
-                return out
-            for m in models:
+            for m in dict.fromkeys(j[0] for j in js):
                 for r in report.profile_document(m, args.target)["runs"]:
                     out[(m, r["backend"], r["requested_precision"])] = rec_of(r["benchmark"])
         return out
 
-    passes = []  # (path, round, records, wall_s, load_before, load_after)
-    for rnd in range(args.rounds):
-        order = ("profile", "sweep") if rnd % 2 == 0 else ("sweep", "profile")
-        for path in order:
+    # passes: (path, round, records, wall_s, load_before, load_after)
+    passes = []
+    if args.interleave == "pass":
+        for rnd in range(args.rounds):
+            order = ("profile", "sweep") if rnd % 2 == 0 else ("sweep", "profile")
+            for path in order:
+                before = load1()
+                t0 = time.perf_counter()
+                recs = ({j: profile_one(j) for j in jobs} if path == "profile"
+                        else sweep_many(jobs))
+                wall = time.perf_counter() - t0
+                after = load1()
+                passes.append((path, rnd + 1, recs, wall, before, after))
+                say(f"round {rnd + 1} {path:7}: {wall:6.1f} s  (load average {before:.2f} -> "
+                    f"{after:.2f})")
+    else:  # each job's two measurements next to each other in time, the order alternating
+        for rnd in range(args.rounds):
+            recs = {"profile": {}, "sweep": {}}
+            wall = {"profile": 0.0, "sweep": 0.0}
+            before = load1()
+            for i, job in enumerate(jobs):
+                order = ("profile", "sweep") if (rnd + i) % 2 == 0 else ("sweep", "profile")
+                for path in order:
+                    t0 = time.perf_counter()
+                    recs[path][job] = (profile_one(job) if path == "profile"
+                                       else sweep_many([job])[job])
+                    wall[path] += time.perf_counter() - t0
+            after = load1()
+            for path in ("profile", "sweep"):
+                passes.append((path, rnd + 1, recs[path], wall[path], before, after))
+            say(f"round {rnd + 1}: profile {wall['profile']:6.1f} s, sweep {wall['sweep']:6.1f} s"
+                f" (one-job sweeps)  (load average {before:.2f} -> {after:.2f})")
+    # wall time is a whole pass's: every job through profile one by one, then one sweep of them
+    walls_of = []  # (path, wall_s, load_before, load_after)
+    if args.interleave == "pass":
+        walls_of = [(p[0], p[3], p[4], p[5]) for p in passes]
+    else:
+        for path in ("profile", "sweep"):
             before = load1()
             t0 = time.perf_counter()
-            recs = profile_pass() if path == "profile" else sweep_pass()
-            wall = time.perf_counter() - t0
-            after = load1()
-            passes.append((path, rnd + 1, recs, wall, before, after))
-            say(f"round {rnd + 1} {path:7}: {wall:6.1f} s  (load average {before:.2f} -> "
-                f"{after:.2f})")
+            if path == "profile":
+                for job in jobs:
+                    profile_one(job)
+            else:
+                sweep_many(jobs)
+            walls_of.append((path, time.perf_counter() - t0, before, load1()))
+            say(f"wall-time pass {path:7}: {walls_of[-1][1]:6.1f} s  (load average "
+                f"{before:.2f} -> {walls_of[-1][3]:.2f})")
 
     def get(path: str, rnd: int):
         for p in passes:
@@ -187,7 +227,7 @@ def main() -> int:
         say(f"round {rnd}: profile {P[3]:.1f} s, sweep {S[3]:.1f} s (sweep/profile "
             f"{S[3] / P[3]:.2f}); load average {max(P[4], P[5], S[4], S[5]):.2f} at most")
         say(f"{'job':34} {'profile median [CI]':30} {'sweep median [CI]':30} {'ratio':>6} "
-            f"{'overlap':>7} {'goal':>5}")
+            f"{'overlap':>7} {'goal':>5} {'drift':>5}")
         met = n = 0
         same_conditions = 0
         for key in jobs:
@@ -201,8 +241,10 @@ def main() -> int:
             met += bool(c["ok"])
             same_conditions += bool(p["conditions"]) and comparable_conditions(
                 p["conditions"]) == comparable_conditions(s["conditions"])
+            drift = ("P" if p.get("drift") else "") + ("S" if s.get("drift") else "")
             say(f"{name:34} {fmt(p):30} {fmt(s):30} {c['ratio']:6.3f} "
-                f"{'yes' if c['overlap'] else 'no':>7} {'yes' if c['ok'] else 'NO':>5}")
+                f"{'yes' if c['overlap'] else 'no':>7} {'yes' if c['ok'] else 'NO':>5} "
+                f"{drift or '-':>5}")
         goal_all[rnd] = (met, n)
         say(f"round {rnd}: goal met for {met} of {n} jobs measured both ways; recorded "
             f"conditions identical for {same_conditions} of {n}")
@@ -223,10 +265,13 @@ def main() -> int:
         say(f"control, profile round 1 vs profile round 2: goal met for {met} of {n} jobs; "
             f"ratio range {ratios[0]:.3f}-{ratios[-1]:.3f}" if ratios else "control: no data")
 
-    walls = {path: sum(p[3] for p in passes if p[0] == path) for path in ("profile", "sweep")}
-    loads = [x for p in passes for x in (p[4], p[5])]
+    n_drift = sum(bool(r.get("drift")) for p in passes for r in p[2].values() if r)
+    say(f"measurements with a speed_drift warning (speed changed inside the measurement): "
+        f"{n_drift} of {sum(len(p[2]) for p in passes)}")
+    walls = {path: sum(w[1] for w in walls_of if w[0] == path) for path in ("profile", "sweep")}
+    loads = [x for p in passes for x in (p[4], p[5])] + [x for w in walls_of for x in w[2:]]
     say()
-    say(f"wall time, all rounds: sweep {walls['sweep']:.1f} s / profile {walls['profile']:.1f} s "
+    say(f"wall time, whole passes (all jobs): sweep {walls['sweep']:.1f} s / profile {walls['profile']:.1f} s "
         f"= {walls['sweep'] / walls['profile']:.2f} (goal <= 1.10)")
     busy = max(loads) > QUIET_LOAD
     say(f"load average during the passes: {min(loads):.2f}-{max(loads):.2f} on "

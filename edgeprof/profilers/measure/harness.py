@@ -92,6 +92,8 @@ CALIBRATION_TIME_S = 0.005
 HIGH_CV = 0.10  # std / mean
 HIGH_IQR = 0.10  # IQR / median
 SLOW_FIRST_FACTOR = 5.0  # first inference vs steady median
+SPEED_DRIFT = 0.10  # medians of the steady state's thirds, largest / smallest - 1
+MIN_DRIFT_SAMPLES = 9  # three per third
 
 
 # ----------------------------------------------------------------------------- plan
@@ -336,6 +338,19 @@ def time_callable(run: Callable[[Any], Any], inputs: Any = None, *,
 
 
 # ------------------------------------------------------------------------- warnings
+def thirds_medians(samples: list[float]) -> list[float] | None:
+    """Medians of the first, middle and last third of the steady-state samples, in the order
+    they were taken (None below :data:`MIN_DRIFT_SAMPLES`). On a machine whose speed changes
+    for seconds at a time (a virtual machine whose host runs other guests, frequency
+    scaling) these disagree while every sample of one third agrees with its neighbours: the
+    spread checks and the median's CI, which take the samples as independent, cannot see it."""
+    n = len(samples)
+    if n < MIN_DRIFT_SAMPLES:
+        return None
+    cuts = (0, n // 3, 2 * n // 3, n)
+    return [_median(samples[cuts[i]:cuts[i + 1]]) for i in range(3)]
+
+
 def timing_warnings(stats, timing: Timing, plan: TimingPlan) -> list[WarningRecord]:
     """Warnings about the measurement itself: spread, slow first run, caps reached."""
     out: list[WarningRecord] = []
@@ -345,6 +360,13 @@ def timing_warnings(stats, timing: Timing, plan: TimingPlan) -> list[WarningReco
     if stats.median_ms > 0 and stats.iqr_ms / stats.median_ms > HIGH_IQR:
         out.append(WarningRecord("high_iqr", f"latency spread is wide: IQR/median "
                                  f"{stats.iqr_ms / stats.median_ms:.1%} (> {HIGH_IQR:.0%})"))
+    thirds = thirds_medians(timing.samples_ns)
+    if thirds is not None and min(thirds) > 0 and max(thirds) / min(thirds) - 1 > SPEED_DRIFT:
+        shown = ", ".join(f"{t / 1e6:.4g}" for t in thirds)
+        out.append(WarningRecord("speed_drift", f"the machine's speed changed while timing: "
+                                 f"medians of the first, middle and last third {shown} ms "
+                                 f"({max(thirds) / min(thirds):.2f}x apart); the figure depends "
+                                 "on when it was taken: rerun on a quiet machine"))
     first_ms = timing.first_ns / 1e6
     if stats.median_ms > 0 and first_ms > SLOW_FIRST_FACTOR * stats.median_ms:
         out.append(WarningRecord("slow_first_run", f"the first inference took {first_ms:.3g} ms,"
@@ -717,6 +739,8 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
         "stop_reason": timing.stop_reason,
         "warmup_settled": timing.warmup_settled,
         "ci_rel_width": timing.ci_rel_width,
+        "thirds_median_ms": (None if (t := thirds_medians(timing.samples_ns)) is None
+                             else [v / 1e6 for v in t]),
         "other_processes_cores": cpu.other_cores,
         "steal_cores": cpu.steal_cores,
         "backend_reported_load_time_s": prepared.load_time_s,

@@ -67,6 +67,10 @@ WARNING_EXPLANATIONS = {
                              "pin it to 'performance' for stable timings.",
     "thread_oversubscription": "More threads were asked for than cores exist: threads "
                                "compete and latency grows.",
+    "speed_drift": "The first, middle and last third of the timed samples have different "
+                   "medians: the machine ran at another speed for part of the measurement "
+                   "(another guest on a VM's host, frequency scaling). The interval of the "
+                   "median does not cover that; a run at another time can land elsewhere.",
     "cpu_steal": "The hypervisor took CPU time from this VM during the run: timings include "
                  "time the VM did not run.",
     "measurement_below_roofline": "A measurement came out faster than the roofline allows: a "

@@ -220,6 +220,22 @@ def test_each_timing_warning(stats, timing, code):
     assert [w.code for w in timing_warnings(stats, timing, TimingPlan())] == [code]
 
 
+def test_speed_drift_is_seen_when_the_machine_changes_speed_mid_run():
+    """Samples that agree within each third but not across thirds (a VM whose host got busy
+    half-way): the spread checks stay quiet, the drift check does not."""
+    from edgeprof.profilers.measure.harness import thirds_medians
+
+    steady = _timing()
+    assert thirds_medians(steady.samples_ns) == [1e6, 1e6, 1e6]
+    assert thirds_medians([1e6] * 8) is None  # too few to split
+    steady.samples_ns = [1e6] * 60 + [1.5e6] * 40
+    codes = [w for w in timing_warnings(_stats(), steady, TimingPlan())]
+    assert [w.code for w in codes] == ["speed_drift"]
+    assert "1, 1, 1.5 ms" in codes[0].message and "1.50x" in codes[0].message
+    steady.samples_ns = [1e6, 1.05e6] * 50  # alternating noise is not drift
+    assert timing_warnings(_stats(), steady, TimingPlan()) == []
+
+
 def test_measured_warnings_fire_on_real_runs():
     r = bench(fake_ms=0.3, fake_first_ms=30.0)
     assert "slow_first_run" in {w.code for w in r.warnings}
