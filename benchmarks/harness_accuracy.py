@@ -72,7 +72,7 @@ def main() -> None:
     from edgeprof.core.models import resolve_model
     from edgeprof.core.plugins import get_registry
     from edgeprof.profilers.measure.environment import collect_environment
-    from edgeprof.profilers.measure.harness import TimingPlan, time_callable, timer_overhead_ns
+    from edgeprof.profilers.measure.timing import TimingPlan, time_callable, timer_overhead_ns
     from edgeprof.profilers.measure.measure import benchmark_backend
 
     fakes = _fakes()

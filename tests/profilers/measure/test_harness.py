@@ -16,10 +16,10 @@ from edgeprof.core.backend import HarnessOptions, RunConfig
 from edgeprof.core.errors import UserError
 from edgeprof.core.results import LatencyStats
 from edgeprof.profilers.measure import environment as envmod
-from edgeprof.profilers.measure.harness import (TimingPlan, block_size_for,
-                                        plan_from_config, time_callable, timer_overhead_ns,
-                                        timing_warnings)
 from edgeprof.profilers.measure.measure import benchmark_backend
+from edgeprof.profilers.measure.timing import (TimingPlan, block_size_for, plan_from_config,
+                                               time_callable, timer_overhead_ns,
+                                               timing_warnings)
 
 
 from tests import fakes  # noqa: E402
@@ -200,7 +200,7 @@ def _stats(median=1.0, cv=0.01, iqr=0.01):
 
 
 def _timing(first_ms=1.0):
-    from edgeprof.profilers.measure.harness import Timing
+    from edgeprof.profilers.measure.timing import Timing
 
     return Timing(first_ns=int(first_ms * 1e6), warmup_runs=10, warmup_time_s=0.1,
                   warmup_settled=True, block_size=1, samples_ns=[1e6] * 100, steady_calls=100,
@@ -223,7 +223,7 @@ def test_each_timing_warning(stats, timing, code):
 def test_speed_drift_is_seen_when_the_machine_changes_speed_mid_run():
     """Samples that agree within each third but not across thirds (a VM whose host got busy
     half-way): the spread checks stay quiet, the drift check does not."""
-    from edgeprof.profilers.measure.harness import thirds_medians
+    from edgeprof.profilers.measure.timing import thirds_medians
 
     steady = _timing()
     assert thirds_medians(steady.samples_ns) == [1e6, 1e6, 1e6]
