@@ -17,7 +17,9 @@ medians' confidence intervals are reported too (``ci_overlap``) but do not decid
 
 A run without samples (not ``ok``, or written with ``keep_samples`` off) is listed with the
 reason and no verdict. Samples that are block means (``block_size > 1``) are compared as they
-are; a note says when the two sides used different block sizes.
+are; a note says when the two sides used different block sizes, and when either side's
+measurement saw the machine change speed (the harness's ``speed_drift`` warning): on a shared
+machine two runs minutes apart can differ by that much with nothing changed.
 
 The inputs are checked before anything is compared (:class:`ConfigError`, exit 2):
 
@@ -308,6 +310,13 @@ def _stats(run: dict[str, Any]) -> dict[str, Any] | None:
     return run.get("stats") if isinstance(run.get("stats"), dict) else None
 
 
+def _drifted(run: dict[str, Any]) -> bool:
+    """The run's measurement saw the machine change speed (the harness's ``speed_drift``)."""
+    bench = run.get("benchmark") if isinstance(run.get("benchmark"), dict) else run
+    return any(isinstance(w, dict) and w.get("code") == "speed_drift"
+               for w in bench.get("warnings") or ())
+
+
 def _index(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for run in doc["runs"]:
@@ -444,6 +453,11 @@ def compare_results(a: dict[str, Any], b: dict[str, Any], *, alpha: float = ALPH
         ka, kb = (sa or {}).get("block_size", 1), (sb or {}).get("block_size", 1)
         if ka != kb:
             row.notes.append(f"samples are block means of {ka} (A) and {kb} (B) calls")
+        drifted = [label for label, run in (("A", ra), ("B", rb)) if _drifted(run)]
+        if drifted:
+            row.notes.append(f"{' and '.join(drifted)}: the machine changed speed during the "
+                             "measurement (speed_drift): part of a difference may be the "
+                             "machine's moment, not the change; rerun both on a quiet machine")
         rows.append(row)
     for row in rows:
         row.notes[:0] = forced

@@ -114,6 +114,18 @@ def test_different_block_sizes_are_noted():
     assert any("block means" in n for n in r.notes)
 
 
+def test_a_side_whose_machine_changed_speed_is_noted():
+    """A measurement with the harness's speed_drift warning: the verdict stands (the samples
+    do differ) but the row says the difference may be the machine's moment."""
+    a, b = run("ort", lat(10.0)), run("ort", lat(15.0))
+    b["benchmark"]["warnings"] = [{"code": "speed_drift", "message": "..."}]
+    (r,) = compare_results(doc(a), doc(b))
+    assert r.verdict == "slower"
+    assert [n for n in r.notes if n.startswith("B: the machine changed speed")]
+    (r,) = compare_results(doc(run("ort", lat(10.0))), doc(run("ort", lat(15.0))))
+    assert not [n for n in r.notes if "speed_drift" in n]
+
+
 def test_real_benchmark_results_can_be_compared():
 
     from edgeprof.core.backend import RunConfig
