@@ -836,9 +836,11 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
     say(f"estimating {llm.spec.name}")
     estimates, predictions = _llm_estimates(llm, pairs, config, tgt, device, notes,
                                             threads=threads, classes=chosen)
-    runs = _measure_llm_pairs(llm, pairs, chosen, config, reg, tgt, say, isolate=isolate,
-                              timeout_s=timeout_s, fleet=fleet, plugins=plugins,
-                              workdir=workdir)
+    from edgeprof.profilers.measure.llm_runs import measure_pairs
+
+    runs = measure_pairs(llm, pairs, chosen, config, registry=reg, target=tgt, say=say,
+                         isolate=isolate, timeout_s=timeout_s, fleet=fleet, plugins=plugins,
+                         workdir=workdir)
     recommendation = None
     from edgeprof.profilers.estimate.llm import declares_formats
 
@@ -864,52 +866,6 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
         say(f"writing artifacts to {out}")
         _save(payload, lambda: write_llm_outputs(out, payload))
     return payload
-
-
-def _measure_llm_pairs(llm: Any, pairs: Sequence[tuple[str, str]], chosen: dict[str, type],
-                       config: Any, reg: Registry, tgt: Any, say: Progress, *, isolate: bool,
-                       timeout_s: float | None, fleet: Any, plugins: Any, workdir: Any
-                       ) -> list[dict[str, Any]]:
-    """``measure()`` of one generative ``MeasureRequest`` per (backend, format) on the
-    runner chosen (inline, isolated, a fleet board); the payload's runs, one per depth, each
-    saying where it was measured (``measured_on``, ``board``) when a board measured it."""
-    from edgeprof.core.requests import MeasureRequest
-    from edgeprof.profilers.measure.fleet import fleet_runner, measured_on
-    from edgeprof.profilers.measure.measure import measure
-    from edgeprof.profilers.measure.runners import IsolatedRunner
-
-    if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(
-            timeout_s, (int, float)) or timeout_s <= 0):
-        raise UserError(f"--timeout must be a positive number of seconds, got {timeout_s!r}")
-    if fleet is not None and tgt is None:
-        raise UserError("a fleet measures on a board of a target: give --target (e.g. "
-                        "raspberry_pi_5)")
-    runner = fleet_runner(fleet, tgt) if fleet is not None else None
-    if runner is None and (isolate or timeout_s is not None):
-        runner = IsolatedRunner(timeout_s)
-    runs: list[dict[str, Any]] = []
-    try:
-        for backend, fmt in pairs:
-            where = f" on the {tgt.id} fleet" if fleet is not None else (
-                " in a worker process" if isinstance(runner, IsolatedRunner) else "")
-            say(f"measuring {backend} {fmt}{where}")
-            request = MeasureRequest.for_generation(
-                chosen[backend], llm, fmt, config, timeout_s=timeout_s, isolate=isolate,
-                plugins_file=plugins, workdir=workdir)
-            record = measure(request, runner, registry=reg)
-            board = (record.extra or {}).get("fleet")
-            line = measured_on(record)
-            for r in record.records:
-                if line and board and board.get("emulating"):
-                    r.warnings.append(f"{line}: this host's figures, not the target's")
-                run = r.to_dict()
-                if board:
-                    run["measured_on"], run["board"] = line, board
-                runs.append(run)
-    finally:
-        if runner is not None and hasattr(runner, "close"):
-            runner.close()
-    return runs
 
 
 def llm_exit_code(payload: dict[str, Any]) -> int:
@@ -991,13 +947,23 @@ def calibrate_llm(backend: str, precision: str | None = None, *,
                   models: Sequence[str] | str = LLM_CALIBRATION_MODELS,
                   prompt_tokens: int = 128, gen_tokens: int = 32, repetitions: int = 3,
                   threads: int | None = None, plugins=None, workdir=None,
-                  path: str | os.PathLike | None = None,
-                  progress: Progress | None = None) -> tuple[dict[str, Any], list[Any]]:
-    """Measure presets of several sizes on this machine with a generative backend and fit
-    this host's LLM calibration (effective bandwidth, per-layer overhead, prefill
-    efficiency: ``edgeprof.profilers.predict.llm.calibrate_llm_host``). Returns the
-    calibration and the measured records."""
-    from edgeprof.profilers.measure.generate import measure_generation
+                  path: str | os.PathLike | None = None, progress: Progress | None = None,
+                  target: Any = "host", fleet: Any = None, isolate: bool = False,
+                  timeout_s: float | None = None, targets_dir=None
+                  ) -> tuple[dict[str, Any], list[Any]]:
+    """Measure presets of several sizes with a generative backend and fit an LLM calibration
+    (effective bandwidth, per-layer overhead, prefill efficiency:
+    ``edgeprof.profilers.predict.llm.calibrate_llm_host``). Returns the calibration and the
+    measured records.
+
+    Each preset is one ``MeasureRequest`` through ``measure()`` on the runner ``profile``
+    chooses: this process, an isolated worker (``isolate``, ``timeout_s``), or a board of
+    ``target`` on the Dask scheduler ``fleet``. Runs on a real board of ``target`` fit that
+    board's calibration (its fingerprint and name kept); runs here, or on an emulating worker
+    on this machine, stay this host's and fit this host's."""
+    from edgeprof.core.requests import MeasureRequest
+    from edgeprof.profilers.measure.llm_runs import (calibration_subject, generative_runner,
+                                                     runner_phrase)
     from edgeprof.profilers.predict.llm import calibrate_llm_host
 
     say = progress or (lambda msg: None)
@@ -1008,19 +974,52 @@ def calibrate_llm(backend: str, precision: str | None = None, *,
     llms = {n: _llm_model(n if ":" in n else f"llm:{n}") for n in names}
     config = _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=(0,),
                          repetitions=repetitions, warmup=1, threads=threads, device="cpu")
-    records = []
-    for name, llm in llms.items():
-        reason = cls().supports(llm, fmt, "cpu")
-        if reason:
-            raise UserError(f"cannot calibrate {backend} {fmt} on {name}: {reason}")
-        say(f"measuring {backend} {fmt} on {name}")
-        records.extend(measure_generation(cls, llm, fmt, config, workdir, registry=reg,
-                                          progress=say))
-    failed = [r for r in records if not r.ok]
+    tgt = _target(target or "host", targets_dir, plugins)
+    runs = []
+    with generative_runner(tgt if fleet is not None else None, fleet=fleet, isolate=isolate,
+                           timeout_s=timeout_s, progress=say, registry=reg) as runner:
+        for name, llm in llms.items():
+            reason = cls().supports(llm, fmt, "cpu")
+            if reason:
+                raise UserError(f"cannot calibrate {backend} {fmt} on {name}: {reason}")
+            say(f"measuring {backend} {fmt} on {name}{runner_phrase(runner, tgt)}")
+            request = MeasureRequest.for_generation(cls, llm, fmt, config, timeout_s=timeout_s,
+                                                    isolate=isolate, plugins_file=plugins,
+                                                    workdir=workdir)
+            runs.append(measure(request, runner, registry=reg))
+    failed = [r for run in runs for r in run.records if not r.ok]
     if failed:
         r = failed[0]
         raise UserError(f"calibration run {r.backend} {r.format} on {r.model} {r.status}: "
                         f"{r.reason}")
+    subject, board, kept = calibration_subject(runs, tgt.id)
+    records = [r for run in kept for r in run.records]
     specs = {llm.spec.name: llm.spec for llm in llms.values()}  # records name the spec
-    cal = calibrate_llm_host(records, specs.__getitem__, path=path)
-    return cal, records
+    fit_on = tgt if subject == "board" else _target("host", targets_dir, plugins)
+    if board is None:
+        cal = calibrate_llm_host(records, specs.__getitem__, target=fit_on, write=False)
+    else:
+        from edgeprof.profilers.measure.llm_runs import label_calibration, measured_where
+
+        cal = calibrate_llm_host(records, specs.__getitem__, target=fit_on, write=False,
+                                 where=measured_where(subject, board, tgt))
+        label_calibration(cal, subject, board, tgt, left_out=len(runs) - len(kept))
+    return _save_llm_calibration(cal, path), records
+
+
+def _save_llm_calibration(cal: dict[str, Any], path: str | os.PathLike | None
+                          ) -> dict[str, Any]:
+    """Write ``cal`` atomically to ``path`` (default: the user's calibration folder, where
+    predictions look first); its ``path`` set."""
+    from edgeprof.core.io import write_json
+    from edgeprof.profilers.predict.calibration import user_dir
+
+    if path is None:
+        folder = user_dir(create=True)
+        if folder is None:
+            raise UserError("no calibration folder: set EDGEPROF_CALIBRATIONS_DIR")
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        path = Path(folder) / f"{cal['name']}.json"
+    write_json(Path(path), cal)
+    cal["path"] = str(path)
+    return cal

@@ -135,6 +135,16 @@ _positive_float = _number(float, 0.0, False, "a positive number")
 _non_negative_int = _number(int, 0, True, "zero or a positive integer")
 
 
+def add_isolation_flags(sp, each: str = "benchmark") -> None:
+    """``--isolate`` and ``--timeout``: where each run of the command runs."""
+    sp.add_argument("--isolate", action="store_true",
+                    help=f"run each {each} in its own worker process (a crash inside the "
+                         "runtime fails that run, not edgeprof)")
+    sp.add_argument("--timeout", type=_positive_float, metavar="S",
+                    help=f"per-{each} timeout in seconds; implies --isolate (only a "
+                         "separate process can be stopped)")
+
+
 def _batch_list(text: str) -> list[int]:
     out = []
     for part in text.split(","):

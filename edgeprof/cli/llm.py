@@ -12,7 +12,7 @@ import json
 import sys
 
 from edgeprof.cli.common import (KindGroup, Progress, _console, _depths, _keeping_results,
-                                 _positive_float, _positive_int)
+                                 _positive_float, _positive_int, add_isolation_flags)
 from edgeprof.cli.render_llm import render_choice, render_llm
 from edgeprof.core.errors import UserError
 
@@ -82,6 +82,52 @@ def _fleet(args):
         return None
     return FleetSpec.from_options(args.fleet, tls_ca=args.tls_ca, tls_cert=args.tls_cert,
                                   tls_key=args.tls_key, insecure=args.insecure)
+
+
+def add_calibrate_args(cal) -> None:
+    """``calibrate``'s flags for a generative backend: where each preset runs."""
+    add_isolation_flags(cal, "preset (generative backends)")
+
+
+def cmd_calibrate_llm(args, fleet=None) -> int:
+    """``calibrate --backend llama_cpp``: presets of three sizes measured (here, in a worker
+    with --isolate/--timeout, or on a board of --target with --fleet), then an LLM
+    calibration (effective bandwidth, per-layer overhead, prefill efficiency): the board's
+    when a real board of the target measured them, else this host's."""
+    from edgeprof import api
+    from edgeprof.cli.render import _fmt
+
+    progress = Progress(enabled=not args.json)
+    try:
+        cal, records = api.calibrate_llm(
+            args.backend, args.precision, models=args.models or api.LLM_CALIBRATION_MODELS,
+            plugins=args.plugins, progress=progress, target=args.target, fleet=fleet,
+            isolate=bool(args.isolate), timeout_s=args.timeout, targets_dir=args.targets_dir)
+    finally:
+        progress.stop()
+    fp = cal.get("fingerprint") or {}
+    if args.json:
+        print(json.dumps({"calibration": cal.get("name"), "path": cal.get("path"),
+                          "fingerprint": fp or None, "calibration_data": cal,
+                          "runs": [r.to_dict() for r in records]}, indent=2, default=str))
+        return 0
+    where = "this host"
+    if fp.get("board"):
+        where = (f"board {fp['board']}" + (f", EMULATING {fp.get('target')} on this host: "
+                                           "this host's figures" if fp.get("emulating") else
+                                           f" ({fp.get('target')})"))
+    for r in records:
+        print(f"{r.model:14s} {r.backend} {r.format}: pp{r.n_prompt} "
+              f"{_fmt((r.prefill_tokens_per_s or {}).get('median'))} tok/s, tg{r.n_gen} "
+              f"{_fmt((r.decode_tokens_per_s or {}).get('median'))} tok/s (measured on {where})")
+    for key, e in (cal.get("entries") or {}).items():
+        for runtime, fit in ((e.get("decode") or {}).get("runtimes") or {}).items():
+            bw = fit.get("bandwidth_fraction") or 0.0
+            print(f"{key} {runtime}: effective bandwidth {_fmt(bw)} x "
+                  f"{_fmt((e.get('peak_bandwidth') or 0) / 1e9)} GB/s, per-layer overhead "
+                  f"{_fmt(1e3 * (fit.get('per_layer_s') or 0.0))} ms (fitted)")
+    print(f"calibration {cal.get('name')} saved to {cal.get('path')}")
+    return 0
 
 
 def cmd_profile_llm(args) -> int:

@@ -25,7 +25,8 @@ from edgeprof.cli import llm
 from edgeprof.cli.common import (Progress, _batch_list, _console, _device, _dtype,
                                  _html_file, _in_flag_words, _keeping_results, _key_value,
                                  _names, _non_negative_int, _Parser, _positive_float,
-                                 _positive_int, _shape, for_kinds, kind_groups, resolve_kind)
+                                 _positive_int, _shape, add_isolation_flags, for_kinds,
+                                 kind_groups, resolve_kind)
 from edgeprof.cli.fleet import add_fleet_flag, add_parsers as add_fleet_parsers
 from edgeprof.cli.fleet import print_boards, profile_fleet
 from edgeprof.cli.render import _fmt, _si
@@ -313,8 +314,12 @@ def cmd_calibrate(args) -> int:  # predict helper: edgeprof calibrate
     from edgeprof.profilers.predict.host import calibrate_fleet, calibrate_host
 
     reg = get_registry(args.plugins)
-    if spec is None and getattr(reg.backend(args.backend), "workload", "tensor") == "generate":
-        return _calibrate_llm(args)
+    if getattr(reg.backend(args.backend), "workload", "tensor") == "generate":
+        return llm.cmd_calibrate_llm(args, spec)  # here, isolated, or on a board of the fleet
+    if args.isolate or args.timeout is not None:
+        raise UserError("--isolate and --timeout go with a generative backend (e.g. "
+                        "--backend llama_cpp); a tensor calibration measures its kernels here "
+                        "or, with --fleet, on a board")
     progress = Progress(enabled=not args.json)
     try:
         if spec is not None:
@@ -380,37 +385,6 @@ def _calibrate_measurements(args) -> int:
         print("one row: it moves the level only; the interval is the prior's (add rows for a "
               "leave-one-out error and a shape of your own)")
     print(f"saved to {path}")
-    return 0
-
-
-def _calibrate_llm(args) -> int:
-    """``calibrate --backend llama_cpp``: presets of three sizes measured here, then this
-    host's LLM calibration (effective bandwidth, per-layer overhead, prefill efficiency)."""
-    from edgeprof import api
-
-    progress = Progress(enabled=not args.json)
-    try:
-        cal, records = api.calibrate_llm(
-            args.backend, args.precision, models=args.models or api.LLM_CALIBRATION_MODELS,
-            plugins=args.plugins, progress=progress)
-    finally:
-        progress.stop()
-    if args.json:
-        print(json.dumps({"calibration": cal.get("name"), "path": cal.get("path"),
-                          "calibration_data": cal,
-                          "runs": [r.to_dict() for r in records]}, indent=2, default=str))
-        return 0
-    for r in records:
-        print(f"{r.model:14s} {r.backend} {r.format}: pp{r.n_prompt} "
-              f"{_fmt((r.prefill_tokens_per_s or {}).get('median'))} tok/s, tg{r.n_gen} "
-              f"{_fmt((r.decode_tokens_per_s or {}).get('median'))} tok/s (measured)")
-    for key, e in (cal.get("entries") or {}).items():
-        for runtime, fit in ((e.get("decode") or {}).get("runtimes") or {}).items():
-            bw = fit.get("bandwidth_fraction") or 0.0
-            print(f"{key} {runtime}: effective bandwidth {_fmt(bw)} x "
-                  f"{_fmt((e.get('peak_bandwidth') or 0) / 1e9)} GB/s, per-layer overhead "
-                  f"{_fmt(1e3 * (fit.get('per_layer_s') or 0.0))} ms (fitted)")
-    print(f"calibration {cal.get('name')} saved to {cal.get('path')}")
     return 0
 
 
@@ -581,12 +555,7 @@ def _add_profile(sub, common) -> None:
     t.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
                    help="say whether each configuration meets this latency")
     _timing_args(t, "run")
-    pr.add_argument("--isolate", action="store_true",
-                    help="run each benchmark in its own worker process (a crash inside the "
-                         "runtime fails that run, not edgeprof)")
-    pr.add_argument("--timeout", type=_positive_float, metavar="S",
-                    help="per-benchmark timeout in seconds; implies --isolate (only a "
-                         "separate process can be stopped)")
+    add_isolation_flags(pr)
     t.add_argument("--backend-option", type=_key_value, action="append", metavar="KEY=VALUE",
                    help="a backend's own option, e.g. torch_compile.mode=max-autotune (repeat; "
                         "BACKEND.KEY for one backend, KEY for all; 'edgeprof backends' lists "
@@ -797,6 +766,7 @@ def _add_compare_and_calibrate(sub, common) -> None:
     cal.add_argument("--out", metavar="FILE.json", dest="calibration_out",
                      help="with --measurements: where to write the calibration (default: your "
                           "calibration folder, where it is preferred over the shipped one)")
+    llm.add_calibrate_args(cal)  # a generative backend's --isolate, --timeout
     add_fleet_flag(cal)  # --fleet SCHEDULER: measure the kernels on a board of --target
     cal.set_defaults(func=cmd_calibrate)
 

@@ -70,7 +70,7 @@ def render_llm(payload: dict[str, Any], console) -> None:
     """The rich tables of a generative profile or estimate."""
     from rich.table import Table
 
-    from edgeprof.profilers.report.llm_outputs import find_figure, figure_value
+    from edgeprof.profilers.report.llm_outputs import find_figure, figure_value, run_place
 
     model = payload["model"]
     spec = model["spec"]
@@ -86,8 +86,12 @@ def render_llm(payload: dict[str, Any], console) -> None:
         console.print(model.get("note") or "random weights", markup=False)
     runs = {(r["backend"], r["format"], r["n_depth"]): r for r in payload.get("runs") or []}
     measured = bool(runs)
-    table = Table(title="tokens/s per backend and format (measured: this host; estimated / "
-                        "predicted: the target named; \\[low–high] intervals)",
+    tid = target.get("id") if target else None
+    places = {k: run_place(r, tid) for k, r in runs.items()}  # (where, on the target)
+    elsewhere = any(w != "this host" for w, _ in places.values())
+    table = Table(title="tokens/s per backend and format (measured: "
+                        + ("where each row says" if elsewhere else "this host")
+                        + "; estimated / predicted: the target named; \\[low–high] intervals)",
                   title_justify="left")
     for col in ("backend", "format", "depth", "provenance (where)", "pp tok/s", "tg tok/s",
                 "TTFT ms", "TPOT p50/p90 ms", "load s", "peak RSS", "model size", "fit"):
@@ -102,18 +106,22 @@ def render_llm(payload: dict[str, Any], console) -> None:
 
     preds = {(p["backend"], p["format"], p.get("depth", 0)): p
              for p in payload.get("predictions") or []}
+    checks: list[str] = []  # predictions of figures the target's own board measured
     for e in payload.get("estimates") or []:
         key = tuple(map(str, (e["backend"], e["format"], e.get("depth", 0))))
         r = runs.get((e["backend"], e["format"], e.get("depth", 0)))
+        where, measured_on_target = places.get((e["backend"], e["format"], e.get("depth", 0)),
+                                               ("this host", False))
+        measured_on_target = measured_on_target and r is not None and r["status"] == "ok"
         if r is not None and r["status"] == "ok":
             tpot = r.get("tpot_ms") or {}
-            add_row(*key, "measured (this host)", _stat(r["prefill_tokens_per_s"]),
+            add_row(*key, f"measured ({where})", _stat(r["prefill_tokens_per_s"]),
                     _stat(r["decode_tokens_per_s"]), _stat(r["ttft_ms"], False),
                     f"{_num(tpot.get('p50'))} / {_num(tpot.get('p90'))}", _num(r.get("load_s")),
                     _si(r.get("peak_rss_bytes"), "B"), _si(r.get("model_size"), "B"), "")
         elif r is not None:
             colour = "yellow" if r["status"] == "skipped" else "red"
-            add_row(*key, f"[{colour}]{r['status']}[/{colour}] (this host)", *(["-"] * 7), "")
+            add_row(*key, f"[{colour}]{r['status']}[/{colour}] ({where})", *(["-"] * 7), "")
         fit = e.get("fit") or {}
         prov = _prov(e, "decode_tokens_per_s", "analytic")
         add_row(*key, f"{prov} ({target['id']})" if target else prov,
@@ -123,7 +131,13 @@ def render_llm(payload: dict[str, Any], console) -> None:
                 _si(figure_value(e, "weight_bytes"), "B"),
                 ("fits" if fit.get("fits") else "[red]does not fit[/red]") if fit else "")
         p = preds.get((e["backend"], e["format"], e.get("depth", 0)))
-        if p is not None:
+        if p is not None and measured_on_target:  # the target's figure is the measured one
+            checks.append(f"{' '.join(key[:2])} d{key[2]} on {p.get('target')}: measured on "
+                          f"{where}, decode {_stat(r['decode_tokens_per_s'], False)} tok/s "
+                          f"(the target's figure); its prediction was "
+                          f"{_cell(find_figure(p, 'decode_tokens_per_s'))} tok/s "
+                          f"({_prov(p, 'decode_tokens_per_s', 'predicted')})")
+        elif p is not None:
             add_row(*key, f"{_prov(p, 'decode_tokens_per_s', 'predicted')} ({p.get('target')})",
                     _cell(find_figure(p, "prefill_tokens_per_s")),
                     _cell(find_figure(p, "decode_tokens_per_s")),
@@ -147,6 +161,8 @@ def render_llm(payload: dict[str, Any], console) -> None:
         if r["status"] != "ok":
             console.print(f"{r['backend']} {r['format']} d{r['n_depth']}: {r['status']}: "
                           f"{r['reason']}", markup=False)
+    for c in checks:
+        console.print(c, markup=False)
     for n in payload.get("notes") or []:
         if n != model.get("note"):
             console.print(f"note: {n}", markup=False)

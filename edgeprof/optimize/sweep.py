@@ -687,13 +687,29 @@ class SweepReport:
         unsupported or unavailable combinations are listed, not failures."""
         return 3 if (self.frame["status"] == "failed").any() else 0
 
-    def profile_document(self, model: str, target: str, batch_size: int | None = None
-                         ) -> dict[str, Any]:
+    def profile_document(self, model: str, target: str, batch_size: int | None = None,
+                         **shape: int | None) -> dict[str, Any]:
         """The sweep's jobs of one model, target (and batch size: by default the first the
         sweep lists) as a profile.json-shaped document (the model, the target, one run per
         backend x precision with its whole record), so
         ``edgeprof.profilers.report.compare.compare_results`` (``edgeprof compare``) can set
-        a sweep's measurement beside a profile's: same job, same answer?"""
+        a sweep's measurement beside a profile's: same job, same answer?
+
+        A model of the ``[generate]`` table gives a generative profile document (one run per
+        backend x format x depth at one test shape: ``threads``, ``prompt_tokens``,
+        ``gen_tokens``, by default the first the sweep lists;
+        ``edgeprof.optimize.sweep_documents``)."""
+        grid = self.spec.generate
+        if grid is not None and model in grid.models:
+            if batch_size is not None:
+                raise UserError(f"'{model}' is a generative model: its jobs have no batch "
+                                "size (give threads, prompt_tokens or gen_tokens)")
+            from edgeprof.optimize.sweep_documents import generative_document
+
+            return generative_document(self, model, target, **shape)
+        if shape:
+            raise UserError(f"{', '.join(sorted(shape))} choose a generative job's test shape; "
+                            f"'{model}' is not in the sweep's [generate] models")
         if model not in self.spec.handles or target not in self.spec.targets:
             raise UserError(f"the sweep measured models {', '.join(self.spec.models)} on "
                             f"targets {', '.join(self.spec.targets)}; not '{model}' on "

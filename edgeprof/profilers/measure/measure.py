@@ -108,13 +108,14 @@ def edgeprof_measure(request: MeasureRequest, runner: Runner) -> RunRecord:
 
 # ----------------------------------------------------------------------- the front door
 def measure(request: MeasureRequest, runner: Runner | None = None, *,
-            registry: Any = None) -> RunRecord:
+            registry: Any = None, progress: Any = None) -> RunRecord:
     """Measure ``request`` and return its record, whatever happened to the backend.
 
     ``runner``: where it runs; by default :class:`~.runners.IsolatedRunner` when the
     config asks for isolation or a timeout, else :class:`~.runners.InlineRunner`.
     ``registry``: the plugins to use (default: the request's ``plugins_file``). An unknown
-    backend name is a ``UserError`` raised before anything runs.
+    backend name is a ``UserError`` raised before anything runs. ``progress``: where the
+    default runner reports a generative run's steps (a runner given carries its own).
     """
     if registry is None:
         from edgeprof.core.plugins import get_registry
@@ -130,7 +131,7 @@ def measure(request: MeasureRequest, runner: Runner | None = None, *,
                         + ("generative models" if workload == "generate" else
                            "fixed-shape tensor models")
                         + f", not a {request.workload} request; 'edgeprof backends' lists both")
-    runner = runner or default_runner(request)
+    runner = runner or default_runner(request, progress=progress)
     hook = getattr(getattr(registry, "pm", None), "hook", None)
     record = None
     if hook is not None and hasattr(hook, "edgeprof_measure"):

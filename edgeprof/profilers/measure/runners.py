@@ -15,6 +15,11 @@ harness, a generative one through :func:`~edgeprof.profilers.measure.generate.ru
   request's ``to_dict()`` (its plugins file included, so a plugin's backend runs in the worker
   too) and back the record's ``to_dict()`` or the error raised there.
 
+A runner may carry a ``progress`` callback (one line of text per step): a generative run
+reports its steps through it as it goes (building, loading, each depth's pp/tg), from this
+process or, over the same pipe as its answer, from the isolated worker; the caller's progress
+line shows them as it shows a tensor run's ("benchmarking ...").
+
 A runner returns the record of a run that finished and raises otherwise: the harness's
 :class:`~edgeprof.profilers.measure.harness.MeasureFailure`, the backend's own error, or
 :class:`WorkerLost` (the worker died or timed out). ``measure()`` turns those into a status.
@@ -34,6 +39,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from edgeprof.core.errors import EdgeprofError, MeasurementError, UnsupportedError, UserError
@@ -123,9 +129,11 @@ class InlineRunner:
 
     name = "inline"
 
-    def __init__(self, registry: Any = None, *, process: str = "inline"):
+    def __init__(self, registry: Any = None, *, process: str = "inline",
+                 progress: Callable[[str], None] | None = None):
         self.registry = registry
         self.process = process
+        self.progress = progress
 
     def run(self, request: MeasureRequest) -> BenchmarkResult:
         cls = backend_class(request, self.registry)
@@ -134,7 +142,7 @@ class InlineRunner:
             from edgeprof.profilers.measure.generate import run_generation_request
 
             return run_generation_request(request, cls, registry=self.registry,
-                                          process=self.process)
+                                          process=self.process, progress=self.progress)
         if request.artifact is not None:
             if not callable(getattr(cls, "load", None)):
                 raise UnsupportedError(f"backend '{request.backend}' cannot load built "
@@ -273,8 +281,27 @@ def _stop(proc) -> None:
         pass
 
 
-def spawn_worker(wire: dict[str, Any], timeout_s: float) -> tuple[dict | None, str | None, int]:
-    """Run one request in a fresh worker; ``(message or None, why none, worker pid)``."""
+def _relay(line: bytes, progress: Callable[[str], None] | None) -> None:
+    """A progress line from the worker (``{"progress": text}``) to ``progress``; anything
+    else (or a callback that fails) is dropped: progress never changes a run's outcome."""
+    if progress is None:
+        return
+    try:
+        msg = json.loads(line)
+        if isinstance(msg, dict) and isinstance(msg.get("progress"), str):
+            progress(msg["progress"])
+    except Exception:  # noqa: BLE001 - a display problem is not the run's
+        pass
+
+
+def spawn_worker(wire: dict[str, Any], timeout_s: float, *,
+                 progress: Callable[[str], None] | None = None
+                 ) -> tuple[dict | None, str | None, int]:
+    """Run one request in a fresh worker; ``(message or None, why none, worker pid)``.
+
+    The worker writes its progress as newline-terminated JSON lines (``{"progress": ...}``,
+    handed to ``progress`` as they arrive) and then its answer, one JSON message without a
+    newline (JSON text holds none), before it closes the pipe."""
     import select
     import subprocess
 
@@ -288,7 +315,7 @@ def spawn_worker(wire: dict[str, Any], timeout_s: float) -> tuple[dict | None, s
         raise
     finally:
         os.close(w)  # the worker holds the only write end: EOF when it exits
-    chunks: list[bytes] = []
+    buffer = b""
     reason = None
     answered = False
     try:
@@ -309,7 +336,10 @@ def spawn_worker(wire: dict[str, Any], timeout_s: float) -> tuple[dict | None, s
                 if not data:
                     answered = True
                     break
-                chunks.append(data)
+                buffer += data
+                while b"\n" in buffer:  # every complete line is a progress line
+                    line, buffer = buffer.split(b"\n", 1)
+                    _relay(line, progress)
     finally:  # Ctrl-C, timeout or done: never leave the worker behind
         os.close(r)
         if not answered:
@@ -320,11 +350,13 @@ def spawn_worker(wire: dict[str, Any], timeout_s: float) -> tuple[dict | None, s
             except subprocess.TimeoutExpired:  # sent its result but will not exit
                 _stop(proc)
     message = None
-    if chunks and reason is None:
+    if buffer and reason is None:
         try:
-            message = json.loads(b"".join(chunks))
+            message = json.loads(buffer)
         except ValueError:
             message = None
+        if not isinstance(message, dict) or set(message) == {"progress"}:
+            message = None  # cut off mid-line: no answer
     if message is None and reason is None:
         reason = _death_reason(proc.returncode)
     return message, reason, proc.pid
@@ -338,11 +370,13 @@ class IsolatedRunner:
 
     name = "isolated"
 
-    def __init__(self, timeout_s: float | None = None):
+    def __init__(self, timeout_s: float | None = None, *,
+                 progress: Callable[[str], None] | None = None):
         if timeout_s is not None and not (isinstance(timeout_s, (int, float))
                                           and timeout_s > 0):
             raise UserError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
         self.timeout_s = timeout_s
+        self.progress = progress
 
     def _timeout(self, request: MeasureRequest) -> float:
         t = self.timeout_s or request.config.timeout_s
@@ -360,14 +394,14 @@ class IsolatedRunner:
         if wire is None:
             note = f"{why}; it ran in-process, not isolated"
             try:
-                record = InlineRunner().run(request)
+                record = InlineRunner(progress=self.progress).run(request)
             except MeasureFailure as f:
                 if f.partial is not None:
                     f.partial.notes.append(note)
                 raise
             record.notes.append(note)
             return record
-        message, reason, pid = spawn_worker(wire, timeout_s)
+        message, reason, pid = spawn_worker(wire, timeout_s, progress=self.progress)
         if message is None and is_generative(request):
             from edgeprof.profilers.measure.generate import request_records
 
@@ -391,13 +425,15 @@ class IsolatedRunner:
         raise decode_error(message["error"])
 
 
-def default_runner(request_or_config: Any):
+def default_runner(request_or_config: Any, *,
+                   progress: Callable[[str], None] | None = None):
     """:class:`IsolatedRunner` when the config asks for isolation or a timeout (a timeout
-    can only be enforced on another process), else :class:`InlineRunner`."""
+    can only be enforced on another process), else :class:`InlineRunner`; either reports a
+    generative run's steps to ``progress``."""
     config = getattr(request_or_config, "config", request_or_config)
     if config.isolate or config.timeout_s is not None:
-        return IsolatedRunner()
-    return InlineRunner()
+        return IsolatedRunner(progress=progress)
+    return InlineRunner(progress=progress)
 
 
 __all__ = ["DEFAULT_GENERATION_TIMEOUT_S", "DEFAULT_TIMEOUT_BASE_S", "InlineRunner", "IsolatedRunner", "WorkerLost",

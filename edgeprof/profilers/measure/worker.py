@@ -12,7 +12,9 @@ pid. The worker
 2. reads the request (``MeasureRequest.to_dict()``, JSON) from stdin and runs it with
    :class:`~edgeprof.profilers.measure.runners.InlineRunner` (the plugins file travels in the
    request, so a plugin's backend is found here as in the parent);
-3. writes one JSON message: ``{"result": record}``, ``{"failure": {"phase", "error",
+3. while it runs, writes each progress step of a generative run as one JSON line
+   (``{"progress": text}`` and a newline) on the same descriptor;
+4. writes one JSON message: ``{"result": record}``, ``{"failure": {"phase", "error",
    "partial"}}`` (a :class:`~edgeprof.profilers.measure.harness.MeasureFailure`) or
    ``{"error": ...}`` (anything else raised, a ``UserError`` included), and exits at once.
 
@@ -54,15 +56,16 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=poll, name="edgeprof-parent-watch", daemon=True).start()
 
 
-def serve(wire: dict) -> dict:
-    """Run one request; the message for the parent."""
+def serve(wire: dict, progress=None) -> dict:
+    """Run one request (its steps to ``progress``); the message for the parent."""
     from edgeprof.core.requests import MeasureRequest
     from edgeprof.profilers.measure.harness import MeasureFailure
     from edgeprof.profilers.measure.runners import InlineRunner, encode_error
 
     note = f"ran in an isolated worker process (pid {os.getpid()})"
     try:
-        record = InlineRunner(process="isolated").run(MeasureRequest.from_dict(wire))
+        record = InlineRunner(process="isolated", progress=progress).run(
+            MeasureRequest.from_dict(wire))
         record.notes.append(note)
         return {"result": record.to_dict()}
     except MeasureFailure as f:
@@ -81,9 +84,18 @@ def main(argv: list[str] | None = None) -> None:
     fd, parent_pid = int(argv[0]), int(argv[1])
     die_with_parent(parent_pid)
     wire = json.loads(sys.stdin.read())
-    message = serve(wire)
+    out = os.fdopen(fd, "wb")  # buffered: a large answer is written whole
+
+    def progress(msg: str) -> None:  # one line each, whole: the parent reads lines
+        try:
+            out.write((json.dumps({"progress": str(msg)}) + "\n").encode())
+            out.flush()
+        except OSError:  # the parent stopped reading: the answer will say so
+            pass
+
+    message = serve(wire, progress)
     data = json.dumps(message).encode()
-    with os.fdopen(fd, "wb") as out:
+    with out:
         out.write(data)
     sys.stdout.flush()
     sys.stderr.flush()

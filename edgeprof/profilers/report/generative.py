@@ -276,6 +276,24 @@ class GenerativeRun:
         return self.record.provenance
 
     @property
+    def measured_on(self) -> str | None:
+        """Where a board of the fleet measured it (None: this host)."""
+        return self.extra.get("measured_on")
+
+    @property
+    def board(self) -> Mapping[str, Any] | None:
+        """The fleet's record of the board that measured it (None: this host)."""
+        b = self.extra.get("board")
+        return b if isinstance(b, Mapping) else None
+
+    def place(self, target_id: str | None) -> tuple[str, bool]:
+        """Where it was measured, in words, and whether that is ``target_id`` itself (a real
+        board of it: the run is then the target's measured figure; ``llm_outputs.run_place``)."""
+        from edgeprof.profilers.report.llm_outputs import run_place
+
+        return run_place(self.to_dict(), target_id)
+
+    @property
     def n_prompt(self) -> int:
         return int(self.record.n_prompt)
 

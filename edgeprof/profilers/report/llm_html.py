@@ -8,7 +8,8 @@ Jinja2 autoescaping, the sortable paged table, provenance badges) with four part
 
 * **roofline**: each format's prefill and decode stage on the target's roof (analytic points
   at the roof, and where the target is predicted, the predicted rate as achieved MAC/s), and
-  the runs measured on this host as points against this host's roof when the payload has it;
+  the runs measured on this host as points against this host's roof when the payload has it
+  (runs a real board of the target measured on the fleet: the target's measured points);
 * **memory against context**: weights + KV cache + runtime allowance per format as the
   context grows, against the target's RAM and its usable part, each format's longest
   context marked;
@@ -32,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.profilers.report.html import _chart, _esc, _g, _num, _render, _table, fmt, write_html
-from edgeprof.profilers.report.llm_outputs import find_figure
+from edgeprof.profilers.report.llm_outputs import (find_figure, measured_on_target, run_place,
+                                                   runs_by_place)
 
 #: columns of the per-layer table (the estimate's layer rows)
 LLM_LAYER_COLUMNS = ("backend", "format", "depth", "name", "kind", "layer", "params",
@@ -43,6 +45,8 @@ LLM_LAYER_COLUMNS = ("backend", "format", "depth", "name", "kind", "layer", "par
 CURVE_POINTS = 40
 PREDICTED_STYLES = {"predicted": ("#1e3a8a", "/"), "estimated": ("#b26b00", "x")}
 MEASURED_COLOR = "#17733a"
+#: runs a real board of the target measured: the target's own measured figures
+BOARD_COLOR = "#b3261e"
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -101,7 +105,8 @@ def _roofline_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]])
     target_id = str((payload.get("target") or {}).get("id") or "target")
     device = str(payload.get("device") or "cpu")
     fig = go.Figure()
-    info = {"analytic_points": 0, "predicted_points": 0, "measured_points": 0}
+    info = {"analytic_points": 0, "predicted_points": 0, "measured_points": 0,
+            "board_points": 0}
     xs_all: list[float] = []
     roofs: dict[tuple[float, float], str] = {}
     shown = _depth0(estimates)
@@ -159,29 +164,29 @@ def _roofline_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]])
                           f"{_esc(f.get('basis') or '')}"
                           for p, _, y, f in ppts], hovertemplate="%{text}<extra></extra>"))
                 info["predicted_points"] += len(ppts)
-        # runs measured on this host
-        mpts = []
-        for r in payload.get("runs") or []:
-            if not isinstance(r, dict) or r.get("status") != "ok":
+        # runs measured on this host (or on a board: of the target itself, or emulating it)
+        for where, (on_target, group) in runs_by_place(payload).items():
+            mpts = []
+            for r in group:
+                rate = _rate_stats(r.get(f"{stage}_tokens_per_s"))["median"]
+                e = _estimate_for(estimates, r.get("backend"), r.get("format"), r.get("n_depth"))
+                s = _stage(e or {}, stage)
+                ai, macs = _num(s.get("arithmetic_intensity")), _num(s.get("macs"))
+                if rate is None or ai is None or not macs:
+                    continue
+                mpts.append((r, ai, macs * rate / (_num(s.get("tokens")) or 1), rate))
+            if not mpts:
                 continue
-            rate = _rate_stats(r.get(f"{stage}_tokens_per_s"))["median"]
-            e = _estimate_for(estimates, r.get("backend"), r.get("format"), r.get("n_depth"))
-            s = _stage(e or {}, stage)
-            ai, macs = _num(s.get("arithmetic_intensity")), _num(s.get("macs"))
-            if rate is None or ai is None or not macs:
-                continue
-            tokens = _num(s.get("tokens")) or 1
-            mpts.append((r, ai, macs * rate / tokens, rate))
-        if mpts:
             fig.add_trace(go.Scatter(
                 x=[m[1] for m in mpts], y=[m[2] / 1e9 for m in mpts], mode="markers",
-                name=f"{stage} measured on this host",
-                marker=dict(size=11, symbol=symbols[stage] + "-dot", color=MEASURED_COLOR),
+                name=f"{stage} measured on {_esc(where)}",
+                marker=dict(size=11, symbol=symbols[stage] + "-dot",
+                            color=BOARD_COLOR if on_target else MEASURED_COLOR),
                 text=[f"<b>{_esc(_label(r.get('backend'), r.get('format'), r.get('n_depth')))}"
-                      f"</b> {stage}<br>{_g(rate)} tokens/s median (measured on this host)<br>"
-                      f"{_g(y / 1e9)} GMAC/s achieved" for r, _, y, rate in mpts],
+                      f"</b> {stage}<br>{_g(rate)} tokens/s median (measured on {_esc(where)})"
+                      f"<br>{_g(y / 1e9)} GMAC/s achieved" for r, _, y, rate in mpts],
                 hovertemplate="%{text}<extra></extra>"))
-            info["measured_points"] += len(mpts)
+            info["board_points" if on_target else "measured_points"] += len(mpts)
             xs_all += [m[1] for m in mpts]
     if not xs_all:
         return None, info
@@ -334,37 +339,40 @@ def _rates_chart(payload: Mapping[str, Any]):
 
     target_id = str((payload.get("target") or {}).get("id") or "target")
     device = str(payload.get("device") or "cpu")
-    info = {"measured_bars": 0, "predicted_bars": 0, "estimated_bars": 0}
+    info = {"measured_bars": 0, "predicted_bars": 0, "estimated_bars": 0, "board_bars": 0}
     fig = make_subplots(rows=1, cols=2, subplot_titles=("prefill (tokens/s)",
                                                         "decode (tokens/s)"),
                         horizontal_spacing=0.08)
-    runs = [r for r in payload.get("runs") or [] if isinstance(r, dict) and r.get("status") == "ok"]
-    preds = [p for p in payload.get("predictions") or [] if isinstance(p, dict)]
+    measured = measured_on_target(payload)  # the target's figure there is the measured one
+    preds = [p for p in payload.get("predictions") or [] if isinstance(p, dict)
+             and (p.get("backend"), p.get("format"), int(p.get("depth") or 0)) not in measured]
     for col, stage in ((1, "prefill"), (2, "decode")):
         key = f"{stage}_tokens_per_s"
-        sel = [(r, _rate_stats(r.get(key))) for r in runs]
-        sel = [(r, s) for r, s in sel if s["median"] is not None]
-        if sel:
+        for where, (on_target, group) in runs_by_place(payload).items():
+            sel = [(r, _rate_stats(r.get(key))) for r in group]
+            sel = [(r, s) for r, s in sel if s["median"] is not None]
+            if not sel:
+                continue
             fig.add_trace(go.Bar(
                 x=[_esc(_label(r.get("backend"), r.get("format"), r.get("n_depth")))
                    for r, _ in sel], y=[s["median"] for _, s in sel],
-                name="measured on this host (median; whiskers: min–max)",
-                legendgroup="measured", showlegend=col == 1,
-                marker=dict(color=MEASURED_COLOR),
+                name=f"measured on {_esc(where)} (median; whiskers: min–max)",
+                legendgroup=where, showlegend=col == 1,
+                marker=dict(color=BOARD_COLOR if on_target else MEASURED_COLOR),
                 error_y=dict(type="data", symmetric=False,
                              array=[(s["max"] - s["median"]) if s["max"] is not None else 0
                                     for _, s in sel],
                              arrayminus=[(s["median"] - s["min"]) if s["min"] is not None
                                          else 0 for _, s in sel]),
                 text=[f"<b>{_esc(_label(r.get('backend'), r.get('format'), r.get('n_depth')))}"
-                      f"</b><br>{stage} {_g(s['median'])} tokens/s median (measured on this "
-                      f"host, {r.get('repetitions')} repetitions)"
+                      f"</b><br>{stage} {_g(s['median'])} tokens/s median (measured on "
+                      f"{_esc(where)}, {r.get('repetitions')} repetitions)"
                       + (f"<br>min–max {_g(s['min'])}–{_g(s['max'])}" if s["min"] is not None
                          and s["max"] is not None else "")
                       + (f", sd {_g(s['stddev'])}" if s["stddev"] is not None else "")
                       for r, s in sel], hovertemplate="%{text}<extra></extra>",
                 textposition="none"), row=1, col=col)
-            info["measured_bars"] += len(sel)
+            info["board_bars" if on_target else "measured_bars"] += len(sel)
         for prov, (color, shape) in PREDICTED_STYLES.items():
             psel = []
             for p in preds:
@@ -457,11 +465,13 @@ def _candidate_table(rec: Mapping[str, Any]) -> dict[str, Any]:
 
 def _runs_context(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
     out = []
+    tid = (payload.get("target") or {}).get("id")
     for r in payload.get("runs") or []:
         if not isinstance(r, dict):
             continue
         tp = r.get("tpot_ms") if isinstance(r.get("tpot_ms"), dict) else {}
-        out.append({"label": _label(r.get("backend"), r.get("format"), r.get("n_depth")),
+        where, on_target = run_place(r, tid)
+        out.append({"where": where, "on_target": on_target and r.get("status") == "ok","label": _label(r.get("backend"), r.get("format"), r.get("n_depth")),
                     "backend": r.get("backend"), "format": r.get("format"),
                     "status": r.get("status"), "reason": r.get("reason"),
                     "prov": r.get("provenance") or "measured",
@@ -480,10 +490,12 @@ def _runs_context(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _predictions_context(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
     out = []
+    measured = measured_on_target(payload)
     for p in payload.get("predictions") or []:
         if not isinstance(p, dict):
             continue
-        out.append({"label": _label(p.get("backend"), p.get("format"), p.get("depth")),
+        out.append({"measured_on": measured.get((p.get("backend"), p.get("format"),
+                                                 int(p.get("depth") or 0))),"label": _label(p.get("backend"), p.get("format"), p.get("depth")),
                     **{k: find_figure(p, k) for k in ("prefill_tokens_per_s",
                                                        "decode_tokens_per_s", "ttft_ms",
                                                        "tpot_ms")},

@@ -59,6 +59,52 @@ def figure_value(d: Mapping[str, Any] | None, name: str) -> Any:
     return None if f is None else f.get("value")
 
 
+def run_place(run: Mapping[str, Any], target_id: str | None) -> tuple[str, bool]:
+    """Where a payload's run was measured, in words, and whether that machine is the target
+    itself: a real board of ``target_id`` on the fleet (not an emulating worker), whose run
+    is then the target's ``measured`` figure, beside which its prediction is only a check."""
+    from edgeprof.profilers.measure.llm_runs import on_target
+
+    board = run.get("board") if isinstance(run.get("board"), Mapping) else None
+    if not board:
+        return "this host", False
+    name, of = board.get("board"), board.get("target")
+    if board.get("emulating"):
+        return ("this host" if name == "local" else f"host of board {name}") + \
+            f", emulating {of}", False
+    if name in (None, "local"):
+        return "this host", False
+    if on_target(dict(board), target_id):
+        return f"board {name} ({of})", True
+    return f"board {name} ({of})", False
+
+
+def payload_target_id(payload: Mapping[str, Any]) -> str | None:
+    target = payload.get("target")
+    return target.get("id") if isinstance(target, Mapping) else target
+
+
+def runs_by_place(payload: Mapping[str, Any]) -> dict[str, tuple[bool, list[dict[str, Any]]]]:
+    """The payload's ``ok`` runs grouped by where they were measured (:func:`run_place`):
+    where -> (whether that is the target itself, the runs)."""
+    tid = payload_target_id(payload)
+    out: dict[str, tuple[bool, list[dict[str, Any]]]] = {}
+    for r in payload.get("runs") or []:
+        if isinstance(r, Mapping) and r.get("status") == "ok":
+            where, on_target = run_place(r, tid)
+            out.setdefault(where, (on_target, []))[1].append(dict(r))
+    return out
+
+
+def measured_on_target(payload: Mapping[str, Any]) -> dict[tuple[Any, Any, int], str]:
+    """(backend, format, depth) -> the board, for each ``ok`` run a real board of the
+    payload's target measured: there the target's figure is that measurement, not the
+    prediction."""
+    return {(r.get("backend"), r.get("format"), int(r.get("n_depth") or 0)): where
+            for where, (on_target, runs) in runs_by_place(payload).items() if on_target
+            for r in runs}
+
+
 def build_payload(model: LLMModel, *, target: Any = None, device: str = "cpu",
                   config: GenerationConfig | None = None, parameters: int | None = None,
                   estimates: Sequence[Mapping[str, Any]] = (),
@@ -93,17 +139,20 @@ def build_payload(model: LLMModel, *, target: Any = None, device: str = "cpu",
 
 # ------------------------------------------------------------------------------ tables
 def bench_frame(payload: Mapping[str, Any]):
-    """llama-bench's rows (``pp``/``tg`` per run), measured on this host; then the target's
+    """llama-bench's rows (``pp``/``tg`` per run), measured where ``where`` says (this host, or
+    a board of the fleet: :func:`run_place`); then the target's
     predicted rows (provenance ``predicted``/``estimated``, ``where`` the target; their
     ``model_size`` is the estimate's file or weight bytes, analytic)."""
     import pandas as pd
 
     rows = []
     random_weights = bool((payload.get("model") or {}).get("random_weights", True))
+    tid = payload_target_id(payload)
     for d in payload.get("runs") or []:
         rec = GenerationRecord.from_dict(d)
+        where = run_place(d, tid)[0]
         for row in rec.bench_rows():
-            rows.append({**row, "where": "this host", "random_weights": rec.random_weights})
+            rows.append({**row, "where": where, "random_weights": rec.random_weights})
     config = payload.get("config") or {}
     sizes = {(e.get("backend"), e.get("format"), e.get("depth", 0)):
              figure_value(e, "file_bytes") or figure_value(e, "weight_bytes")
@@ -186,4 +235,5 @@ def write_llm_outputs(out_dir: str | os.PathLike, payload: dict[str, Any]) -> li
 
 __all__ = ["BENCH_COLUMNS", "FIGURES", "SCHEMA", "SCHEMA_VERSION", "bench_frame",
            "build_payload", "estimate_frame", "figure", "figure_value", "find_figure",
+           "measured_on_target", "payload_target_id", "run_place", "runs_by_place",
            "write_llm_outputs"]

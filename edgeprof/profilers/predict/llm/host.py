@@ -27,9 +27,9 @@ def _rate(d: dict[str, float] | None) -> float | None:
 
 
 def host_samples(records: list[Any], spec_for_model: Callable[[str], Any], target, *,
-                 device: str = "cpu") -> list[dict[str, Any]]:
+                 device: str = "cpu", where: str = "this machine") -> list[dict[str, Any]]:
     """Fitting samples from measured GenerationRecords (ok ones only), at the thread count
-    and build each ran with."""
+    and build each ran with; each sample's source says ``measured on <where>``."""
     from edgeprof.profilers.estimate.llm import backend_formats, estimate_llm
 
     out: list[dict[str, Any]] = []
@@ -48,7 +48,7 @@ def host_samples(records: list[Any], spec_for_model: Callable[[str], Any], targe
                   "model": r.model, "version": r.runtime_version, "n_depth": r.n_depth,
                   "n_threads": r.n_threads, "threads": threads,
                   "build": normalize_build(r.backend, r.runtime_version),
-                  "source": "measured on this machine"}
+                  "source": f"measured on {where}"}
         dr, pr = _rate(r.decode_tokens_per_s), _rate(r.prefill_tokens_per_s)
         if dr:
             out.append(sample_from(sid=f"{i}:decode", stage="decode", rate=dr, **common))
@@ -59,15 +59,16 @@ def host_samples(records: list[Any], spec_for_model: Callable[[str], Any], targe
 
 def calibrate_llm_host(records: list[Any], spec_for_model: Callable[[str], Any], *,
                        target=None, device: str = "cpu", label: str = "measured",
-                       path: str | os.PathLike | None = None, write: bool = True
-                       ) -> dict[str, Any]:
+                       path: str | os.PathLike | None = None, write: bool = True,
+                       where: str = "this machine") -> dict[str, Any]:
     """Fit this machine's effective bandwidth fraction and per-layer overhead (least squares
     across model sizes) and prefill efficiency, per runtime, to measured
     :class:`~edgeprof.core.llm.GenerationRecord` s (and the thread law where the records ran
     at several thread counts); ``spec_for_model(record.model)`` gives the LLMSpec. Returns
     the calibration (the shipped file's format, entry ``<target>/<device>``) and, with
     ``write``, saves it atomically to ``path`` (default: the user's calibration folder,
-    ``llm--<target>--<label>.json``)."""
+    ``llm--<target>--<label>.json``). ``where`` names the machine that measured the records
+    (a fleet board), in the note and in each sample's source."""
     from edgeprof.core.errors import UserError
     from edgeprof.core.io import write_json
 
@@ -75,7 +76,7 @@ def calibrate_llm_host(records: list[Any], spec_for_model: Callable[[str], Any],
         from edgeprof.targets import get_target
 
         target = get_target("host")
-    samples = host_samples(records, spec_for_model, target, device=device)
+    samples = host_samples(records, spec_for_model, target, device=device, where=where)
     if not any(s["stage"] == "decode" for s in samples):
         raise UserError("no successful generation run to calibrate from: measure at least "
                         "one model first (edgeprof profile llm:NAME --backend ...)")
@@ -111,7 +112,7 @@ def calibrate_llm_host(records: list[Any], spec_for_model: Callable[[str], Any],
                {"id": i, "model": r.model, "reason": f"status {r.status}: {r.reason}"}
                for i, r in enumerate(records) if getattr(r, "status", "ok") != "ok"],
            "created_utc": _now(), "edgeprof_version": _version(),
-           "note": (f"fitted to {len(samples)} measurements on this machine "
+           "note": (f"fitted to {len(samples)} measurements on {where} "
                     f"({target.processor}); per runtime: bandwidth fraction of "
                     f"{target.processor_figures(device)[0] / 1e9:.1f} GB/s and per-layer "
                     "overhead (least squares across model sizes), prefill efficiency")}
