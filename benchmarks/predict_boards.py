@@ -4,10 +4,15 @@ edgeprof/profilers/predict/data/device_measurements_train.csv (published measure
     .venv/bin/python benchmarks/predict_boards.py [--write]
 
 Rebuilds each board's calibration from the training file (estimating every rebuilt model
-on the board's descriptor), prints per board: rows used / left out, median |error|, share
-within +-25 %, Spearman of the leave-one-out predictions, then every row. ``--write``
-also rewrites the shipped calibration files and the uncalibrated prior, and saves this
-table to benchmarks/results/predict_boards.txt.
+on the board's descriptor) and prints per board, from *nested* leave-one-out (each row
+predicted by a fit to the others, the grouping and shrink chosen again without it, by the
+method the predictor would use for it: ``calibrated`` where its runtime and precision keep
+other rows, else a precision or runtime transfer): rows used / left out, median |error|,
+share within +-25 %, Spearman, and how often the 90 % interval the predictor would give
+held the truth and its median width (high/low); then the same for the rows predicted by the
+calibrated method alone and by transfers, then every row. ``--write`` also rewrites the
+shipped calibration files and the uncalibrated prior, and saves this table to
+benchmarks/results/predict_boards.txt.
 """
 
 from __future__ import annotations
@@ -21,28 +26,68 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from edgeprof.profilers.predict.boards import build_all  # noqa: E402
 
 
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.0f} %"
+
+
+def _stats(cal, keep) -> tuple[int, str, str, str]:
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    es = [e for e in cal.cv["errors"] if keep(e.get("method", "calibrated"))]
+    if not es:
+        return 0, "-", "-", "-"
+    rel = np.asarray([abs(e["error"]) for e in es])
+    y = [e["measured_ms"] for e in es]
+    p = [e["predicted_ms"] for e in es]
+    rho = f"{spearmanr(y, p).statistic:.2f}" if len(es) > 2 else "-"
+    return len(es), f"{100 * np.median(rel):.0f} %", f"{100 * np.mean(rel <= 0.25):.0f} %", rho
+
+
 def table(built) -> str:
-    lines = ["board            rows used  left out  median |err|  within +-25%  Spearman  "
-             "90% interval: coverage, width  fit (grouping, per-inference ms, per-layer ms "
-             "compute/memory)",
-             "-" * 150]
+    head = (f"{'board':16s} {'rows':>4s} {'left out':>8s}  {'rows':13s} {'n':>3s} "
+            f"{'median |err|':>12s} {'within +-25%':>12s} {'Spearman':>8s}  "
+            f"{'90% interval: coverage, width':>29s}")
+    lines = ["nested leave-one-out; 'calibrated': rows whose runtime and precision keep other "
+             "rows; 'transfer': a precision or runtime the other rows never ran", head,
+             "-" * len(head)]
     for t, (cal, skipped) in built.items():
-        cv, p = cal.cv, cal.parameters
-        rho = f"{cv['spearman']:.2f}" if cv["spearman"] is not None else "-"
-        lines.append(f"{t:16s} {cv['n']:9d} {len(skipped):9d} {100 * cv['median_abs_error']:11.0f} %"
-                     f" {100 * cv['within_25']:11.0f} % {rho:>9s}  {100 * cv['coverage']:17.0f} %,"
-                     f" {cv['median_width']:5.2f}x  {p['grouping']}, "
+        cv = cal.cv
+        for i, (label, keep, sfx) in enumerate((
+                ("all", lambda m: True, ""),
+                ("calibrated", lambda m: m == "calibrated", "_calibrated"),
+                ("transfer", lambda m: m != "calibrated", "_transfer"))):
+            n, med, w25, rho = _stats(cal, keep)
+            if n == 0:
+                continue
+            width = cv.get(f"median_width{sfx}")
+            interval = (f"{_pct(cv.get(f'coverage{sfx}')):>6s}, "
+                        + (f"{width:5.2f}x" if width is not None else "-"))
+            lines.append(f"{t if i == 0 else '':16s} {cv['n'] if i == 0 else '':>4} "
+                         f"{len(skipped) if i == 0 else '':>8}  {label:13s} {n:3d} {med:>12s} "
+                         f"{w25:>12s} {rho:>8s}  {interval:>29s}")
+    lines.append("")
+    lines.append("fit per board (all rows; chosen by leave-one-out): grouping, shrink, "
+                 "per-inference ms, per-layer ms compute/memory, theta per class")
+    for t, (cal, _) in built.items():
+        p = cal.parameters
+        theta = {}
+        for c, v in p["efficiency_multiplier"].items():
+            theta.setdefault(round(v, 3), []).append(c)
+        lines.append(f"  {t:16s} {p['grouping']}, shrink {p.get('shrink', 1.0):g}, "
                      f"{p['per_inference_ms']:.3g}, {p['per_layer_ms']:.3g}/"
-                     f"{p.get('per_memory_layer_ms', p['per_layer_ms']):.3g}")
+                     f"{p.get('per_memory_layer_ms', p['per_layer_ms']):.3g}; "
+                     + ", ".join(f"{'/'.join(cs)} {v:.3g}" for v, cs in theta.items()))
     lines.append("")
     lines.append("row  board            model                 family          prec  measured ms  "
-                 "LOO predicted ms  error")
+                 "LOO predicted ms  error  method              chosen without the row")
     for t, (cal, skipped) in built.items():
         for e in cal.cv["errors"]:
             lines.append(f"{e['id']:3d}  {t:16s} {e['model']:21s} {e['family']:15s} "
                          f"{next(s['precision'] for s in cal.samples if s['id'] == e['id']):5s} "
                          f"{e['measured_ms']:11.4g} {e['predicted_ms']:17.4g} "
-                         f"{100 * e['error']:+6.0f} %")
+                         f"{100 * e['error']:+6.0f} %  {e.get('method', ''):19s} "
+                         f"{e.get('chosen', '')}")
         for s in skipped:
             lines.append(f"{s['id']:3d}  {t:16s} {s['model'][:40]:40s} {s['reason'][:60]}")
     return "\n".join(lines)

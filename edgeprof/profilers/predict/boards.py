@@ -4,8 +4,11 @@ That file holds 38 published latencies (Raspberry Pi 4, Jetson Nano, STM32H743 a
 sibling STM32H7A3), each with its source and a quote. :data:`ROWS` says, for each row, which
 target and runtime family it measures, the precision, and the ``builtin:`` model that
 rebuilds the network (``edgeprof.zoo.reference``) -- or why the row is left out. The build
-estimates each model on the target's descriptor, fits the target's few parameters (fit.py)
-and writes ``data/calibrations/<target>--published.json`` and ``data/prior.json``.
+estimates each model on the target's descriptor, chooses the grouping of kernel classes and
+the runtime factors' shrink by leave-one-out, fits the target's few parameters (fit.py),
+reports nested leave-one-out (the choice made again without each row; each row predicted
+by the method the predictor would use for it, with the interval it would give) and writes
+``data/calibrations/<target>--published.json`` and ``data/prior.json``.
 
 Runtime families: an edgeprof backend name where the runtime is one (``tflite`` for
 XNNPACK/TFLite on the Pi and for TFLite Micro + CMSIS-NN on the MCU, as the mcu descriptor
@@ -132,23 +135,39 @@ def board_samples(target_id: str, *, targets_dir=None) -> tuple[list[dict[str, A
     return samples, skipped, ranges
 
 
+def winograd_board(target) -> bool:
+    """Whether the board's fit is offered the ``+winograd`` groupings: a GPU board, whose
+    runtimes (cuDNN, TensorRT, ncnn-Vulkan) run 3x3 stride-1 convolutions by Winograd."""
+    return getattr(target, "kind", "") in ("gpu", "edge_gpu")
+
+
 def build_board(target_id: str, *, targets_dir=None) -> tuple[Any, list[dict[str, Any]]]:
-    """Fit one board's calibration (with its leave-one-out error); returns (calibration,
-    left-out rows)."""
+    """Fit one board's calibration (with its nested leave-one-out error); returns
+    (calibration, left-out rows)."""
     from edgeprof._version import __version__
     from edgeprof.profilers.predict.calibration import Calibration
-    from edgeprof.profilers.predict.fit import Z90, cv_summary, fit, leave_one_out, select_grouping
+    from edgeprof.profilers.predict.fit import (cv_summary, fit, method_sigmas,
+                                                nested_leave_one_out, select_model)
     from edgeprof.profilers.predict.predictor import fingerprint_of
     from edgeprof.targets import get_target_registry
 
     target = get_target_registry(targets_dir).get(target_id)
     samples, skipped, ranges = board_samples(target_id, targets_dir=targets_dir)
-    grouping, spreads = select_grouping(samples)
-    params = fit(samples, grouping)
+    winograd = winograd_board(target)
+    grouping, shrink, spreads, loo = select_model(samples, winograd=winograd)
+    params = fit(samples, grouping, shrink=shrink)
     params["grouping_spreads"] = spreads
-    loo = leave_one_out(samples, params["grouping"])
-    cv = cv_summary(samples, loo)
-    cv.update(interval_coverage(samples, loo, cv["log_sigma"], Z90))
+    nested = nested_leave_one_out(samples, winograd=winograd)
+    cv = cv_summary(samples, nested["predicted"], nested["methods"])
+    cv["method"] = "nested leave-one-out"
+    # the intervals' spreads: the chosen model's leave-one-out on every row (the procedure
+    # whose coverage the nested figures below measure, fold by fold)
+    cv.update(method_sigmas(samples, loo["predicted"], loo["methods"]))
+    cv["nested_log_sigma"] = method_sigmas(samples, nested["predicted"],
+                                           nested["methods"])["log_sigma"]
+    cv.update(nested_coverage(samples, nested))
+    for e, choice, sg in zip(cv["errors"], nested["choices"], nested["sigmas"]):
+        e["chosen"], e["log_sigma"] = choice, sg
     runtimes = {}
     for key, v in params.pop("factors").items():
         family, precision = key.split("/")
@@ -168,6 +187,30 @@ def build_board(target_id: str, *, targets_dir=None) -> tuple[Any, list[dict[str
               + (" (and the same for the others)" if len(skipped) > 1 else "")
               + "); runtime versions as published (see samples)"))
     return cal, skipped
+
+
+def nested_coverage(samples: list[dict[str, Any]], nested: dict[str, Any]) -> dict[str, Any]:
+    """How often each row's 90 % interval (its nested leave-one-out prediction x
+    exp(+-1.645 sigma), sigma by the row's method from the inner leave-one-out, never below
+    the roofline) held the measured latency, and the median width high/low: every row, the
+    rows the calibrated method predicted, the transferred ones."""
+    import math
+    import statistics
+
+    from edgeprof.profilers.predict.fit import Z90
+
+    out: dict[str, Any] = {}
+    rows = []
+    for s, p, m, sg in zip(samples, nested["predicted"], nested["methods"], nested["sigmas"]):
+        lo = max(p * math.exp(-Z90 * sg), float(s["features"]["roofline_total_ms"]))
+        hi = max(p * math.exp(Z90 * sg), lo)
+        rows.append((m, lo <= s["latency_ms"] <= hi, hi / lo))
+    for label, keep in (("", lambda m: True), ("_calibrated", lambda m: m == "calibrated"),
+                        ("_transfer", lambda m: m != "calibrated")):
+        sel = [(inside, w) for m, inside, w in rows if keep(m)]
+        out[f"coverage{label}"] = sum(i for i, _ in sel) / len(sel) if sel else None
+        out[f"median_width{label}"] = statistics.median(w for _, w in sel) if sel else None
+    return out
 
 
 def interval_coverage(samples: list[dict[str, Any]], predicted: list[float], sigma: float,

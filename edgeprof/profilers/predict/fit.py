@@ -19,14 +19,25 @@ The model of one inference on a target, for runtime family F at precision P::
   peaks) to the thread count the sample ran (``threads.py``: Amdahl's law with the family's
   serial share); overheads do not scale;
 * ``f[F, P]`` is a per-runtime-family factor, shrunk towards 1 (``log f = sum of the
-  family's log residuals / (n + SHRINK)``) so a family seen once moves the prediction only
-  half-way.
+  family's log residuals / (n + shrink)``) so a family seen once moves the prediction only
+  part of the way (half-way at ``shrink`` 1);
+* on a GPU board, dense 3x3 stride-1 convolutions may form their own group (``conv3x3``,
+  the ``+winograd`` groupings): cuDNN, TensorRT and ncnn-Vulkan run them with Winograd's
+  minimal filtering, F(2x2, 3x3) multiplying 16 times per 2x2 outputs instead of 36
+  (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR 2016), so their
+  theta may go down to ``1 / WINOGRAD_GAIN`` of the direct-convolution roofline. The
+  prediction as a whole is still never below the roofline.
 
-The linear part is fitted by non-negative least squares on relative errors (scikit-learn's
-``LinearRegression(positive=True)`` with weights 1/y^2), alternating with the family
-factors. Classes share one theta inside a *group* when samples are few (``GROUPINGS``).
-Leave-one-out refits without each sample and predicts it; its log errors give the
-prediction interval.
+The linear part is fitted by non-negative least squares on relative errors (scipy's
+``nnls`` on the rows weighted by 1/y), alternating with the family factors. Classes share
+one theta inside a *group* when samples are few (``GROUPINGS``). The grouping and the
+family factors' ``shrink`` are chosen per board by leave-one-out (:func:`select_model`:
+the smallest log-error spread over every row), and the error a calibration reports is
+*nested* leave-one-out (:func:`nested_leave_one_out`: the choice made again without the
+row held out), each row predicted as the predictor would (:func:`resolve_factor`: its
+runtime's factor, that runtime's at another precision, or the board's shared efficiencies
+with a factor of 1), so the figure is what a new model can expect. Its log errors give the
+prediction intervals, one spread for the calibrated method and one for transfers.
 
 A device edgeprof measures itself (``edgeprof calibrate``: dozens of samples, one runtime)
 gets the ``work`` basis instead: per class a cost per GMAC and a cost per MB moved, fitted
@@ -55,11 +66,22 @@ import numpy as np
 from edgeprof.profilers.predict.kernels import CLASSES
 
 SHRINK = 1.0
+#: the family factors' shrink a board's fit chooses among by leave-one-out (a family's rows
+#: count as n against a prior worth ``shrink`` rows at a factor of 1)
+SHRINKS = (0.25, 0.5, 1.0)
 ITERATIONS = 25
+#: the multiplications Winograd's F(2x2, 3x3) saves on a 3x3 stride-1 convolution: 36 per
+#: 2x2 outputs directly, 16 transformed (Lavin & Gray, CVPR 2016); the ``conv3x3`` group's
+#: theta is at least 1 / this (the larger tiles cuDNN also has, F(4x4, 3x3), save 4x: the
+#: smaller gain is the conservative bound)
+WINOGRAD_GAIN = 2.25
+#: the pseudo-class of dense 3x3 stride-1 convolutions (a part of ``conv``) in a grouping
+CONV3X3 = "conv3x3"
+_SPLIT_COMPUTE = ("conv", "pointwise", "linear", "recurrent", "attention")
 #: class groups sharing one efficiency: "split" needs ~10 samples, "tied" is one efficiency
 GROUPINGS: dict[str, dict[str, tuple[str, ...]]] = {
     "per_class": {c: (c,) for c in CLASSES},
-    "split": {"compute": ("conv", "pointwise", "linear", "recurrent", "attention"),
+    "split": {"compute": _SPLIT_COMPUTE,
               "depthwise": ("depthwise",), "memory": ("pooling", "elementwise")},
     "tied": {"all": CLASSES},
     "compute_memory": {"compute": ("conv", "depthwise", "pointwise", "linear", "recurrent",
@@ -68,8 +90,14 @@ GROUPINGS: dict[str, dict[str, tuple[str, ...]]] = {
                      "linear": ("linear",), "depthwise": ("depthwise",),
                      "memory": ("pooling", "elementwise")},
 }
-#: the groupings a board's fit chooses among by leave-one-out (``select_grouping``)
+for _g in ("tied", "compute_memory", "split", "split_linear"):  # the same, 3x3 convs apart
+    GROUPINGS[f"{_g}+winograd"] = {CONV3X3: (CONV3X3,), **GROUPINGS[_g]}
+#: the groupings a board's fit chooses among by leave-one-out (``select_model``)
 CANDIDATE_GROUPINGS = ("tied", "compute_memory", "split", "split_linear")
+#: offered besides on a GPU board, whose runtimes run 3x3 stride-1 convolutions by Winograd
+#: (cuDNN's and TensorRT's WINOGRAD algorithms, ncnn's Vulkan winograd shaders); CPU runtimes
+#: differ (XNNPACK, ONNX Runtime's MLAS and QNNPACK have none) and MCU kernels have none
+WINOGRAD_GROUPINGS = tuple(f"{g}+winograd" for g in CANDIDATE_GROUPINGS)
 Z90 = 1.645
 #: below this many samples the per-layer and per-inference overheads are not fitted (0): with
 #: four or five rows they soak up whatever the efficiencies leave (0.4 ms per layer on a
@@ -94,23 +122,83 @@ def counts(feats: dict[str, Any]) -> tuple[float, float]:
             float(sum(c.get(k, 0) for k in MEMORY_CLASSES)))
 
 
+def class_roofline(feats: dict[str, Any], winograd: bool) -> dict[str, float]:
+    """Per class the roofline ms of the unfused kernels; with ``winograd``, the dense 3x3
+    stride-1 convolutions apart (``conv3x3``, taken out of ``conv``)."""
+    roof = {c: float(v) for c, v in feats["roofline_ms"].items()}
+    if winograd:
+        w = float(feats.get("conv3x3_roofline_ms", 0.0) or 0.0)
+        roof["conv"] = max(0.0, roof.get("conv", 0.0) - w)
+        roof[CONV3X3] = w
+    return roof
+
+
+def lower_theta(group_classes: tuple[str, ...]) -> float:
+    """The least theta a group may take: 1 (the roofline), 1 / WINOGRAD_GAIN for 3x3 convs."""
+    return 1.0 / WINOGRAD_GAIN if group_classes == (CONV3X3,) else 1.0
+
+
 def _design(samples: list[dict[str, Any]], groups: dict[str, tuple[str, ...]]):
+    winograd = any(cls == (CONV3X3,) for cls in groups.values())
     rows, nk, roof = [], [], []
     for s in samples:
         f = s["features"]
         ws = float(s.get("work_scale", 1.0))
-        rows.append([ws * sum(f["roofline_ms"].get(c, 0.0) for c in cls)
-                     for cls in groups.values()])
+        r = class_roofline(f, winograd)
+        rows.append([ws * sum(r.get(c, 0.0) for c in cls) for cls in groups.values()])
         nk.append(counts(f))
         roof.append(f["roofline_total_ms"])
     return np.asarray(rows, float), np.asarray(nk, float).reshape(-1, 2), np.asarray(roof, float)
 
 
+def candidates_for(n_samples: int, *, winograd: bool = False,
+                   shrinks: tuple[float, ...] = SHRINKS) -> list[tuple[str, float]]:
+    """(grouping, shrink) pairs the samples can carry: below 10 samples two groups at most
+    (one efficiency for all, one for compute and one for memory kernels, or, where
+    ``winograd``, one for 3x3 convolutions and one for the rest); simplest first (ties go to
+    the earlier)."""
+    names = CANDIDATE_GROUPINGS + (WINOGRAD_GROUPINGS if winograd else ())
+    out = []
+    for g in names:
+        if n_samples < 10 and len(GROUPINGS[g]) > 2:
+            continue
+        out.extend((g, float(sh)) for sh in shrinks)
+    return out
+
+
+def selection_spread(samples: list[dict[str, Any]], predicted: list[float],
+                     methods: list[str] | None = None) -> float:
+    """The log-error spread a choice minimises: over every row, each predicted by the
+    method the predictor would use for it (``methods`` is for the record)."""
+    logs = [math.log(s["latency_ms"] / p) for s, p in zip(samples, predicted)]
+    return float(math.sqrt(sum(x * x for x in logs) / len(logs)))
+
+
+def select_model(samples: list[dict[str, Any]], *, winograd: bool = False,
+                 shrinks: tuple[float, ...] = SHRINKS
+                 ) -> tuple[str, float, dict[str, float], dict[str, Any]]:
+    """The (grouping, shrink) among :func:`candidates_for` whose leave-one-out spread
+    (:func:`selection_spread`) is smallest; returns them, every candidate's spread (for the
+    record) and the winner's leave-one-out ``{"predicted", "methods"}``."""
+    spreads: dict[str, float] = {}
+    runs: dict[str, dict[str, Any]] = {}
+    cands = candidates_for(len(samples), winograd=winograd, shrinks=shrinks)
+    for g, sh in cands:
+        pred, meth = leave_one_out_methods(samples, g, shrink=sh)
+        key = f"{g} shrink {sh:g}"
+        spreads[key] = selection_spread(samples, pred, meth)
+        runs[key] = {"grouping": g, "shrink": sh, "predicted": pred, "methods": meth}
+    order = list(spreads)
+    best = min(order, key=lambda k: (round(spreads[k], 6), order.index(k)))
+    r = runs[best]
+    return r["grouping"], r["shrink"], spreads, {"predicted": r["predicted"],
+                                                 "methods": r["methods"]}
+
+
 def select_grouping(samples: list[dict[str, Any]]) -> tuple[str, dict[str, float]]:
-    """The grouping whose leave-one-out log-error spread is smallest among
-    :data:`CANDIDATE_GROUPINGS` that the samples can carry (below 10 samples: one efficiency
-    for all, or one for compute and one for memory kernels); returns it and every
-    candidate's spread (for the record)."""
+    """The grouping (at shrink 1) whose leave-one-out log-error spread is smallest among
+    :data:`CANDIDATE_GROUPINGS` that the samples can carry; returns it and every candidate's
+    spread (for the record). :func:`select_model` also chooses the shrink."""
     spreads: dict[str, float] = {}
     for g in CANDIDATE_GROUPINGS:
         if len(samples) < 10 and len(GROUPINGS[g]) > 2:
@@ -167,17 +255,20 @@ def fit_work(samples: list[dict[str, Any]], floor: bool = False,
 
 def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
         basis: str = "roofline", floor: bool = True,
-        cache_mb: float | None = None) -> dict[str, Any]:
-    """Fitted parameters (the calibration's ``parameters`` and ``runtimes`` factors)."""
-    from sklearn.linear_model import LinearRegression
+        cache_mb: float | None = None, shrink: float | None = None) -> dict[str, Any]:
+    """Fitted parameters (the calibration's ``parameters`` and ``runtimes`` factors);
+    ``shrink``: the family factors' prior weight in rows (default :data:`SHRINK`)."""
+    from scipy.optimize import nnls
 
     if not samples:
         raise ValueError("no samples to fit")
     if basis == "work":
         return fit_work(samples, floor, cache_mb)
     grouping = grouping or choose_grouping(len(samples))
+    shrink = SHRINK if shrink is None else float(shrink)
     groups = GROUPINGS[grouping]
     R, nk, roof = _design(samples, groups)
+    lower = np.asarray([lower_theta(cls) for cls in groups.values()])
     y = np.asarray([s["latency_ms"] for s in samples], float)
     keys = [key_of(s["family"], s["precision"]) for s in samples]
     factors = {k: 1.0 for k in keys}
@@ -186,41 +277,46 @@ def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
         nk = np.zeros_like(nk)
     A = np.column_stack([np.zeros(len(y)) if few else np.ones(len(y)), nk[:, 0], nk[:, 1], R])
     coef = np.zeros(A.shape[1])
+    floor_ms = R @ lower  # theta = lower + phi, phi >= 0: never faster than the roofline
     for _ in range(ITERATIONS):
         f = np.asarray([factors[k] for k in keys])
         yt = y / f
-        target = yt - R.sum(axis=1)  # theta = 1 + phi, phi >= 0: never faster than the roofline
-        reg = LinearRegression(positive=True, fit_intercept=False)
-        reg.fit(A, target, sample_weight=1.0 / yt ** 2)
-        coef = reg.coef_
-        base = np.maximum(A @ coef + R.sum(axis=1), roof)
+        target = yt - floor_ms
+        w = 1.0 / yt  # least squares on relative errors
+        coef, _ = nnls(A * w[:, None], target * w, maxiter=50 * A.shape[1])
+        base = np.maximum(A @ coef + floor_ms, roof)
         logr = np.log(y / base)
         new = {}
         for k in set(keys):
             idx = [i for i, kk in enumerate(keys) if kk == k]
-            new[k] = math.exp(float(logr[idx].sum()) / (len(idx) + SHRINK))
+            new[k] = math.exp(float(logr[idx].sum()) / (len(idx) + shrink))
         factors = new
     theta = {}
-    for (gname, classes), phi in zip(groups.items(), coef[3:]):
+    for (gname, classes), phi, lo in zip(groups.items(), coef[3:], lower):
         for c in classes:
-            theta[c] = 1.0 + float(phi)
+            theta[c] = float(lo) + float(phi)
     counts = {k: keys.count(k) for k in factors}
-    return {"basis": "roofline", "grouping": grouping, "per_inference_ms": float(coef[0]),
+    return {"basis": "roofline", "grouping": grouping, "shrink": shrink,
+            "per_inference_ms": float(coef[0]),
             "per_layer_ms": float(coef[1]), "per_memory_layer_ms": float(coef[2]),
             "efficiency_multiplier": theta,
             "factors": {k: {"factor": float(v), "n": counts[k]} for k, v in factors.items()}}
 
 
 def kernel_ms(params: dict[str, Any], kclass: str, roofline_ms: float, macs: float,
-              nbytes: float) -> float:
-    """One unfused kernel's share of the prediction (without the per-layer overhead)."""
+              nbytes: float, winograd: bool = False) -> float:
+    """One unfused kernel's share of the prediction (without the per-layer overhead);
+    ``winograd``: the kernel is a dense 3x3 stride-1 convolution."""
     if params.get("basis") == "split":
         return max(params["ms_per_compute_ms"].get(kclass, 0.0),
                    params["ms_per_memory_ms"].get(kclass, 0.0)) * roofline_ms
     if params.get("basis") == "work":
         return (params["ms_per_gmac"].get(kclass, 0.0) * macs / 1e9
                 + params["ms_per_mb"].get(kclass, 0.0) * nbytes / 1e6)
-    return params["efficiency_multiplier"].get(kclass, 1.0) * roofline_ms
+    theta = params["efficiency_multiplier"]
+    if winograd and CONV3X3 in theta:
+        kclass = CONV3X3
+    return theta.get(kclass, 1.0) * roofline_ms
 
 
 def base_ms(params: dict[str, Any], feats: dict[str, Any], work_scale: float = 1.0) -> float:
@@ -247,22 +343,50 @@ def base_ms(params: dict[str, Any], feats: dict[str, Any], work_scale: float = 1
     per_layer = float(params["per_layer_ms"])
     t = (params["per_inference_ms"] + per_layer * n_compute
          + float(params.get("per_memory_layer_ms", per_layer)) * n_memory)
-    t += work_scale * sum(theta.get(c, 1.0) * v for c, v in feats["roofline_ms"].items())
+    roof = class_roofline(feats, CONV3X3 in theta)
+    t += work_scale * sum(theta.get(c, 1.0) * v for c, v in roof.items())
     return max(t, feats["roofline_total_ms"])
 
 
+def resolve_factor(params: dict[str, Any], sample: dict[str, Any]) -> tuple[float, str]:
+    """(family factor, method) the predictor would use for ``sample``: its runtime's factor
+    at its precision (``calibrated``); else the same runtime's at the precision nearest in
+    bytes (``precision transfer``; the roofline at the sample's precision carries the
+    peaks); else 1 on the board's shared efficiencies (``runtime transfer``)."""
+    from edgeprof.core.precision import get_precision
+
+    factors = params["factors"]
+    key = key_of(sample["family"], sample["precision"])
+    if key in factors:
+        return float(factors[key]["factor"]), "calibrated"
+    others = sorted(k for k in factors if k.split("/", 1)[0] == sample["family"])
+    if others:
+        def distance(k: str) -> float:
+            try:
+                return abs(get_precision(k.split("/", 1)[1]).weight_bytes
+                           - get_precision(sample["precision"]).weight_bytes)
+            except Exception:  # an unknown precision name: the farthest
+                return float("inf")
+        return float(factors[min(others, key=distance)]["factor"]), "precision transfer"
+    return 1.0, "runtime transfer"
+
+
 def predict_sample(params: dict[str, Any], sample: dict[str, Any]) -> float:
-    f = params["factors"].get(key_of(sample["family"], sample["precision"]), {"factor": 1.0})
-    value = f["factor"] * base_ms(params, sample["features"],
-                                  float(sample.get("work_scale", 1.0)))
+    return predict_sample_method(params, sample)[0]
+
+
+def predict_sample_method(params: dict[str, Any], sample: dict[str, Any]) -> tuple[float, str]:
+    """(prediction, method) of ``sample`` by ``params`` (see :func:`resolve_factor`)."""
+    factor, method = resolve_factor(params, sample)
+    value = factor * base_ms(params, sample["features"], float(sample.get("work_scale", 1.0)))
     if params.get("floor", "roofline") == "none":
-        return value
-    return max(value, sample["features"]["roofline_total_ms"])
+        return value, method
+    return max(value, sample["features"]["roofline_total_ms"]), method
 
 
 def leave_one_out(samples: list[dict[str, Any]], grouping: str | None = None, *,
                   basis: str = "roofline", floor: bool = True,
-                  cache_mb: float | None = None) -> list[float]:
+                  cache_mb: float | None = None, shrink: float | None = None) -> list[float]:
     """Each sample predicted by a fit to all the others (same grouping and basis as the
     full fit)."""
     grouping = grouping or choose_grouping(len(samples))
@@ -270,12 +394,88 @@ def leave_one_out(samples: list[dict[str, Any]], grouping: str | None = None, *,
     for i, s in enumerate(samples):
         rest = samples[:i] + samples[i + 1:]
         out.append(predict_sample(fit(rest, grouping, basis=basis, floor=floor,
-                                      cache_mb=cache_mb), s))
+                                      cache_mb=cache_mb, shrink=shrink), s))
     return out
 
 
-def cv_summary(samples: list[dict[str, Any]], predicted: list[float]) -> dict[str, Any]:
-    """Median |error|, share within +-10 % / +-25 %, Spearman, and the log-error spread."""
+def leave_one_out_methods(samples: list[dict[str, Any]], grouping: str, *,
+                          shrink: float | None = None) -> tuple[list[float], list[str]]:
+    """Leave-one-out predictions (roofline basis) and the method each used."""
+    pred, meth = [], []
+    for i, s in enumerate(samples):
+        p, m = predict_sample_method(fit(samples[:i] + samples[i + 1:], grouping,
+                                         shrink=shrink), s)
+        pred.append(p)
+        meth.append(m)
+    return pred, meth
+
+
+def method_sigmas(samples: list[dict[str, Any]], predicted: list[float],
+                  methods: list[str]) -> dict[str, Any]:
+    """The log-error spreads of leave-one-out predictions: every row, the rows predicted by
+    the calibrated method, the rows predicted by a transfer (precision or runtime); None
+    where no row was."""
+    def rms(idx: list[int]) -> float | None:
+        if not idx:
+            return None
+        logs = [math.log(samples[i]["latency_ms"] / predicted[i]) for i in idx]
+        return float(math.sqrt(sum(x * x for x in logs) / len(logs)))
+
+    cal = [i for i, m in enumerate(methods) if m == "calibrated"]
+    tr = [i for i, m in enumerate(methods) if m != "calibrated"]
+    return {"log_sigma": rms(list(range(len(samples)))), "log_sigma_calibrated": rms(cal),
+            "log_sigma_transfer": rms(tr), "n_calibrated": len(cal), "n_transfer": len(tr)}
+
+
+def row_sigma(sigmas: dict[str, Any], method: str, factors: dict[str, Any] | None = None
+              ) -> float:
+    """The log spread of a prediction's interval by its method (the predictor's rule): the
+    calibrated rows' leave-one-out spread (every row's where none was calibrated); x
+    1.5 for a precision transfer; for a runtime transfer the
+    larger of the transfer rows' leave-one-out spread and the calibrated spread combined
+    with the spread of the board's runtime factors (x the predictor's widening)."""
+    from edgeprof.profilers.predict.predictor import (PRECISION_TRANSFER_WIDENING,
+                                                      THREAD_TRANSFER_WIDENING)
+
+    s_cal = sigmas.get("log_sigma_calibrated")
+    s0 = float(s_cal if s_cal is not None else sigmas["log_sigma"])
+    if method == "calibrated":
+        return s0
+    if method == "precision transfer":
+        return s0 * PRECISION_TRANSFER_WIDENING
+    logs = [math.log(float(v["factor"] if isinstance(v, dict) else v))
+            for v in (factors or {}).values()]
+    spread = math.sqrt(sum(x * x for x in logs) / len(logs)) if logs else 0.5
+    s = math.sqrt(s0 ** 2 + spread ** 2) * THREAD_TRANSFER_WIDENING
+    st = sigmas.get("log_sigma_transfer")
+    return max(s, float(st)) if st is not None else s
+
+
+def nested_leave_one_out(samples: list[dict[str, Any]], *, winograd: bool = False,
+                         shrinks: tuple[float, ...] = SHRINKS) -> dict[str, Any]:
+    """Each row predicted by the model :func:`select_model` chooses *without it* (the
+    grouping and shrink chosen again on the other rows), with the method the predictor would
+    use, and the 90 % interval the predictor would give it: the log spreads of that inner
+    leave-one-out (:func:`row_sigma`). Returns ``{"predicted", "methods", "sigmas",
+    "choices"}`` per row."""
+    pred, meth, sig, choice = [], [], [], []
+    for i, s in enumerate(samples):
+        rest = samples[:i] + samples[i + 1:]
+        g, sh, _, inner = select_model(rest, winograd=winograd, shrinks=shrinks)
+        params = fit(rest, g, shrink=sh)
+        p, m = predict_sample_method(params, s)
+        sigmas = method_sigmas(rest, inner["predicted"], inner["methods"])
+        pred.append(p)
+        meth.append(m)
+        sig.append(row_sigma(sigmas, m, params["factors"]))
+        choice.append(f"{g} shrink {sh:g}")
+    return {"predicted": pred, "methods": meth, "sigmas": sig, "choices": choice}
+
+
+def cv_summary(samples: list[dict[str, Any]], predicted: list[float],
+               methods: list[str] | None = None) -> dict[str, Any]:
+    """Median |error|, share within +-10 % / +-25 %, Spearman, and the log-error spread
+    (with ``methods``, each row's method in its error entry)."""
     from scipy.stats import spearmanr
 
     y = np.asarray([s["latency_ms"] for s in samples], float)
@@ -291,4 +491,5 @@ def cv_summary(samples: list[dict[str, Any]], predicted: list[float]) -> dict[st
             "log_sigma": float(math.sqrt(float(np.mean(logerr ** 2)))),
             "errors": [{"id": s.get("id"), "model": s.get("model"), "family": s["family"],
                         "measured_ms": float(a), "predicted_ms": float(b),
-                        "error": float(r)} for s, a, b, r in zip(samples, y, p, rel)]}
+                        "error": float(r), **({"method": methods[i]} if methods else {})}
+                       for i, (s, a, b, r) in enumerate(zip(samples, y, p, rel))]}

@@ -83,6 +83,18 @@ class Kernel:
     def fused(self) -> bool:
         return self.fused_into is not None
 
+    @property
+    def winograd(self) -> bool:
+        """A dense 3x3 stride-1 convolution (the kind GPU libraries run by Winograd):
+        reduction depth a multiple of 9 (in/groups x 3 x 3) and k^2/s^2 about 9 (7.5-9.5:
+        'same' padding gives 9, no padding 9 (H-2)^2/H^2, 8.4 on a 28x28 map; 3x3/2 is
+        2.25, 5x5/2 6.25, 7x7/2 12.25, AlexNet's 11x11/4 7.3 with a depth of 363)."""
+        if self.kclass != "conv":
+            return False
+        depth = float(self.detail.get("depth", 0.0))
+        k2s = float(self.detail.get("k2_over_s2", 0.0))
+        return 7.5 <= k2s <= 9.5 and round(depth) >= 9 and round(depth) % 9 == 0
+
 
 def _conv_class(row) -> tuple[str, dict[str, Any]]:
     out = max(int(row.output_elements), 1)
@@ -91,8 +103,11 @@ def _conv_class(row) -> tuple[str, dict[str, Any]]:
     in_elems = row.input_bytes / row.activation_bytes * out if row.activation_bytes else 0.0
     k2s = row.macs / (in_elems * cout) if in_elems and cout else 0.0
     detail = {"depth": round(depth, 3), "out_channels": round(cout, 1), "k2_over_s2": round(k2s, 3)}
+    k = round(depth ** 0.5)
+    # one k x k filter per channel (k odd, 3 to 9): a 1x1 convolution whose input channels
+    # are a square (64 -> 128, stride 2, in a ResNet's downsampling) is not one
     if depth <= 81 and in_elems and 0.7 <= in_elems / out <= 5.0 and \
-            round(depth ** 0.5) ** 2 == round(depth) and round(depth) >= 4:
+            k * k == round(depth) and k % 2 == 1 and k >= 3:
         return "depthwise", detail
     if 0 < k2s <= 1.2:
         return "pointwise", detail  # 1x1 (k2s 1), strided (1/s^2) or grouped (1/groups)
@@ -163,17 +178,22 @@ def kernels_of(estimate, family: str | None = None) -> list[Kernel]:
 
 def features(kernels: list[Kernel]) -> dict[str, Any]:
     """Aggregates a calibration is fitted on: unfused kernel count, and per class the
-    roofline (the ``roofline`` basis), the work in GMACs and the MB moved (``work``), and
-    the model's parameter MB (its weights spill out of the caches when larger)."""
+    roofline (the ``roofline`` basis), the work in GMACs and the MB moved (``work``), the
+    model's parameter MB (its weights spill out of the caches when larger), and the roofline
+    of the dense 3x3 stride-1 convolutions (``conv3x3_roofline_ms``, a part of ``conv``'s:
+    the kernels GPU runtimes run by Winograd)."""
     roof = {c: 0.0 for c in CLASSES}
     comp = {c: 0.0 for c in CLASSES}
     mem = {c: 0.0 for c in CLASSES}
     count = {c: 0 for c in CLASSES}
     gmacs = {c: 0.0 for c in CLASSES}
     mbytes = {c: 0.0 for c in CLASSES}
+    conv3x3 = 0.0
     for k in kernels:
         if k.fused:
             continue
+        if k.winograd:
+            conv3x3 += k.roofline_ms
         roof[k.kclass] += k.roofline_ms
         comp[k.kclass] += k.compute_ms
         mem[k.kclass] += k.memory_ms
@@ -184,6 +204,7 @@ def features(kernels: list[Kernel]) -> dict[str, Any]:
             "compute_ms": comp, "memory_ms": mem,
             "gmacs": gmacs, "mbytes": mbytes,
             "params_mb": float(sum(k.param_bytes for k in kernels)) / 1e6,
+            "conv3x3_roofline_ms": conv3x3,
             "roofline_total_ms": float(sum(k.roofline_ms for k in kernels))}
 
 

@@ -195,17 +195,26 @@ def _columns(sample: dict[str, Any]) -> np.ndarray:
                       + [ws * float(mem.get(c, 0.0)) for c in CLASSES])
 
 
-def prior_vector(params: dict[str, Any], factor: float) -> np.ndarray:
+def prior_vector(params: dict[str, Any], factor: float,
+                 samples: list[dict[str, Any]] | None = None) -> np.ndarray:
     """A roofline-basis calibration's parameters as a split-basis vector: each class's
     efficiency on both its compute and its memory part (the sum of the two parts is at most
-    twice their max, so the levelling step absorbs the difference)."""
+    twice their max, so the levelling step absorbs the difference). Where the calibration
+    sets dense 3x3 convolutions apart (``conv3x3``, Winograd on a GPU), ``conv``'s efficiency
+    is the two averaged over the conv roofline of the calibration's own ``samples``."""
     if params.get("basis") == "split":
         a, b = params["ms_per_compute_ms"], params["ms_per_memory_ms"]
         return factor * np.asarray(
             [float(params["per_inference_ms"]), float(params["per_layer_ms"]),
              float(params["per_memory_layer_ms"])] + [float(a.get(c, 0.0)) for c in CLASSES]
             + [float(b.get(c, 0.0)) for c in CLASSES])
-    theta = params.get("efficiency_multiplier") or {}
+    theta = dict(params.get("efficiency_multiplier") or {})
+    if "conv3x3" in theta:
+        w3 = sum(float(s["features"].get("conv3x3_roofline_ms", 0.0)) for s in samples or ())
+        wc = sum(float(s["features"]["roofline_ms"].get("conv", 0.0)) for s in samples or ())
+        share = min(1.0, w3 / wc) if wc > 0 else 0.5
+        theta["conv"] = (share * float(theta["conv3x3"])
+                         + (1.0 - share) * float(theta.get("conv", 1.0)))
     per_layer = float(params.get("per_layer_ms", 0.0))
     th = [float(theta.get(c, 1.0)) for c in CLASSES]
     return factor * np.asarray(
@@ -308,7 +317,8 @@ def _prior(target, family: str, precision: str):
             entries = [e for e in cal.runtimes.values() if e.get("family") == family]
             entry = entries[0] if entries else None
         factor = float(entry["factor"]) if entry else 1.0
-        return (prior_vector(cal.parameters, factor), cal.name, float(cal.cv["log_sigma"]))
+        return (prior_vector(cal.parameters, factor, cal.samples), cal.name,
+                float(cal.cv["log_sigma"]))
     ratio = float(load_prior().get("median_ratio", 1.0))
     params = {"per_inference_ms": 0.0, "per_layer_ms": 0.0,
               "efficiency_multiplier": {c: ratio for c in CLASSES}}

@@ -28,11 +28,17 @@ than A's on the same model.
   shipped calibrations were fitted to (``data/prior.json``), the interval runs from the
   roofline (a lower bound) to the 90th percentile of that ratio.
 
-The interval is the fit's leave-one-out log-error spread (90 %: value x exp(+-1.645 sigma)),
-widened by the share of the time in kernels outside the calibration's range (a class it
-never saw, or a kernel more than twice the largest it saw), which are named; a prediction
-whose interval is wider than 2x says why. Nothing depends on this machine: the figure for a
-target is the same however loaded the host is.
+The interval is the fit's leave-one-out log-error spread (90 %: value x exp(+-1.645 sigma)):
+for the calibrated method, the spread of the rows that leave-one-out predicted that way
+(their runtime and precision kept other rows: ``cv.log_sigma_calibrated``); for a runtime
+transfer, at least the spread the board's own rows missed by when their runtime was left
+out (``cv.log_sigma_transfer``). It is widened by the share of the time in kernels outside
+the calibration's range (a class it never saw, or a kernel more than twice the largest it
+saw), which are named; a prediction whose interval is wider than 2x says why. Kernels of a
+group of classes (``fit.GROUPINGS``) that none of the runtime's own rows spent 5 % of its
+roofline in count the same way: their efficiency comes from the board's other runtimes.
+Nothing depends on this machine: the figure for a target is the same however loaded the
+host is.
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ from edgeprof.core.results import WarningRecord, clean
 from edgeprof.profilers.predict.calibration import (Calibration, calibrations_for,
                                                      load_calibration)
 from edgeprof.profilers.predict.fit import Z90, base_ms, kernel_ms
-from edgeprof.profilers.predict.kernels import features, kernels_of
+from edgeprof.profilers.predict.kernels import CLASSES, features, kernels_of
 from edgeprof.profilers.predict.threads import (big_cores, family_info, is_gpu_family,
                                                 work_scale)
 
@@ -58,6 +64,9 @@ EXTRAPOLATION_WIDENING = 2.0  # sigma x (1 + 2 x share of the time outside the r
 PRECISION_TRANSFER_WIDENING = 1.5  # sigma x 1.5 for a precision the rows never ran
 THREAD_TRANSFER_WIDENING = 1.25  # sigma x 1.25 when the serial share is a prior, not fitted
 USEFUL_WIDTH = 2.0  # an interval wider than high/low = 2 says why
+#: a kernel class counts as run by a runtime when one of its rows spent this share of its
+#: roofline in it
+UNSEEN_SHARE = 0.05
 
 
 @dataclass
@@ -212,6 +221,40 @@ def _resolve(calibration, target, family: str, compute: str,
     return None, None
 
 
+def unseen_classes(cal: Calibration, family: str) -> set[str]:
+    """Kernel classes (``conv3x3`` for the 3x3 convolutions a ``+winograd`` grouping sets
+    apart) whose efficiency group none of ``family``'s rows spent at least ``UNSEEN_SHARE``
+    of its roofline in: their efficiency comes from the board's other runtimes. Empty where
+    the calibration is not a roofline-basis fit of several runtimes or has no row of
+    ``family``."""
+    from edgeprof.profilers.predict.fit import CONV3X3, GROUPINGS, class_roofline
+
+    p = cal.parameters
+    if p.get("basis", "roofline") != "roofline":
+        return set()
+    rows = [s for s in cal.samples if s.get("family") == family and s.get("features")]
+    if not rows or len({s.get("family") for s in cal.samples}) < 2:
+        return set()
+    winograd = CONV3X3 in (p.get("efficiency_multiplier") or {})
+    groups = GROUPINGS.get(p.get("grouping", ""), {c: (c,) for c in CLASSES})
+    unseen: set[str] = set()
+    for classes in groups.values():
+        def share(f: dict[str, Any]) -> float:
+            total = float(f.get("roofline_total_ms") or 0.0)
+            r = class_roofline(f, winograd)
+            return sum(r.get(c, 0.0) for c in classes) / total if total > 0 else 0.0
+        if all(share(s["features"]) < UNSEEN_SHARE for s in rows):
+            unseen |= set(classes)
+    return unseen
+
+
+def calibrated_sigma(cal: Calibration) -> float:
+    """The log spread of the calibrated method: the leave-one-out errors of the rows whose
+    runtime and precision kept other rows (``log_sigma_calibrated``), else every row's."""
+    s = cal.cv.get("log_sigma_calibrated")
+    return float(s if s is not None else cal.cv["log_sigma"])
+
+
 def predict_with(cal: Calibration, estimate, target, backend: str, compute: str, *,
                  source_precision: str | None = None, threads: int | None = None,
                  threads_note: str = "", runtime_version: str | None = None) -> Prediction:
@@ -254,21 +297,36 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
     if floored:
         value = max(value, roof)
     outside, outside_ms = [], 0.0
+    # classes this runtime's own rows never spent time in: their efficiency is the board's
+    # (other runtimes'), which the calibrated interval does not vouch for
+    unseen = set() if runtime_transfer else unseen_classes(cal, backend)
+    foreign: list[str] = []
     for k in kernels:
         if k.fused:
             continue
         r = cal.ranges.get(k.kclass)
-        if r is None or k.roofline_ms > 2.0 * float(r[1]):
-            outside.append(k.layer)
-            outside_ms += kernel_ms(params, k.kclass, k.roofline_ms, k.macs, k.bytes)
+        beyond = r is None or k.roofline_ms > 2.0 * float(r[1])
+        kc = "conv3x3" if k.winograd and "conv3x3" in (params.get("efficiency_multiplier")
+                                                        or {}) \
+            else k.kclass
+        if beyond or kc in unseen:
+            if beyond:
+                outside.append(k.layer)
+            else:
+                foreign.append(k.layer)
+            outside_ms += kernel_ms(params, k.kclass, k.roofline_ms, k.macs, k.bytes,
+                                    k.winograd)
     share = min(1.0, outside_ms / value) if value > 0 else 0.0
-    sigma0 = float(cal.cv["log_sigma"])
+    sigma0 = calibrated_sigma(cal)
     sigma = sigma0 * (1.0 + EXTRAPOLATION_WIDENING * share)
     spread = 0.0
+    sigma_rt = cal.cv.get("log_sigma_transfer")
     if runtime_transfer:  # another runtime's factor is unknown: as spread as the board's are
         logs = [math.log(f) for f in factors.values() if f > 0]
         spread = math.sqrt(sum(x * x for x in logs) / len(logs)) if logs else 0.5
         sigma = math.sqrt(sigma ** 2 + spread ** 2) * THREAD_TRANSFER_WIDENING
+        if sigma_rt is not None:  # what the board's own runtime transfers missed by
+            sigma = max(sigma, float(sigma_rt) * (1.0 + EXTRAPOLATION_WIDENING * share))
     if src != compute:
         sigma *= PRECISION_TRANSFER_WIDENING
     if thread_transfer and not fitted:
@@ -313,7 +371,10 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
         notes.append(f"runtime transfer: {cal.name} has no rows of {backend}; its shared "
                      f"per-class efficiencies and overheads with a runtime factor of 1, the "
                      f"interval widened by the spread of the board's runtime factors (log sd "
-                     f"{spread:.2f}); labelled estimated, not predicted; time a few models and "
+                     f"{spread:.2f})"
+                     + (f", at least what its rows missed by when their runtime was left out "
+                        f"(log sd {float(sigma_rt):.2f})" if sigma_rt is not None else "")
+                     + "; labelled estimated, not predicted; time a few models and "
                      f"run 'edgeprof calibrate --target {base_id(target)} --backend {backend} "
                      f"--measurements FILE.csv'")
     if src != compute:
@@ -337,19 +398,31 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
                                           else "")
         notes.append(f"{len(outside)} layers outside the calibration's range ({shown}): "
                      f"extrapolated, interval widened")
+    if foreign:
+        classes = sorted({k.kclass for k in kernels if k.layer in set(foreign)})
+        notes.append(f"{len(foreign)} {'/'.join(classes)} layers, a kind no {backend} row of "
+                     f"the calibration spent {100 * UNSEEN_SHARE:.0f} % of its roofline in: "
+                     f"their efficiency is learned from the board's other runtimes, interval "
+                     f"widened")
+        outside = outside + foreign
     if high / low > USEFUL_WIDTH:
         why = []
         n = int(entry.get("n", 0) or 0)
         if n < 3 and not runtime_transfer:
             why.append(f"only {n} row(s) of {backend}/{src}")
         if sigma0 * 2 * Z90 > math.log(USEFUL_WIDTH):
-            why.append(f"the calibration's own leave-one-out spread (sigma {sigma0:.2f})")
+            n_cv = int(cv.get("n") or 0)
+            why.append(f"the calibration's own leave-one-out spread (sigma {sigma0:.2f}"
+                       + (f", from only {n_cv} rows" if 0 < n_cv < 10 else "") + ")")
         if share > 0:
             why.append(f"{100 * share:.0f} % of the time in extrapolated layers")
         if src != compute:
             why.append("a precision the rows never ran")
         if runtime_transfer:
-            why.append("a runtime the rows never ran")
+            why.append("a runtime the rows never ran"
+                       + (f" (the board's runtime transfers missed by a log spread of "
+                          f"{float(sigma_rt):.2f} in leave-one-out over "
+                          f"{cal.cv.get('n_transfer')} row(s))" if sigma_rt is not None else ""))
         notes.append(f"interval {high / low:.1f}x wide because of "
                      + (", ".join(why) or "the transfers above"))
     note = "; ".join([head] + notes)

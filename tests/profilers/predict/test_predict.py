@@ -107,7 +107,7 @@ def test_shipped_board_calibrations_are_fitted_to_the_training_file_only():
     assert len(rows) == 38
     for target, n_min in (("raspberry_pi_4", 10), ("jetson_nano", 10), ("mcu", 5)):
         (cal,) = calibrations_for(target, [SHIPPED_DIR])
-        assert cal.target == target and cal.cv["method"] == "leave-one-out"
+        assert cal.target == target and cal.cv["method"] == "nested leave-one-out"
         assert cal.cv["n"] == len(cal.samples) >= n_min
         for s in cal.samples:
             row = rows[s["id"]]

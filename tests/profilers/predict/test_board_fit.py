@@ -1,0 +1,172 @@
+"""The board fit (issue 18): dense 3x3 stride-1 convolutions apart on GPU boards (Winograd),
+the grouping and the runtime factors' shrink chosen by leave-one-out, the reported error
+nested, each row predicted by the predictor's method, and intervals per method."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from edgeprof.profilers.predict import predict_latency
+from edgeprof.profilers.predict.calibration import SHIPPED_DIR, calibrations_for
+from edgeprof.profilers.predict.fit import (CONV3X3, WINOGRAD_GAIN, Z90, base_ms,
+                                            candidates_for, fit, nested_leave_one_out,
+                                            predict_sample_method, resolve_factor,
+                                            select_model)
+from edgeprof.profilers.predict.kernels import features, kernels_of
+from edgeprof.targets import get_target
+
+
+def _est(model, target, precision, registry):
+    from edgeprof.core.models import resolve_model
+    from edgeprof.profilers.estimate.analytic import estimate_model
+
+    return estimate_model(resolve_model(model, registry=registry), target, precision)
+
+
+@pytest.fixture(scope="module")
+def nano():
+    return get_target("jetson_nano")
+
+
+@pytest.fixture(scope="module")
+def pi():
+    return get_target("raspberry_pi_4")
+
+
+# ----------------------------------------------------------------------------- kernels
+def test_dense_3x3_stride_1_convolutions_are_marked_winograd(nano, registry):
+    ks = [k for k in kernels_of(_est("builtin:resnet18", nano, "fp16", registry), "tensorrt")
+          if not k.fused]
+    convs = [k for k in ks if k.kclass == "conv"]
+    assert not convs[0].winograd  # the 7x7 stride-2 stem
+    # 16 3x3 convolutions in the basic blocks, 3 of them stride 2 (k^2/s^2 = 2.25)
+    assert sum(k.winograd for k in convs) == 13
+    assert all(not k.winograd for k in convs if k.detail["k2_over_s2"] < 3)
+    assert not any(k.winograd for k in ks if k.kclass != "conv")  # 1x1, FC, pooling
+    f = features(ks)
+    w = sum(k.roofline_ms for k in ks if k.winograd)
+    assert f["conv3x3_roofline_ms"] == pytest.approx(w) and 0 < w < f["roofline_ms"]["conv"]
+
+
+def test_alexnet_large_kernels_are_not_winograd(nano, registry):
+    ks = [k for k in kernels_of(_est("builtin:alexnet", nano, "fp16", registry), "tensorrt")
+          if not k.fused and k.kclass == "conv"]
+    flags = [k.winograd for k in ks]
+    assert flags == [False, False, True, True, True]  # 11x11/4, 5x5, then three 3x3
+
+
+# --------------------------------------------------------------------------------- fit
+def _synthetic_gpu(n=14, theta_w=0.8, theta_c=1.6, seed=3):
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        conv = rng.uniform(1, 40)
+        w = conv * rng.uniform(0.0, 0.95)
+        roof = {"conv": conv, "pointwise": rng.uniform(0.1, 10), "depthwise": 0.0,
+                "linear": rng.uniform(0, 5), "recurrent": 0.0, "attention": 0.0,
+                "pooling": rng.uniform(0, 0.3), "elementwise": rng.uniform(0, 0.5)}
+        y = (theta_w * w + theta_c * (conv - w + roof["pointwise"] + roof["linear"])
+             + 2.0 * (roof["pooling"] + roof["elementwise"]))
+        feats = {"n_kernels": 0, "count": {}, "roofline_ms": roof, "conv3x3_roofline_ms": w,
+                 "roofline_total_ms": sum(roof.values())}
+        out.append({"id": i, "family": "rt" if i % 2 else "other", "precision": "fp16",
+                    "latency_ms": max(y, feats["roofline_total_ms"]), "features": feats})
+    return out
+
+
+def test_winograd_grouping_recovers_a_3x3_efficiency_below_the_direct_roofline():
+    samples = _synthetic_gpu()
+    p = fit(samples, "split+winograd", shrink=1.0)
+    theta = p["efficiency_multiplier"]
+    assert theta[CONV3X3] == pytest.approx(0.8, rel=0.05)
+    assert theta["conv"] == pytest.approx(1.6, rel=0.05)
+    assert theta[CONV3X3] >= 1.0 / WINOGRAD_GAIN
+    for s in samples:  # never below the roofline, however fast the 3x3 convolutions run
+        assert base_ms(p, s["features"]) >= s["features"]["roofline_total_ms"] - 1e-9
+
+
+def test_winograd_groupings_are_offered_on_gpu_boards_only():
+    assert not any("winograd" in g for g, _ in candidates_for(14))
+    assert any("winograd" in g for g, _ in candidates_for(11, winograd=True))
+    small = {g for g, _ in candidates_for(5, winograd=True)}  # below 10 rows: <= 2 groups
+    assert small == {"tied", "compute_memory", "tied+winograd"}
+
+
+def test_select_model_and_nested_leave_one_out_on_synthetic_rows():
+    samples = _synthetic_gpu()
+    g, sh, spreads, loo = select_model(samples, winograd=True)
+    assert "winograd" in g and sh in (0.25, 0.5, 1.0) and f"{g} shrink {sh:g}" in spreads
+    nested = nested_leave_one_out(samples, winograd=True)
+    assert len(nested["predicted"]) == len(samples) == len(nested["choices"])
+    errs = [abs(p / s["latency_ms"] - 1) for p, s in zip(nested["predicted"], samples)]
+    assert max(errs) < 0.1 and all(m == "calibrated" for m in nested["methods"])
+
+
+def test_rows_are_predicted_by_the_method_the_predictor_would_use():
+    params = {"basis": "roofline", "per_inference_ms": 0.0, "per_layer_ms": 0.0,
+              "efficiency_multiplier": {}, "factors": {"tvm/int8": {"factor": 2.0, "n": 2},
+                                                       "tvm/fp16": {"factor": 3.0, "n": 1}}}
+    feats = {"n_kernels": 1, "count": {"conv": 1}, "roofline_ms": {"conv": 1.0},
+             "roofline_total_ms": 1.0}
+    row = {"family": "tvm", "precision": "int8", "features": feats}
+    assert resolve_factor(params, row) == (2.0, "calibrated")
+    # fp32 is nearer fp16 than int8 in bytes: fp16's factor
+    assert resolve_factor(params, dict(row, precision="fp32")) == (3.0, "precision transfer")
+    assert resolve_factor(params, dict(row, family="ncnn")) == (1.0, "runtime transfer")
+    assert predict_sample_method(params, row) == (2.0, "calibrated")
+
+
+# --------------------------------------------------------------------- the shipped fits
+def test_shipped_calibrations_report_nested_leave_one_out_per_method():
+    for target in ("raspberry_pi_4", "jetson_nano", "mcu"):
+        (cal,) = calibrations_for(target, [SHIPPED_DIR])
+        cv = cal.cv
+        assert cv["method"] == "nested leave-one-out"
+        assert cv["n_calibrated"] + cv["n_transfer"] == cv["n"] == len(cv["errors"])
+        assert {e["method"] for e in cv["errors"]} <= {"calibrated", "precision transfer",
+                                                       "runtime transfer"}
+        assert all(e["chosen"] and e["log_sigma"] > 0 for e in cv["errors"])
+        assert cv["log_sigma_calibrated"] <= cv["log_sigma"] <= cv["log_sigma_transfer"]
+        assert 0 < cv["coverage"] <= 1 and cv["median_width"] >= 1
+        assert cal.parameters["shrink"] in (0.25, 0.5, 1.0)
+
+
+def test_the_nano_runs_3x3_convolutions_by_winograd_and_the_pi_does_not():
+    (nano_cal,) = calibrations_for("jetson_nano", [SHIPPED_DIR])
+    (pi_cal,) = calibrations_for("raspberry_pi_4", [SHIPPED_DIR])
+    theta = nano_cal.parameters["efficiency_multiplier"]
+    assert "winograd" in nano_cal.parameters["grouping"]
+    assert 1.0 / WINOGRAD_GAIN <= theta[CONV3X3] < 1.0 < theta["conv"]
+    assert CONV3X3 not in pi_cal.parameters["efficiency_multiplier"]
+
+
+def test_calibrated_and_transferred_intervals_use_their_own_spreads(pi, registry, user_dir):
+    (cal,) = calibrations_for("raspberry_pi_4", [SHIPPED_DIR])
+    est = _est("builtin:mobilenet_v2", pi, "int8", registry)
+    p = predict_latency(est, pi, "tflite", "int8")
+    assert p.method == "calibrated" and not p.extrapolated_layers
+    sigma = math.log(p.high_ms / p.value_ms) / Z90  # (the low end may sit on the roofline)
+    assert sigma == pytest.approx(cal.cv["log_sigma_calibrated"], rel=1e-6)
+    assert math.exp(2 * Z90 * sigma) < 2.0  # the goal: a useful interval, runtime calibrated
+    est32 = _est("builtin:mobilenet_v2", pi, "fp32", registry)
+    t = predict_latency(est32, pi, "openvino", "fp32")
+    assert t.provenance == "estimated" and t.method.startswith("runtime transfer")
+    assert math.log(t.high_ms / t.value_ms) / Z90 >= cal.cv["log_sigma_transfer"] * 0.999
+    assert "runtime transfers missed by" in t.note
+
+
+def test_a_users_refit_of_the_nano_starts_from_the_conv_work_averaged_efficiency():
+    from edgeprof.profilers.predict.kernels import CLASSES
+    from edgeprof.profilers.predict.measured import prior_vector
+
+    params = {"per_inference_ms": 0.0, "per_layer_ms": 0.0,
+              "efficiency_multiplier": {"conv": 2.0, CONV3X3: 0.8, "depthwise": 5.0}}
+    rows = [{"features": {"roofline_ms": {"conv": 4.0}, "conv3x3_roofline_ms": 3.0}}]
+    v = prior_vector(params, 1.0, rows)
+    i = 3 + CLASSES.index("conv")
+    assert v[i] == pytest.approx(0.75 * 0.8 + 0.25 * 2.0)  # compute part
+    assert v[i + len(CLASSES)] == pytest.approx(v[i])  # memory part
+    assert v[3 + CLASSES.index("depthwise")] == 5.0
