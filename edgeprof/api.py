@@ -1012,14 +1012,10 @@ def _save_llm_calibration(cal: dict[str, Any], path: str | os.PathLike | None
     """Write ``cal`` atomically to ``path`` (default: the user's calibration folder, where
     predictions look first); its ``path`` set."""
     from edgeprof.core.io import write_json
-    from edgeprof.profilers.predict.calibration import user_dir
+    from edgeprof.profilers.predict.calibration import user_file
 
     if path is None:
-        folder = user_dir(create=True)
-        if folder is None:
-            raise UserError("no calibration folder: set EDGEPROF_CALIBRATIONS_DIR")
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        path = Path(folder) / f"{cal['name']}.json"
+        path = user_file(cal["name"])
     write_json(Path(path), cal)
     cal["path"] = str(path)
     return cal

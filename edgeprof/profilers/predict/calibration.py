@@ -163,6 +163,21 @@ def user_dir(create: bool = False) -> Path | None:
         return None
 
 
+def user_file(name: str) -> Path:
+    """Where a calibration named ``name`` is written by default: ``<user_dir>/<name>.json``
+    (the folder created), where predictions look before the shipped files. UserError when
+    no folder can be made here."""
+    from edgeprof.core.errors import UserError
+
+    folder = user_dir(create=True)
+    if folder is None:
+        raise UserError(f"no calibration folder can be created here: set {ENV_DIR} to a "
+                        "writable folder, or give --out FILE.json")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{name}.json"
+
+
 def search_dirs(extra: list[Path] | None = None) -> list[Path]:
     dirs = list(extra or [])
     u = user_dir()

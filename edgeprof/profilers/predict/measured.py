@@ -334,7 +334,7 @@ def calibrate_from_measurements(path: str | os.PathLike, target, family: str, *,
     from edgeprof._version import __version__
     from edgeprof.core.models import resolve_model
     from edgeprof.profilers.estimate.analytic import estimate_model
-    from edgeprof.profilers.predict.calibration import Calibration, user_dir
+    from edgeprof.profilers.predict.calibration import Calibration, user_file
     from edgeprof.profilers.predict.fit import cv_summary
     from edgeprof.profilers.predict.predictor import base_id, check_threads, fingerprint_of
     from edgeprof.profilers.predict.threads import family_info, work_scale
@@ -426,11 +426,7 @@ def calibrate_from_measurements(path: str | os.PathLike, target, family: str, *,
         note=(f"fitted to {len(samples)} measurement(s) in {path.name}, refining {prior_name}: "
               f"{learned}"))
     if out is None:
-        folder = user_dir(create=True)
-        if folder is None:
-            raise UserError("no calibration folder can be created here; give --out FILE.json")
-        folder.mkdir(parents=True, exist_ok=True)
-        out = folder / f"{name}.json"
+        out = user_file(name)
     written = cal.save(out)
     cal.path = Path(written)
     summary = {"rows": len(samples), "learned": learned, "prior": prior_name,

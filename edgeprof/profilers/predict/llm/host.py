@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from edgeprof.profilers.predict.calibration import user_dir
+from edgeprof.profilers.predict.calibration import user_file
 from edgeprof.profilers.predict.llm.builds import BUILD_ERAS, learned_builds, normalize_build
 from edgeprof.profilers.predict.llm.constants import (FILE_PREFIX, FORMAT, FORMAT_VERSION,
                                                       SHIPPED_FILE)
@@ -118,11 +118,7 @@ def calibrate_llm_host(records: list[Any], spec_for_model: Callable[[str], Any],
                     "overhead (least squares across model sizes), prefill efficiency")}
     if write:
         if path is None:
-            d = user_dir(create=True)
-            if d is None:
-                raise UserError("no calibration folder: set EDGEPROF_CALIBRATIONS_DIR")
-            d.mkdir(parents=True, exist_ok=True)
-            path = d / f"{name}.json"
+            path = user_file(name)
         write_json(path, out)
         out["path"] = str(path)
     return out
