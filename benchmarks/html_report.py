@@ -21,7 +21,8 @@ drawn). Every trial opens each of these in a fresh headless Chromium (cold: a ne
 process each time), interleaved (one round opens each page once, the order reversed every
 other round), timing from navigation to every chart and table drawn. Prints one table
 (median, min-max) with the date and the load average before and after, and writes it to
---out. A load average above 2 is noted: such a run does not claim a goal.
+--out. A load average above 2 before the run is noted: such a run does not claim a goal (the
+load after includes the run's own browsers).
 """
 
 from __future__ import annotations
@@ -138,14 +139,17 @@ def main() -> int:
                 variants]
     load_after = os.getloadavg()
     version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
-    busy = max(load_before[0], load_after[0]) > 2
+    # the machine's own business is the load before: the one after includes this run's
+    # Chromium processes (a browser per trial starts several)
+    busy = load_before[0] > 2
     lines = [
         f"$ python benchmarks/html_report.py --trials {args.trials}",
         f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{time.perf_counter() - t_start:.0f} s; {os.cpu_count()} CPUs; load average "
         f"{' '.join(f'{x:.2f}' for x in load_before)} before, "
-        f"{' '.join(f'{x:.2f}' for x in load_after)} after"
-        + (" (busier than 2: noted, not used to claim a goal)" if busy else ""),
+        f"{' '.join(f'{x:.2f}' for x in load_after)} after (this run's Chromium included)"
+        + (" (busier than 2 before the run: noted, not used to claim a goal)" if busy
+           else ""),
         "",
         f"HTML reports: size and cold first-render time in headless Chromium ({version}), "
         f"{args.trials} trials per page, a fresh browser per trial, pages interleaved; "
