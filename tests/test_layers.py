@@ -37,3 +37,55 @@ def test_every_part_of_the_package_is_in_the_layering_contract():
         p.name for p in pkg.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
     assert parts - OUTSIDE - layered == set()
     assert "zoo" in layered
+
+
+def test_no_import_circles_between_modules():
+    """No two modules import each other, directly or round a circle, even through imports
+    inside functions (those run late, but a circle still means the two are one piece split
+    in the wrong place). grimp is import-linter's own graph."""
+    import grimp
+
+    graph = grimp.build_graph("edgeprof", exclude_type_checking_imports=True)
+    edges = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    # Tarjan's strongly connected components, iteratively
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    counter = 0
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        circles.append(sorted(component))
+    assert circles == []

@@ -345,7 +345,7 @@ class OnnxRuntimeBackend(Backend):
 
     @staticmethod
     def _has(module: str) -> bool:
-        from edgeprof.core.backend import modules_present
+        from edgeprof.core.importing import modules_present
 
         return modules_present(module) is None
 

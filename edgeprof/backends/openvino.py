@@ -266,7 +266,7 @@ class OpenVINOBackend(Backend):
         from dataclasses import replace
 
         from edgeprof.backends.common import ensure_agreement
-        from edgeprof.core.backend import modules_present
+        from edgeprof.core.importing import modules_present
         from edgeprof.core.formats import get_graph
 
         self.check_precision(precision)

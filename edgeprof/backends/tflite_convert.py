@@ -74,7 +74,7 @@ def canonical_precision(precision: str) -> str:
 
 
 def _need(module: str, hint: str) -> None:
-    from edgeprof.core.backend import modules_present
+    from edgeprof.core.importing import modules_present
 
     if modules_present(module):
         raise BackendUnavailableError(BACKEND, f"Python package '{module}' is not installed",
@@ -442,12 +442,13 @@ def tf_to_tflite(source, out: Path, precision: str) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ dispatch
 def convert(handle, precision: str) -> Conversion:
     """Convert ``handle`` (torch, keras, saved_model, or any format a route reaches) to
-    ``.tflite`` at ``precision``, by the conversion graph (cached by content)."""
-    from edgeprof.backends.tflite import TFLiteBackend
+    ``.tflite`` at ``precision``, by the conversion graph (cached by content), on the route
+    the registered tflite backend would take."""
     from edgeprof.core.formats import get_graph
+    from edgeprof.core.plugins import get_registry
 
     precision = canonical_precision(precision)
-    route = TFLiteBackend.route(handle.format, precision)
+    route = get_registry().backend(BACKEND).route(handle.format, precision)
     t0 = time.perf_counter()
     art = get_graph().convert(handle, route, backend=BACKEND, requested_precision=precision)
     m = art.manifest

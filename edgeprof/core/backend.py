@@ -20,7 +20,6 @@ Nothing heavy is imported here: a backend imports its runtime inside ``prepare``
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import types
 import typing
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union
 
 from edgeprof.core.errors import (BackendUnavailableError, InputSpecError, UnknownNameError,
                                   UnsupportedError, UserError)
+from edgeprof.core.importing import modules_present
 
 if TYPE_CHECKING:  # pragma: no cover
     from edgeprof.core.artifact import Artifact
@@ -377,17 +377,6 @@ class PreparedModel:
 def add_warning(prepared: PreparedModel, code: str, message: str) -> None:
     """A named warning of a preparation; the harness carries it into the run's warnings."""
     prepared.warnings.append({"code": code, "message": message})
-
-
-def modules_present(*names: str) -> str | None:
-    """Return the first of ``names`` that cannot be imported, or None (cheap: find_spec)."""
-    for name in names:
-        try:
-            if importlib.util.find_spec(name) is None:
-                return name
-        except (ImportError, ValueError):
-            return name
-    return None
 
 
 class Backend:

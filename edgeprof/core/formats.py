@@ -70,7 +70,7 @@ class Converter:
 
     def missing(self) -> str | None:
         """The first required module that cannot be imported, or None."""
-        from edgeprof.core.backend import modules_present
+        from edgeprof.core.importing import modules_present
 
         return modules_present(*(self.modules or (self.package.replace("-", "_"),)))
 

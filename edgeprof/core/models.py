@@ -18,13 +18,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import re
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from edgeprof.core.errors import InputSpecError, ModelError, UnknownNameError
+from edgeprof.core.importing import import_python_file
 from edgeprof.core.precision import DTYPE_BYTES
 
 @dataclass(frozen=True)
@@ -204,17 +204,6 @@ def _call_factory(factory: Callable[[], Any], spec: str) -> tuple[Any, list | No
         raise ModelError(f"'{spec}' returned {type(result).__name__}, not a torch nn.Module",
                          spec=spec)
     return result, shapes
-
-
-def import_python_file(path: Path, module_name: str):
-    """Import the Python file ``path`` as module ``module_name`` (kept in sys.modules, so
-    pickling and dataclasses inside it work). The caller checks that the file exists."""
-    mspec = importlib.util.spec_from_file_location(module_name, path)
-    assert mspec and mspec.loader
-    module = importlib.util.module_from_spec(mspec)
-    sys.modules[module_name] = module
-    mspec.loader.exec_module(module)
-    return module
 
 
 def _import_callable(spec: str) -> Callable[..., Any]:

@@ -28,8 +28,8 @@ from typing import Any
 import pluggy
 
 from edgeprof.core import hookspecs
-from edgeprof.core.models import import_python_file
 from edgeprof.core.errors import ConfigError, PluginError, UnknownNameError
+from edgeprof.core.importing import import_python_file
 
 if sys.version_info >= (3, 11):
     import tomllib

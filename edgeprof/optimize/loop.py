@@ -52,7 +52,6 @@ from edgeprof.optimize.evaluate import (DEFAULT_RUN_OPTIONS, DEFAULT_TRAIN_SECON
 from edgeprof.optimize.report import (STRATEGY_COLUMNS, CandidateResult, OptimizeReport,
                                       plot_latency_vs_accuracy)
 from edgeprof.optimize.select import choose, make_constraints  # noqa: F401 - re-exported
-from edgeprof.optimize.select import judge as _judge  # noqa: F401 - tests import it from here
 
 Progress = Callable[[str], None]
 #: re-timing callback: gets the finalists, returns those it re-timed (updated in place)

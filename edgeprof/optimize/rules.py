@@ -31,7 +31,7 @@ from typing import Any
 from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.precision import PRECISIONS
 from edgeprof.core.provenance import rank
-from edgeprof.optimize.router import RouterContext, Step, precision_bits
+from edgeprof.optimize.router_context import RouterContext, Step, precision_bits
 
 _LATENCY_LIKE = ("latency_budget_ms", "stream_rate_fps")
 _MEMORY_LIKE = ("memory_budget_bytes", "device_memory")

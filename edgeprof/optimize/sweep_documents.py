@@ -49,7 +49,7 @@ def generative_document(report: Any, model: str, target: str, *, threads: int | 
     model, target or shape the sweep did not run is a UserError naming what it ran."""
     from edgeprof.core.llm import GenerationConfig
     from edgeprof.core.results import GenerativeRunRecord, record_from_dict
-    from edgeprof.optimize.sweep import SweepStore
+    from edgeprof.optimize.sweep_store import SweepStore
     from edgeprof.profilers.estimate.llm import parameter_count
     from edgeprof.profilers.measure.llm_runs import run_dicts
     from edgeprof.profilers.report.llm_outputs import build_payload

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from edgeprof.core.errors import ConstraintError, InputSpecError, UnknownNameError, UserError
-from edgeprof.optimize.loop import (STRATEGY_COLUMNS, Candidate, CandidateResult, _judge,
-                               choose, default_candidates, optimize, plan_candidate,
-                               recommend_plan)
+from edgeprof.optimize.loop import (STRATEGY_COLUMNS, Candidate, CandidateResult, choose,
+                                    default_candidates, optimize, plan_candidate,
+                                    recommend_plan)
+from edgeprof.optimize.select import judge as _judge
 
 SEED_COLUMNS = ["precision", "accuracy_mean", "latency_ms_mean", "memory_mb_mean",
                 "energy_proxy_j_mean", "accepted_ratio"]

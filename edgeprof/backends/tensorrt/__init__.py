@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from edgeprof import Availability, Backend, Capabilities, UnsupportedError, hookimpl
-from edgeprof.core.backend import modules_present
+from edgeprof.core.importing import modules_present
 
 TRT_PROVIDER = "TensorrtExecutionProvider"
 

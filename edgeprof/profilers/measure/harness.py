@@ -72,7 +72,7 @@ from edgeprof.core.backend import Backend, RunConfig
 from edgeprof.core.errors import (BackendUnavailableError, EdgeprofError, UnsupportedError,
                                   UserError)
 from edgeprof.core.results import BenchmarkResult, WarningRecord
-from edgeprof.profilers.measure.timing import (  # noqa: F401 - re-exported: harness's API
+from edgeprof.profilers.measure.timing import (  # re-exported: the harness's API
     DEFAULT_CI_LEVEL, DEFAULT_MAX_TIME_S, DEFAULT_MIN_RUNS, DEFAULT_MIN_TIME_S, Timing,
     TimingPlan, block_size_for, plan_from_config, thirds_medians, time_callable,
     timer_overhead_ns, timing_warnings)
@@ -439,10 +439,10 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
     return result
 
 
-__all__ = ["BACKEND_FAILURES", "DEFAULT_MAX_TIME_S", "DEFAULT_MIN_RUNS", "DEFAULT_MIN_TIME_S",
-           "MeasureFailure", "Timing", "TimingPlan", "block_size_for", "one_line",
-           "plan_from_config", "run_in_process", "time_callable", "timer_overhead_ns",
-           "timing_warnings"]
+__all__ = ["BACKEND_FAILURES", "DEFAULT_CI_LEVEL", "DEFAULT_MAX_TIME_S", "DEFAULT_MIN_RUNS",
+           "DEFAULT_MIN_TIME_S", "MeasureFailure", "Timing", "TimingPlan", "block_size_for",
+           "one_line", "plan_from_config", "run_in_process", "thirds_medians", "time_callable",
+           "timer_overhead_ns", "timing_warnings"]
 
 
 # ------------------------------------------------------------------- error -> status

@@ -99,6 +99,8 @@ CANDIDATE_GROUPINGS = ("tied", "compute_memory", "split", "split_linear")
 #: differ (XNNPACK, ONNX Runtime's MLAS and QNNPACK have none) and MCU kernels have none
 WINOGRAD_GROUPINGS = tuple(f"{g}+winograd" for g in CANDIDATE_GROUPINGS)
 Z90 = 1.645
+PRECISION_TRANSFER_WIDENING = 1.5  # sigma x 1.5 for a precision the rows never ran
+THREAD_TRANSFER_WIDENING = 1.25  # sigma x 1.25 when the serial share is a prior, not fitted
 #: below this many samples the per-layer and per-inference overheads are not fitted (0): with
 #: four or five rows they soak up whatever the efficiencies leave (0.4 ms per layer on a
 #: 480 MHz MCU)
@@ -434,9 +436,6 @@ def row_sigma(sigmas: dict[str, Any], method: str, factors: dict[str, Any] | Non
     1.5 for a precision transfer; for a runtime transfer the
     larger of the transfer rows' leave-one-out spread and the calibrated spread combined
     with the spread of the board's runtime factors (x the predictor's widening)."""
-    from edgeprof.profilers.predict.predictor import (PRECISION_TRANSFER_WIDENING,
-                                                      THREAD_TRANSFER_WIDENING)
-
     s_cal = sigmas.get("log_sigma_calibrated")
     s0 = float(s_cal if s_cal is not None else sigmas["log_sigma"])
     if method == "calibrated":

@@ -54,15 +54,14 @@ from edgeprof.core.precision import get_precision
 from edgeprof.core.results import WarningRecord, clean
 from edgeprof.profilers.predict.calibration import (Calibration, calibrations_for,
                                                      load_calibration)
-from edgeprof.profilers.predict.fit import Z90, base_ms, kernel_ms
+from edgeprof.profilers.predict.fit import (PRECISION_TRANSFER_WIDENING,
+                                           THREAD_TRANSFER_WIDENING, Z90, base_ms, kernel_ms)
 from edgeprof.profilers.predict.kernels import CLASSES, features, kernels_of
 from edgeprof.profilers.predict.threads import (big_cores, family_info, is_gpu_family,
                                                 work_scale)
 
 PRIOR_FILE = Path(__file__).parent / "data" / "prior.json"
 EXTRAPOLATION_WIDENING = 2.0  # sigma x (1 + 2 x share of the time outside the range)
-PRECISION_TRANSFER_WIDENING = 1.5  # sigma x 1.5 for a precision the rows never ran
-THREAD_TRANSFER_WIDENING = 1.25  # sigma x 1.25 when the serial share is a prior, not fitted
 USEFUL_WIDTH = 2.0  # an interval wider than high/low = 2 says why
 #: a kernel class counts as run by a runtime when one of its rows spent this share of its
 #: roofline in it

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.core.llm import GenerationConfig, GenerationRecord
-from edgeprof.profilers.report.llm_outputs import SCHEMA, SCHEMA_VERSION, find_figure
+from edgeprof.profilers.report.llm_payload import SCHEMA, SCHEMA_VERSION, find_figure
 
 #: the payload's ``kind``
 KIND = "llm"
@@ -289,7 +289,7 @@ class GenerativeRun:
     def place(self, target_id: str | None) -> tuple[str, bool]:
         """Where it was measured, in words, and whether that is ``target_id`` itself (a real
         board of it: the run is then the target's measured figure; ``llm_outputs.run_place``)."""
-        from edgeprof.profilers.report.llm_outputs import run_place
+        from edgeprof.profilers.report.llm_payload import run_place
 
         return run_place(self.to_dict(), target_id)
 

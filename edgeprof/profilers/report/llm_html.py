@@ -32,8 +32,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from edgeprof.profilers.report.html import _chart, _esc, _g, _num, _render, _table, fmt, write_html
-from edgeprof.profilers.report.llm_outputs import (find_figure, measured_on_target, run_place,
+from edgeprof.profilers.report.html_common import (_chart, _esc, _g, _num, _render, _table, fmt,
+                                                   write_html)
+from edgeprof.profilers.report.llm_payload import (find_figure, measured_on_target, run_place,
                                                    runs_by_place)
 
 #: columns of the per-layer table (the estimate's layer rows)

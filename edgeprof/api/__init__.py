@@ -1,0 +1,39 @@
+"""The Python API: ``profile``, ``estimate``, ``benchmark``, ``summarize`` and the listings.
+
+The CLI is a thin layer over these functions; other toolchains call them directly and read
+the :class:`ProfileReport` (or its JSON, ``profile.json``).
+
+Every name is importable from here; each lives in one module of this package, and those
+import only ``common`` beside them, never this package (an import-linter contract):
+
+- ``common``: the documents' schema version, the progress callback, target lookup, name
+  lists, the checks and writes of ``out``;
+- ``verbs``: the listings and ``estimate`` / ``benchmark`` / ``summarize``;
+- ``predictions``: ``predict``, ``predict_many``, :class:`Predictor`,
+  ``calibrate_measurements``;
+- ``profiling``: ``profile`` (:class:`ProfileReport`) and ``batch_sizes`` (:class:`BatchReport`);
+- ``generative``: generative models: ``estimate_llm``, ``profile_llm``, ``recommend_llm``,
+  ``optimize_llm``, ``calibrate_llm``.
+"""
+
+from __future__ import annotations
+
+from edgeprof.api.common import SCHEMA_VERSION, Progress, _target_registry, split_names
+from edgeprof.api.generative import (DEFAULT_LLM_FORMATS, LLM_CALIBRATION_MODELS,
+                                     calibrate_llm, estimate_llm, llm_exit_code, llm_plan,
+                                     optimize_llm, profile_llm, recommend_llm)
+from edgeprof.api.predictions import (Predictor, calibrate_measurements, on_device, predict,
+                                      predict_many)
+from edgeprof.api.profiling import (BatchReport, ProfileReport, ProfileRun, batch_sizes,
+                                    profile, resolve_backends)
+from edgeprof.api.verbs import benchmark, estimate, list_backends, list_targets, summarize
+
+__all__ = [
+    "DEFAULT_LLM_FORMATS", "LLM_CALIBRATION_MODELS", "SCHEMA_VERSION", "BatchReport",
+    "Predictor", "ProfileReport", "ProfileRun", "Progress", "batch_sizes", "benchmark",
+    "calibrate_llm", "calibrate_measurements", "estimate", "estimate_llm", "list_backends",
+    "list_targets", "llm_exit_code", "llm_plan", "on_device", "optimize_llm", "predict",
+    "predict_many", "profile", "profile_llm", "recommend_llm", "resolve_backends",
+    "split_names", "summarize",
+    "_target_registry",  # the CLI's target lookup (cli/main, cli/fleet)
+]

@@ -1,0 +1,424 @@
+"""Generative models (``llm:NAME``, a .gguf file, a Hugging Face folder): ``estimate_llm``,
+``profile_llm``, ``recommend_llm``, ``optimize_llm``, ``calibrate_llm``, and the plan of
+(backend, format) pairs they share (``llm_plan``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from edgeprof.api.common import Progress, _check_out, _save, _target, split_names
+from edgeprof.core.errors import EdgeprofError, UserError
+from edgeprof.core.plugins import Registry, get_registry
+from edgeprof.profilers.measure.environment import host_info as _host_info
+from edgeprof.profilers.measure.measure import measure
+
+
+# ------------------------------------------------------------------ generative models
+#: the format each backend profiles when no --precision is given (the first it makes)
+DEFAULT_LLM_FORMATS = ("q4_k_m", "int4")
+
+
+def _llm_model(model: Any) -> Any:
+    """An :class:`~edgeprof.core.llm.LLMModel` from ``llm:NAME``, a .gguf or an HF folder."""
+    from edgeprof.core.llm import LLMModel
+
+    if isinstance(model, LLMModel):
+        return model
+    from edgeprof.zoo.llm import resolve_llm
+
+    return resolve_llm(str(model))
+
+
+def _llm_config(*, prompt_tokens: int, gen_tokens: int, depths: Sequence[int] | int,
+                repetitions: int = 5, warmup: int = 1, threads: int | None = None,
+                device: str = "cpu", seed: int = 0) -> Any:
+    from edgeprof.core.llm import GenerationConfig
+
+    depths = (depths,) if isinstance(depths, int) else tuple(depths or (0,))
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads <= 0):
+        raise UserError(f"--threads must be a positive integer, got {threads!r}")
+    if device not in ("cpu", "cuda"):
+        raise UserError(f"--device must be cpu or cuda for a generative model, got '{device}'")
+    if warmup < 0:
+        raise UserError(f"warm-up runs must be 0 or more, got {warmup}")
+    return GenerationConfig(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
+                            repetitions=repetitions, warmup=warmup, threads=threads,
+                            device=device, seed=seed)
+
+
+def _generative_backends(names: Sequence[str] | str | None, reg: Registry) -> dict[str, type]:
+    """Name -> class of the generative backends named (``None``/``all``: every one)."""
+    known = reg.backends_for("generate")
+    given = split_names(names, "--backend") if names is not None else ["all"]
+    if not given or given == ["all"]:
+        if not known:
+            raise UserError("no generative backend is registered; 'edgeprof backends' lists "
+                            "them (install llama-cpp-python or onnxruntime-genai)")
+        return {n: e.cls for n, e in known.items()}
+    out = {}
+    for n in given:
+        cls = reg.backend(n)  # UnknownNameError names the closest
+        if getattr(cls, "workload", "tensor") != "generate":
+            raise UserError(f"backend '{n}' runs fixed-shape tensor models, not generative "
+                            f"ones; generative backends: {', '.join(known) or '(none)'}")
+        out[n] = cls
+    return out
+
+
+def llm_plan(model: Any, backends: dict[str, type], precisions: Sequence[str] | str | None,
+             device: str = "cpu", *, runnable: bool = True
+             ) -> tuple[list[tuple[str, str]], list[str]]:
+    """The (backend, format) pairs to run, and notes on the pairs left out.
+
+    Each format runs on the named backends that make it; a format none of them makes is a
+    ``UserError`` (exit 2), and so is a pair whose backend cannot run this architecture on
+    ``device`` (its ``supports`` reason). A pair whose backend is not installed is kept: the
+    harness records it ``unavailable``. ``runnable=False`` (estimates and predictions for a
+    board: nothing runs here) asks ``supports_on_board`` instead: the runtime's board devices
+    and the architecture, statically (no runtime import)."""
+    notes: list[str] = []
+    if precisions is None or (isinstance(precisions, str) and not precisions.strip()):
+        fmts: list[str] = []
+        for name, cls in backends.items():
+            made = tuple(cls.formats)
+            pick = (model.file_format if model.file_format in made else
+                    next((f for f in DEFAULT_LLM_FORMATS if f in made), made[0] if made else None))
+            if pick and pick not in fmts:
+                fmts.append(pick)
+    else:
+        fmts = split_names(precisions, "--precision")
+    pairs: list[tuple[str, str]] = []
+    for fmt in fmts:
+        makers = [n for n, cls in backends.items() if fmt in cls.formats]
+        if not makers:
+            made = "; ".join(f"{n} makes {', '.join(cls.formats)}" for n, cls in backends.items())
+            raise UserError(f"no backend given makes format '{fmt}' ({made}); choose one of "
+                            "those or add a backend that makes it")
+        for n in backends:
+            if n in makers:
+                pairs.append((n, fmt))
+            elif precisions is not None:
+                notes.append(f"{n} {fmt}: skipped, {n} does not make {fmt} "
+                             f"(made by {', '.join(makers)})")
+    for n, fmt in pairs:
+        cls = backends[n]
+        if not runnable:
+            why = cls().supports_on_board(model, fmt, device)
+        elif not cls.availability().available:
+            continue  # the harness says unavailable (exit 3), as for tensor backends
+        else:
+            why = cls().supports(model, fmt, device)
+        if why:
+            raise UserError(f"{n} cannot run {model.spec.name} ({model.spec.family}) as {fmt} "
+                            f"on {device}: {why}")
+    return pairs, notes
+
+
+def _fit(est: dict[str, Any]) -> dict[str, Any]:
+    """The fit verdict of one estimate made for a target (the estimate's own rule:
+    weights + KV cache + runtime allowance against the RAM after the OS reserve)."""
+    verdict = dict(est["fit"])
+    fits = bool(verdict.get("fits"))
+    verdict.setdefault("verdict", "fits" if fits else "does not fit")
+    if not fits and "does not fit" not in str(verdict["verdict"]):
+        verdict["verdict"] = f"does not fit: {verdict['verdict']}"
+    return verdict
+
+
+def _llm_estimates(model: Any, pairs: Sequence[tuple[str, str]], config: Any, tgt: Any,
+                   device: str, notes: list[str], threads: int | None = None,
+                   build: str | None = None, classes: dict[str, type] | None = None,
+                   ) -> tuple[list[dict], list[dict]]:
+    """Estimates (per format and depth, with the fit on ``tgt``) and, for a target,
+    predictions (per backend, format and depth). Analytic: nothing is built or run."""
+    from edgeprof.profilers.estimate.llm import estimate_llm as _estimate
+
+    from edgeprof.profilers.predict.llm import predict_llm as predict
+
+    estimates, predictions = [], []
+    for backend, fmt in pairs:
+        for depth in config.depths:  # a plugin's backend: the format's generic accounting
+            est = _estimate(model.spec, fmt, prompt_tokens=config.prompt_tokens,
+                            gen_tokens=config.gen_tokens, depth=depth, target=tgt,
+                            device=device,
+                            backend=(classes or {}).get(backend, backend))
+            row = {**est.to_dict(), "backend": backend, "format": fmt, "depth": depth}
+            if tgt is not None:
+                row["fit"] = _fit(row)
+            estimates.append(row)
+            if tgt is not None:
+                try:
+                    pred = predict(est, tgt, device=device, runtime=backend,
+                                   threads=threads, build=build)
+                except UserError:
+                    raise
+                except EdgeprofError as e:
+                    notes.append(f"{backend} {fmt}: no prediction for {tgt.id}: {e}")
+                    continue
+                predictions.append({**dict(pred), "backend": backend, "format": fmt,
+                                    "depth": depth, "target": tgt.id, "device": device})
+    return estimates, predictions
+
+
+def _llm_target(target: Any, targets_dir=None, plugins=None) -> Any:
+    if target is None:
+        return None
+    return _target(target, targets_dir, plugins)
+
+
+def estimate_llm(model: Any, target: Any = None, *, backends: Sequence[str] | str | None =
+                 "llama_cpp", precisions: Sequence[str] | str | None = None,
+                 prompt_tokens: int = 512, gen_tokens: int = 128,
+                 depths: Sequence[int] | int = (0,), device: str = "cpu", plugins=None,
+                 targets_dir=None, threads: int | None = None,
+                 build: str | None = None) -> dict[str, Any]:
+    """A generative model's estimate and, for a ``target``, its prediction (with interval)
+    and fit verdict, per backend and format: no build, no run, no runtime imported. Returns
+    the LLM payload (``edgeprof.profilers.report.llm_outputs``). ``threads``: the board's
+    (default: all its big cores); ``build``: the runtime build to predict for (default: the
+    one installed here, else the newest the calibration knows)."""
+    from edgeprof.profilers.measure.generate import check_context
+    from edgeprof.profilers.report.llm_outputs import build_payload
+
+    config = _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
+                         device=device)
+    reg = get_registry(plugins)
+    chosen = _generative_backends(backends, reg)
+    tgt = _llm_target(target, targets_dir, plugins)
+    llm = _llm_model(model)
+    check_context(llm, config)
+    pairs, notes = llm_plan(llm, chosen, precisions, device, runnable=False)
+    estimates, predictions = _llm_estimates(llm, pairs, config, tgt, device, notes,
+                                            threads=threads, build=build, classes=chosen)
+    return build_payload(llm, target=tgt, device=device, config=config,
+                         parameters=_llm_parameters(llm), estimates=estimates,
+                         predictions=predictions, notes=[llm.note, *notes], command="estimate")
+
+
+def _llm_parameters(model: Any) -> int | None:
+    from edgeprof.profilers.estimate.llm import parameter_count
+
+    return int(parameter_count(model.spec))
+
+
+def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp",
+                precisions: Sequence[str] | str | None = None, prompt_tokens: int = 512,
+                gen_tokens: int = 128, depths: Sequence[int] | int = (0,),
+                repetitions: int = 5, warmup: int = 1, threads: int | None = None,
+                target: Any = None, device: str = "cpu", out: str | os.PathLike | None = None,
+                plugins=None, targets_dir=None, workdir: str | os.PathLike | None = None,
+                progress: Progress | None = None, isolate: bool = False,
+                timeout_s: float | None = None, fleet: Any = None) -> dict[str, Any]:
+    """Measure a generative model per backend and format (llama-bench's pp/tg, TTFT, TPOT,
+    load time, peak RSS), beside its estimate and, with a ``target``, the target's
+    prediction. Writes ``out`` as a whole when given. Returns the LLM payload;
+    :func:`llm_exit_code` gives the CLI's exit status.
+
+    Each (backend, format) is one ``MeasureRequest`` through ``measure()``, as a tensor run:
+    in this process, in a worker process (``isolate``, or a ``timeout_s``: a crash inside
+    the runtime or a hang fails that run, not the caller), or on a board of ``target``
+    connected to the Dask scheduler ``fleet`` (built here, loaded and timed there; a real
+    board's tokens/s are measured on it, an emulating one's stay this host's)."""
+    from edgeprof.profilers.measure.generate import check_context
+    from edgeprof.profilers.report.llm_outputs import build_payload, write_llm_outputs
+
+    say = progress or (lambda msg: None)
+    config = _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
+                         repetitions=repetitions, warmup=warmup, threads=threads, device=device)
+    reg = get_registry(plugins)
+    chosen = _generative_backends(backends, reg)
+    tgt = _llm_target(target, targets_dir, plugins)
+    llm = _llm_model(model)
+    check_context(llm, config)
+    pairs, notes = llm_plan(llm, chosen, precisions, device)
+    _check_out(out)
+    say(f"estimating {llm.spec.name}")
+    estimates, predictions = _llm_estimates(llm, pairs, config, tgt, device, notes,
+                                            threads=threads, classes=chosen)
+    from edgeprof.profilers.measure.llm_runs import measure_pairs
+
+    runs = measure_pairs(llm, pairs, chosen, config, registry=reg, target=tgt, say=say,
+                         isolate=isolate, timeout_s=timeout_s, fleet=fleet, plugins=plugins,
+                         workdir=workdir)
+    recommendation = None
+    from edgeprof.profilers.estimate.llm import declares_formats
+
+    known = [c for c in chosen.values() if declares_formats(c)]  # formats with bytes
+    if tgt is not None and known:  # analytic, a fraction of a second: the report's card
+        from edgeprof.optimize.llm import choose_llm_format
+
+        recommendation = choose_llm_format(
+            llm, tgt, device=device, backends=known,
+            context_tokens=config.context_needed(), prompt_tokens=prompt_tokens,
+            gen_tokens=gen_tokens).to_dict()
+    host = _host_info(None)
+    if any(r["status"] == "ok" for r in runs):  # the roof the measured points sit under
+        try:
+            host["target"] = _target("host", targets_dir, plugins).to_dict()
+        except EdgeprofError as e:
+            notes.append(f"this host's roof is left out of the report: {e}")
+    payload = build_payload(llm, target=tgt, device=device, config=config,
+                            parameters=_llm_parameters(llm), estimates=estimates,
+                            predictions=predictions, runs=runs, notes=[llm.note, *notes],
+                            recommendation=recommendation, host=host, command="profile")
+    if out is not None:
+        say(f"writing artifacts to {out}")
+        _save(payload, lambda: write_llm_outputs(out, payload))
+    return payload
+
+
+def llm_exit_code(payload: dict[str, Any]) -> int:
+    """0 complete (a run skipped because the model is too big for this machine counts as
+    complete: it was estimated and predicted); 3 when a run produced no measurement."""
+    return 3 if any(r.get("status") not in ("ok", "skipped") for r in payload.get("runs") or ()) \
+        else 0
+
+
+def recommend_llm(model: Any, target: Any, *, device: str | None = None,
+                  backends: Sequence[str] | str | None = None,
+                  context_tokens: int | None = None, tokens_per_s: float | None = None,
+                  prompt_tokens: int = 512, gen_tokens: int = 128, plugins=None,
+                  targets_dir=None, precisions: Sequence[str] | str | None = None) -> Any:
+    """The format (and backend) for ``model`` on ``target``: fits the RAM with room for
+    ``context_tokens`` (default prompt + generated tokens), meets ``tokens_per_s`` (default:
+    the interactive floor of 10 tok/s decode), and keeps the most bits
+    (``edgeprof.optimize.llm.choose_llm_format``: an ``LLMChoice`` whose reasons name the
+    binding constraint). ``device`` None: the processor the runtimes would use on the board
+    (a Jetson's GPU). ``precisions``: only these formats. Analytic: nothing runs."""
+    from edgeprof.optimize.llm import choose_llm_format
+
+    if target is None:
+        raise UserError("choosing a format for a generative model needs --target BOARD "
+                        "(e.g. raspberry_pi_5); 'edgeprof targets' lists them")
+    reg = get_registry(plugins)
+    names = list(_generative_backends(backends, reg)) if backends is not None else None
+    tgt = _target(target, targets_dir, plugins)
+    llm = _llm_model(model)
+    return choose_llm_format(llm, tgt, device=device, backends=names,
+                             context_tokens=context_tokens, tokens_per_s=tokens_per_s,
+                             prompt_tokens=prompt_tokens, gen_tokens=gen_tokens,
+                             precisions=precisions)
+
+
+def optimize_llm(model: Any, target: Any, *, shortlist: int = 3, repetitions: int = 3,
+                 threads: int | None = None, progress: Progress | None = None,
+                 **choose: Any) -> dict[str, Any]:
+    """:func:`recommend_llm`'s choice, then the shortlisted formats (the choice first, then
+    the other formats that fit and meet the budget, most bits first; at most ``shortlist``)
+    measured here, each on its backend (llama-bench's pp/tg with ``repetitions``). Returns
+    the choice's document with ``measured_here``: the runs (measured on this machine, not on
+    the target: they confirm the formats run and how they rank, the target's figures stay
+    predicted) and ``notes`` for formats not measured (a backend not installed here)."""
+    say = progress or (lambda msg: None)
+    choice = recommend_llm(model, target, **choose)
+    doc = choice.to_dict()
+    cands = [c for c in choice.candidates if c.status in ("chosen", "ok") and c.fits]
+    cands.sort(key=lambda c: (c.status != "chosen", tuple(-x for x in c.rank)))
+    reg = get_registry(choose.get("plugins"))
+    runs, notes = [], []
+    for c in cands[:max(0, int(shortlist))]:
+        cls = reg.backends_for("generate").get(c.backend)
+        avail = cls.cls.availability() if cls is not None else None
+        if avail is None or not avail.available:
+            notes.append(f"{c.label}: not measured here: "
+                         + (avail.reason if avail is not None else "backend not registered"))
+            continue
+        say(f"measuring {c.label} here")
+        payload = profile_llm(model, backends=c.backend, precisions=c.format,
+                              prompt_tokens=choose.get("prompt_tokens", 512),
+                              gen_tokens=choose.get("gen_tokens", 128),
+                              repetitions=repetitions, threads=threads,
+                              plugins=choose.get("plugins"), progress=progress)
+        runs.extend(payload.get("runs") or [])
+    doc["measured_here"] = runs
+    doc["notes"] = list(doc.get("notes") or []) + notes + [
+        "measured_here: figures measured on this machine (provenance measured, where "
+        "'this host'); the target's figures stay predicted"]
+    return doc
+
+
+#: the presets `edgeprof calibrate --backend <generative>` measures by default: three sizes,
+#: so the fit can separate bandwidth from per-layer overhead
+LLM_CALIBRATION_MODELS = ("smollm2-135m", "smollm2-360m", "qwen2.5-0.5b")
+
+
+def calibrate_llm(backend: str, precision: str | None = None, *,
+                  models: Sequence[str] | str = LLM_CALIBRATION_MODELS,
+                  prompt_tokens: int = 128, gen_tokens: int = 32, repetitions: int = 3,
+                  threads: int | None = None, plugins=None, workdir=None,
+                  path: str | os.PathLike | None = None, progress: Progress | None = None,
+                  target: Any = "host", fleet: Any = None, isolate: bool = False,
+                  timeout_s: float | None = None, targets_dir=None
+                  ) -> tuple[dict[str, Any], list[Any]]:
+    """Measure presets of several sizes with a generative backend and fit an LLM calibration
+    (effective bandwidth, per-layer overhead, prefill efficiency:
+    ``edgeprof.profilers.predict.llm.calibrate_llm_host``). Returns the calibration and the
+    measured records.
+
+    Each preset is one ``MeasureRequest`` through ``measure()`` on the runner ``profile``
+    chooses: this process, an isolated worker (``isolate``, ``timeout_s``), or a board of
+    ``target`` on the Dask scheduler ``fleet``. Runs on a real board of ``target`` fit that
+    board's calibration (its fingerprint and name kept); runs here, or on an emulating worker
+    on this machine, stay this host's and fit this host's."""
+    from edgeprof.core.requests import MeasureRequest
+    from edgeprof.profilers.measure.llm_runs import (calibration_subject, generative_runner,
+                                                     runner_phrase)
+    from edgeprof.profilers.predict.llm import calibrate_llm_host
+
+    say = progress or (lambda msg: None)
+    reg = get_registry(plugins)
+    cls = _generative_backends(backend, reg)[backend]
+    fmt = precision or next((f for f in ("q4_0", "int4") if f in cls.formats), cls.formats[0])
+    names = split_names(models, "--models")
+    llms = {n: _llm_model(n if ":" in n else f"llm:{n}") for n in names}
+    config = _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=(0,),
+                         repetitions=repetitions, warmup=1, threads=threads, device="cpu")
+    tgt = _target(target or "host", targets_dir, plugins)
+    runs = []
+    with generative_runner(tgt if fleet is not None else None, fleet=fleet, isolate=isolate,
+                           timeout_s=timeout_s, progress=say, registry=reg) as runner:
+        for name, llm in llms.items():
+            reason = cls().supports(llm, fmt, "cpu")
+            if reason:
+                raise UserError(f"cannot calibrate {backend} {fmt} on {name}: {reason}")
+            say(f"measuring {backend} {fmt} on {name}{runner_phrase(runner, tgt)}")
+            request = MeasureRequest.for_generation(cls, llm, fmt, config, timeout_s=timeout_s,
+                                                    isolate=isolate, plugins_file=plugins,
+                                                    workdir=workdir)
+            runs.append(measure(request, runner, registry=reg))
+    failed = [r for run in runs for r in run.records if not r.ok]
+    if failed:
+        r = failed[0]
+        raise UserError(f"calibration run {r.backend} {r.format} on {r.model} {r.status}: "
+                        f"{r.reason}")
+    subject, board, kept = calibration_subject(runs, tgt.id)
+    records = [r for run in kept for r in run.records]
+    specs = {llm.spec.name: llm.spec for llm in llms.values()}  # records name the spec
+    fit_on = tgt if subject == "board" else _target("host", targets_dir, plugins)
+    if board is None:
+        cal = calibrate_llm_host(records, specs.__getitem__, target=fit_on, write=False)
+    else:
+        from edgeprof.profilers.measure.llm_runs import label_calibration, measured_where
+
+        cal = calibrate_llm_host(records, specs.__getitem__, target=fit_on, write=False,
+                                 where=measured_where(subject, board, tgt))
+        label_calibration(cal, subject, board, tgt, left_out=len(runs) - len(kept))
+    return _save_llm_calibration(cal, path), records
+
+
+def _save_llm_calibration(cal: dict[str, Any], path: str | os.PathLike | None
+                          ) -> dict[str, Any]:
+    """Write ``cal`` atomically to ``path`` (default: the user's calibration folder, where
+    predictions look first); its ``path`` set."""
+    from edgeprof.core.io import write_json
+    from edgeprof.profilers.predict.calibration import user_file
+
+    if path is None:
+        path = user_file(cal["name"])
+    write_json(Path(path), cal)
+    cal["path"] = str(path)
+    return cal

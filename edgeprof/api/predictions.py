@@ -1,0 +1,129 @@
+"""Predictions for a board, without building or running: ``predict``, ``predict_many``,
+:class:`Predictor` (and ``on_device``), and ``calibrate_measurements`` (a calibration from the
+user's own timings)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from edgeprof.api.common import Progress, _target
+from edgeprof.core.errors import UserError
+from edgeprof.core.models import ModelHandle, resolve_model
+from edgeprof.core.plugins import get_registry
+from edgeprof.core.precision import get_precision
+from edgeprof.core.results import Estimate
+
+
+def on_device(target: Any, device: str | None) -> Any:
+    """``target`` as seen from processor ``device`` (a Jetson's CPU cluster, say): its peaks,
+    bandwidth and cores. The processor the target's kind implies is the target itself."""
+    if device is None or getattr(target, "is_host", False):
+        return target
+    proc = target.get_processor(device)  # UnknownNameError (exit 2) for a device it lacks
+    if device == target.implied_device:
+        return target
+    import dataclasses
+
+    changes: dict[str, Any] = {"peak_compute": dict(proc.peak_compute), "cores": proc.cores,
+                               "kind": "edge_cpu" if proc.kind == "cpu" else target.kind}
+    if proc.bandwidth is not None:
+        changes["bandwidth"] = proc.bandwidth
+    if proc.frequency is not None:
+        changes["frequency"] = proc.frequency
+    fields = {f.name for f in dataclasses.fields(target)}
+    if "big_cores_figure" in fields:
+        changes["big_cores_figure"] = proc.cores
+    return dataclasses.replace(target, **{k: v for k, v in changes.items() if k in fields})
+
+
+class Predictor:
+    """Predictions for one (target, backend, precision, threads, device, calibration), many
+    models: the target, the calibration and the registry are looked up once, so screening a
+    search space costs one estimate and one sum per model (``predict_many``)."""
+
+    def __init__(self, target: Any, backend: str, precision: str = "fp32", *,
+                 threads: int | None = None, device: str | None = None,
+                 calibration: str | os.PathLike | Any = None, plugins=None, targets_dir=None,
+                 runtime_version: str | None = None):
+        from edgeprof.profilers.predict.calibration import load_calibration
+        from edgeprof.profilers.predict.predictor import check_threads
+
+        get_precision(precision)
+        self.registry = get_registry(plugins)
+        from edgeprof.profilers.predict.threads import known_families
+
+        if backend not in self.registry.backends and backend not in known_families():
+            self.registry.backend(backend)  # UnknownNameError (exit 2) naming the backends
+        self.target = on_device(_target(target, targets_dir, plugins), device)
+        check_threads(threads, self.target)
+        self.backend, self.precision, self.threads = backend, precision, threads
+        self.runtime_version = runtime_version  # the board's build: warned about if it differs
+        self.calibration = (load_calibration(calibration)
+                            if isinstance(calibration, (str, os.PathLike)) else calibration)
+
+    def estimate(self, model: Any, *, input_shapes=None, input_dtypes=None) -> Estimate:
+        from edgeprof.profilers.estimate.analytic import estimate_model
+
+        handle = model if isinstance(model, ModelHandle) else resolve_model(
+            model, input_shapes=input_shapes, input_dtypes=input_dtypes, registry=self.registry)
+        return estimate_model(handle, self.target, self.precision, registry=self.registry)
+
+    def __call__(self, model: Any, *, input_shapes=None, input_dtypes=None) -> Any:
+        from edgeprof.profilers.predict import predict_latency
+
+        est = self.estimate(model, input_shapes=input_shapes, input_dtypes=input_dtypes)
+        pred = predict_latency(est, self.target, self.backend, self.precision,
+                               threads=self.threads, calibration=self.calibration,
+                               runtime_version=self.runtime_version)
+        pred.model = est.model
+        return pred
+
+
+def predict(model: Any, target: Any, backend: str, precision: str = "fp32", *,
+            threads: int | None = None, device: str | None = None,
+            calibration: str | os.PathLike | Any = None,
+            input_shapes: Sequence[Sequence[int]] | None = None,
+            input_dtypes: Sequence[str] | None = None, plugins=None, targets_dir=None,
+            runtime_version: str | None = None) -> Any:
+    """Predicted latency of ``model`` on ``target`` with runtime ``backend`` at ``precision``
+    on ``threads`` of the board's cores, without building or running anything: a
+    :class:`~edgeprof.profilers.predict.Prediction` (``value_ms``, ``low_ms``, ``high_ms``,
+    ``provenance``, ``calibration``, ``method``, ``notes``). ``runtime_version``: the board's
+    runtime build; a calibration fitted with another is used with a warning naming both."""
+    return Predictor(target, backend, precision, threads=threads, device=device,
+                     calibration=calibration, plugins=plugins, targets_dir=targets_dir,
+                     runtime_version=runtime_version)(
+        model, input_shapes=input_shapes, input_dtypes=input_dtypes)
+
+
+def predict_many(models: Any, target: Any, backend: str, precision: str = "fp32", *,
+                 threads: int | None = None, device: str | None = None,
+                 calibration: str | os.PathLike | Any = None,
+                 input_shapes: Sequence[Sequence[int]] | None = None,
+                 input_dtypes: Sequence[str] | None = None, plugins=None,
+                 targets_dir=None) -> list[Any]:
+    """:func:`predict` over an iterable of models (the same figures as one by one)."""
+    pred = Predictor(target, backend, precision, threads=threads, device=device,
+                     calibration=calibration, plugins=plugins, targets_dir=targets_dir)
+    return [pred(m, input_shapes=input_shapes, input_dtypes=input_dtypes) for m in models]
+
+
+def calibrate_measurements(measurements: str | os.PathLike, target: Any, backend: str, *,
+                           precision: str | None = None, threads: int | None = None,
+                           out: str | os.PathLike | None = None, plugins=None,
+                           targets_dir=None, progress: Progress | None = None):
+    """A calibration of ``target`` for ``backend`` fitted to the user's own timings (a CSV
+    ``model,latency_ms[,input_shape,precision,threads,runtime,source]``), refining the
+    shipped one; written to ``out`` or the user's calibration folder (preferred there).
+    Returns (calibration, path, summary)."""
+    from edgeprof.profilers.predict.measured import calibrate_from_measurements
+
+    tgt = _target(target, targets_dir, plugins)
+    if getattr(tgt, "is_host", False):
+        raise UserError("--measurements calibrates a board from timings taken on it; for this "
+                        "machine run 'edgeprof calibrate --target host --backend B'")
+    return calibrate_from_measurements(measurements, tgt, backend, precision=precision,
+                                       threads=threads, out=out,
+                                       registry=get_registry(plugins), progress=progress)

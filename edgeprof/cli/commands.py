@@ -1,0 +1,376 @@
+"""The tensor model's command functions (and the listings, compare, calibrate): each calls the
+API, then prints or renders its result (``cli/render.py``, ``cli/render_listings.py``). The
+parser that dispatches to them is ``cli/parser.py``; a generative model's commands are in
+``cli/llm.py``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from edgeprof.cli import llm
+from edgeprof.cli.common import Progress, _console, _in_flag_words, _keeping_results
+from edgeprof.cli.fleet import print_boards, profile_fleet
+from edgeprof.cli.render import _fmt
+from edgeprof.core.errors import OutputError, UserError
+
+
+# --------------------------------------------------------------------------- commands
+def cmd_targets(args) -> int:
+    from edgeprof.api import _target_registry
+
+    reg = _target_registry(args.targets_dir, args.plugins)
+    if args.action == "show":
+        if not args.id:
+            raise UserError("give a target id: edgeprof targets show raspberry_pi_4")
+        t = reg.get(args.id, recalibrate=args.recalibrate)
+        if args.json:
+            print(json.dumps(t.to_dict(), indent=2))
+            return 0
+        from edgeprof.cli.render_listings import render_target
+
+        render_target(t, _console())
+        return 0
+    targets = reg.all()
+    if args.json:
+        print(json.dumps([t.to_dict() for t in targets], indent=2))
+        return 0
+    from edgeprof.cli.render_listings import render_targets
+
+    render_targets(targets, _console())
+    return 0
+
+
+def cmd_backends(args) -> int:
+    from edgeprof.api import list_backends
+
+    rows = list_backends(args.plugins)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    from edgeprof.cli.render_listings import render_backends
+
+    render_backends(rows, _console())
+    return 0
+
+
+def cmd_plugins(args) -> int:
+    from edgeprof.core.plugins import get_registry
+
+    reg = get_registry(args.plugins)
+    for name, source in reg.plugins:
+        print(f"{name}\t{source}")
+    return 0
+
+
+def _run_options(args) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    if getattr(args, "device", None):
+        opts["device"] = args.device
+    for flag, key in (("runs", "runs"), ("min_time", "min_time_s"), ("max_time", "max_time_s"),
+                      ("warmup", "warmup"), ("timeout", "timeout_s")):
+        v = getattr(args, flag, None)
+        if v is not None:
+            opts[key] = v
+    if getattr(args, "isolate", False):
+        opts["isolate"] = True
+    if getattr(args, "backend_option", None):  # validated against each Backend.Options
+        opts["options"] = dict(args.backend_option)
+    return opts
+
+
+def cmd_profile(args) -> int:
+    from edgeprof.api import profile
+    progress = Progress(enabled=not args.json)
+    report, unwritten = _keeping_results(progress, lambda: profile(
+            args.model, target=args.target, backends=args.backend, precisions=args.precision,
+            batch_size=args.batch_size, input_shapes=args.input_shape or None,
+            input_dtypes=args.input_dtype or None, threads=args.threads,
+            stream_rate_fps=args.stream_rate, latency_budget_ms=args.latency_budget_ms,
+            run_options=_run_options(args), out=args.out, trace=args.trace,
+            calibration_data=args.calibration_data, plugins=args.plugins,
+            targets_dir=args.targets_dir, recalibrate=args.recalibrate, progress=progress,
+            fleet=profile_fleet(args), calibration=args.calibration))
+    if args.json:
+        from edgeprof.profilers.report.artifacts import dumps
+
+        print(dumps(report))
+        _print_problems(report, _console(stderr=True))
+    else:
+        from edgeprof.cli.render import render_profile
+
+        render_profile(report, _console(), max_layers=args.max_layers)
+        print_boards(report, _console())
+        _print_problems(report, _console(stderr=True))
+        if args.out and unwritten is None:
+            _console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
+    _html_then_deferred_error(args, unwritten, "render_profile_html", report.to_dict)
+    return report.exit_code
+
+
+def _html_then_deferred_error(args, unwritten, renderer: str, document) -> None:
+    """After the results are printed: the ``--html`` page, then the ``--out`` failure that
+    was held back so the results could still be shown."""
+    if args.html:
+        from edgeprof.profilers.report import html
+
+        html.write_html(args.html, getattr(html, renderer)(document()))
+    if unwritten is not None:
+        raise unwritten
+
+
+def _print_problems(report, console) -> None:
+    for r in report.runs:
+        if r.status != "ok" and r.explicit:
+            console.print(f"edgeprof: {r.backend} {r.requested_precision}: {r.status}: "
+                          f"{r.benchmark.reason}; the analytic estimate for {report.target.id} "
+                          "is still shown", markup=False)
+
+
+def cmd_estimate(args) -> int:
+    from edgeprof.api import Predictor, estimate
+
+    if args.backend is not None:  # the same prediction 'edgeprof predict' gives
+        pred = Predictor(args.target, args.backend, args.precision, threads=args.threads,
+                         calibration=args.calibration, plugins=args.plugins,
+                         targets_dir=args.targets_dir)
+        est = pred.estimate(args.model, input_shapes=args.input_shape or None,
+                            input_dtypes=args.input_dtype or None)
+        from edgeprof.profilers.predict import predict_latency
+
+        prediction = predict_latency(est, pred.target, args.backend, args.precision,
+                                     threads=args.threads, calibration=pred.calibration)
+        prediction.model = est.model
+    else:
+        if args.threads is not None or args.calibration is not None:
+            raise UserError("--threads and --calibration are for the prediction: give "
+                            "--backend B too")
+        est = estimate(args.model, args.target, args.precision, batch_size=args.batch_size,
+                       input_shapes=args.input_shape or None,
+                       input_dtypes=args.input_dtype or None, plugins=args.plugins,
+                       targets_dir=args.targets_dir)
+        prediction = None
+    if args.json:
+        doc = est.to_dict()
+        if prediction is not None:
+            doc["prediction"] = prediction.to_dict()
+        print(json.dumps(doc, indent=2, allow_nan=False))
+        return 0
+    from edgeprof.cli.render import render_estimate, render_prediction
+
+    render_estimate(est, _console(), max_layers=args.max_layers)
+    if prediction is not None:
+        render_prediction(prediction, _console())
+    return 0
+
+
+def cmd_predict(args) -> int:
+    from edgeprof.api import predict
+
+    pred = predict(args.model, args.target, args.backend, args.precision, threads=args.threads,
+                   device=args.device, calibration=args.calibration,
+                   runtime_version=args.runtime_version,
+                   input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
+                   plugins=args.plugins, targets_dir=args.targets_dir)
+    if args.json:
+        print(json.dumps(pred.to_dict(), indent=2, allow_nan=False))
+        return 0
+    from edgeprof.cli.render import render_prediction
+
+    render_prediction(pred, _console())
+    return 0
+
+
+def cmd_batch(args) -> int:
+    from edgeprof.api import batch_sizes
+
+    unwritten = None
+    try:
+        rep = batch_sizes(args.model, args.batch_sizes, target=args.target, backend=args.backend,
+                          precision=args.precision, latency_budget_ms=args.latency_budget_ms,
+                          run_options=_run_options(args), input_shapes=args.input_shape or None,
+                          input_dtypes=args.input_dtype or None, plugins=args.plugins,
+                          targets_dir=args.targets_dir, out=args.out)
+    except OutputError as e:  # measured, but --out could not be written: show it, then fail
+        if e.result is None:
+            raise
+        rep, unwritten = e.result, e
+    from edgeprof.cli.render import batch_problems, render_batch
+
+    if args.json:
+        print(json.dumps(rep.to_dict(), indent=2, allow_nan=False))
+        for line in batch_problems(rep):  # the reasons on stderr too
+            print(f"edgeprof: {line}", file=sys.stderr)
+    else:
+        render_batch(rep, _console())
+    if unwritten is not None:
+        raise unwritten
+    # 3 = partial: a requested batch produced no measurement (its row says why)
+    return 3 if batch_problems(rep) else 0
+
+
+def cmd_compare(args) -> int:
+    from pathlib import Path
+
+    from edgeprof.profilers.report.compare import (compare_results, format_comparison,
+                                                   load_profile, profile_differences,
+                                                   profile_kind)
+
+    a, b = load_profile(args.a), load_profile(args.b)
+    rows = compare_results(a, b, force=args.force)  # a tensor and a generative one: exit 2
+    if args.html and profile_kind(a) == "generative":
+        raise UserError("--html draws tensor profiles only; compare generative profiles as "
+                        "the table or with --json")
+    for diff in profile_differences(a, b):  # only reached with --force
+        print(f"edgeprof: WARNING: not like for like, compared anyway (--force): {diff}",
+              file=sys.stderr)
+    if args.json:
+        from edgeprof.core.results import clean
+
+        print(json.dumps([clean(r) for r in rows], indent=2, allow_nan=False))
+    else:
+        print(format_comparison(rows, Path(args.a).parent.name or "A",
+                                Path(args.b).parent.name or "B"))
+    if args.html:  # html helper: the before/after page
+        from edgeprof.profilers.report.html import render_compare_html, write_html
+
+        write_html(args.html, render_compare_html(a, b, rows, label_a=args.a, label_b=args.b))
+    return 0
+
+
+def cmd_calibrate(args) -> int:  # predict helper: edgeprof calibrate
+    if args.measurements is not None:
+        return _calibrate_measurements(args)
+    if args.threads is not None or args.calibration_out is not None:
+        raise UserError("--threads and --out go with --measurements FILE.csv (a calibration "
+                        "from your own timings)")
+    spec = profile_fleet(args)  # --fleet, else $EDGEPROF_FLEET for a target not this host
+    if args.target != "host" and spec is None:
+        raise UserError(f"calibrating '{args.target}' needs that device: only --target host "
+                        "can be calibrated on this machine; give --fleet SCHEDULER to measure "
+                        "on a board of the fleet (built-in boards ship calibrations "
+                        "fitted to published measurements)")
+    from edgeprof.core.plugins import get_registry
+    from edgeprof.profilers.predict.host import calibrate_fleet, calibrate_host
+
+    reg = get_registry(args.plugins)
+    if getattr(reg.backend(args.backend), "workload", "tensor") == "generate":
+        return llm.cmd_calibrate_llm(args, spec)  # here, isolated, or on a board of the fleet
+    if args.isolate or args.timeout is not None:
+        raise UserError("--isolate and --timeout go with a generative backend (e.g. "
+                        "--backend llama_cpp); a tensor calibration measures its kernels here "
+                        "or, with --fleet, on a board")
+    progress = Progress(enabled=not args.json)
+    try:
+        if spec is not None:
+            cal, path = calibrate_fleet(spec, args.target, args.backend,
+                                        args.precision or "fp32",
+                                        kernels=args.kernels, runs=args.runs,
+                                        registry=get_registry(args.plugins),
+                                        targets_dir=args.targets_dir, progress=progress)
+        else:
+            cal, path = calibrate_host(args.backend, args.precision or "fp32",
+                                       kernels=args.kernels,
+                                       runs=args.runs, registry=get_registry(args.plugins),
+                                       progress=progress)
+    finally:
+        progress.stop()
+    cv = cal.cv
+    if args.json:
+        print(json.dumps({"calibration": cal.name, "path": str(path), "cv": {
+            k: v for k, v in cv.items() if k != "errors"}, "parameters": cal.parameters,
+            "fingerprint": cal.fingerprint, "note": cal.note}, indent=2, allow_nan=False))
+        return 0
+    if cal.fingerprint.get("board"):
+        print(f"measured on board {cal.fingerprint['board']}"
+              + (f" (EMULATING {cal.target}: the calibration describes that machine)"
+                 if cal.fingerprint.get("emulating") else ""))
+    print(f"calibration {cal.name}: {cv['n']} samples; leave-one-out median |error| "
+          f"{100 * cv['median_abs_error']:.1f} %, within +-10 % {100 * cv['within_10']:.0f} %, "
+          f"within +-25 % {100 * cv['within_25']:.0f} %, Spearman "
+          f"{_fmt(cv['spearman']) if cv['spearman'] is not None else '-'}")
+    print(f"saved to {path}")
+    return 0
+
+
+def _calibrate_measurements(args) -> int:
+    """``calibrate --measurements FILE.csv``: the user's own timings refine the shipped
+    calibration of the board."""
+    from edgeprof.api import calibrate_measurements
+
+    progress = Progress(enabled=not args.json)
+    try:
+        cal, path, summary = calibrate_measurements(
+            args.measurements, args.target, args.backend, precision=args.precision,
+            threads=args.threads, out=args.calibration_out, plugins=args.plugins,
+            targets_dir=args.targets_dir, progress=progress)
+    finally:
+        progress.stop()
+    if args.json:
+        print(json.dumps({"calibration": cal.name, "path": str(path), **summary,
+                          "parameters": cal.parameters, "note": cal.note},
+                         indent=2, allow_nan=False, default=str))
+        return 0
+    cv = summary["cv"]
+    n = summary["rows"]
+    print(f"calibration {cal.name}: {n} row(s) at {', '.join(map(str, summary['threads'])) or 'GPU'}"
+          f" thread(s); learned {summary['learned']}; prior {summary['prior']}")
+    if n >= 2:
+        print(f"{cv['method']}: median |error| {100 * cv['median_abs_error']:.1f} %, within "
+              f"+-25 % {100 * cv['within_25']:.0f} %, Spearman "
+              f"{_fmt(cv['spearman']) if cv['spearman'] is not None else '-'}; 90 % interval "
+              f"held {100 * (cv['coverage'] or 0):.0f} % of the held-out rows, width "
+              f"{cv['median_width']:.2f}x")
+    else:
+        print("one row: it moves the level only; the interval is the prior's (add rows for a "
+              "leave-one-out error and a shape of your own)")
+    print(f"saved to {path}")
+    return 0
+
+
+def cmd_recommend(args) -> int:
+    from edgeprof.optimize.router import check_feasible
+    from edgeprof.optimize.loop import recommend_plan
+
+    plan = recommend_plan(
+        args.model, args.target, latency_budget_ms=args.latency_budget_ms,
+        memory_budget_mb=args.memory_budget_mb, max_accuracy_drop=args.max_accuracy_drop,
+        stream_rate_fps=args.stream_rate, precision=args.precision, batch_size=args.batch_size,
+        input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
+        plugins=args.plugins, targets_dir=args.targets_dir)
+    if args.json:
+        print(json.dumps(plan.to_dict(), indent=2, allow_nan=False))
+    else:
+        print(_in_flag_words(plan.to_text()))
+    check_feasible(plan)  # ConstraintError (exit 4) after the closest plan was shown
+    return 0
+
+
+def cmd_optimize(args) -> int:
+    from edgeprof.optimize.loop import optimize
+
+    run_options = _run_options(args)
+    progress = Progress(enabled=not args.json)
+    report, unwritten = _keeping_results(progress, lambda: optimize(
+            args.model, args.target, latency_budget_ms=args.latency_budget_ms,
+            memory_budget_mb=args.memory_budget_mb, max_accuracy_drop=args.max_accuracy_drop,
+            stream_rate_fps=args.stream_rate, data=args.data, out=args.out,
+            run_options=run_options or None, backends=args.backend,
+            compressions=args.compression,
+            train_seconds=args.train_seconds, finetune_steps=args.finetune_steps,
+            batch_size=args.batch_size,
+            input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
+            plugins=args.plugins, targets_dir=args.targets_dir, progress=progress,
+            recalibrate=args.recalibrate))
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, allow_nan=False))
+    else:
+        print(_in_flag_words(report.to_text()))
+        if args.out and unwritten is None:
+            _console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
+    _html_then_deferred_error(args, unwritten, "render_optimize_html", report.to_dict)
+    err = report.constraint_error()
+    if err is not None:
+        print(f"edgeprof: error: {_in_flag_words(str(err))}", file=sys.stderr)
+    return report.exit_code

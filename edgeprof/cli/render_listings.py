@@ -1,0 +1,74 @@
+"""The listings' terminal tables: ``edgeprof targets`` (every target, or one target's
+figures) and ``edgeprof backends``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgeprof.cli.render import _fmt, _si
+
+
+def render_target(t: Any, console: Any) -> None:
+    """One target (``edgeprof targets show ID``): its processor, modes, figures with their
+    sources, precisions, backends and recommended compression."""
+    from rich.table import Table
+
+    c = console
+    c.print(f"[bold]{t.id}[/bold]: {t.name} ({t.kind}; strategy family {t.strategy_class})",
+            markup=True)
+    c.print(f"processor: {t.processor}", markup=False)
+    if t.description:
+        c.print(t.description, markup=False)
+    if t.modes:  # TARGET:MODE names the same board at other clocks / power
+        for name, m in t.modes.items():
+            text = ("(this one, described above)" if name == t.mode else m.description)
+            c.print(f"mode {t.base_id}:{name}: {text}", markup=False)
+    c.print(f"big cores (threads to use): {t.big_cores}")
+    table = Table("figure", "value", "unit", "source", show_lines=False)
+    for name, q in t.figures().items():
+        table.add_row(name, _fmt(q.value), q.unit, q.source)
+    c.print(table)
+    c.print(f"supported precisions: {', '.join(t.supported_precisions)}")
+    c.print(f"preferred backends: {', '.join(t.preferred_backends)}")
+    s = t.strategy
+    c.print(f"recommended compression: {s.precision}, {s.quantization_bits}-bit quantization, "
+            f"{s.pruning_type} pruning, {s.layout} layout — {s.reason}")
+    if t.path:
+        c.print(f"descriptor: {t.path} (sha256 {t.sha256[:12]}…)" if t.sha256 else t.path)
+
+
+def render_targets(targets: list[Any], console: Any) -> None:
+    """Every target, one row each, and ``host``."""
+    from rich.table import Table
+
+    table = Table("id", "kind", "processor", "cores", "memory", "bandwidth", "peak fp32",
+                  "power", "recommended", "modes",
+                  caption="a mode is the same board at other clocks/power, named ID:MODE "
+                          "(--target jetson_orin_nano:super); 'edgeprof targets show ID' "
+                          "describes its modes")
+    for t in targets:
+        table.add_row(t.id, t.kind, t.processor, _fmt(t.cores.value), _si(t.ram.value, "B"),
+                      _si(t.bandwidth.value, "B/s"), _si(t.peak_macs("fp32"), "MAC/s"),
+                      _fmt(t.typical_power.value) + " W", t.strategy.precision,
+                      ", ".join(t.modes) or "-")
+    table.add_row("host", "cpu", "this machine (detected and calibrated on first use)", "", "",
+                  "", "", "", "", "-")
+    console.print(table)
+
+
+def render_backends(rows: list[dict[str, Any]], console: Any) -> None:
+    """``list_backends()``'s rows: available or not, and why; their options."""
+    from rich.table import Table
+
+    table = Table("backend", "available", "precisions", "devices", "formats",
+                  "options (--backend-option)", "why not / how")
+    for r in rows:
+        why = "" if r["available"] else f"{r['reason']}" + (f"; {r['hint']}" if r["hint"] else "")
+        opts = "\n".join(f"{o['name']}={o['default']!r} ({o['type']})"
+                         for o in r.get("options", ())) or "-"
+        table.add_row(r["name"], "yes" if r["available"] else "no", ",".join(r["precisions"]),
+                      ",".join(r["devices"]), ",".join(r["model_formats"]), opts, why)
+    console.print(table)
+
+
+__all__ = ["render_backends", "render_target", "render_targets"]

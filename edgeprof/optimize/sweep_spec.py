@@ -1,0 +1,343 @@
+"""The sweep file (``SWEEP.toml``, its format in :mod:`edgeprof.optimize.sweep`): its keys,
+its validation (:func:`load_sweep`: every mistake a ConfigError naming the field) into a
+:class:`SweepSpec`, and the jobs the grid expands to (:class:`Job`, :class:`GenJob`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgeprof.core.backend import RunConfig
+from edgeprof.core.errors import ConfigError, EdgeprofError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+TOP_KEYS = {"models", "targets", "backends", "precisions", "batch_sizes", "store", "out", "run",
+            "generate"}
+#: the ``[generate]`` table: key -> (item type, is a list, required)
+GEN_KEYS: dict[str, tuple[type, bool, bool]] = {
+    "models": (str, True, True), "backends": (str, True, True), "formats": (str, True, True),
+    "targets": (str, True, False), "threads": (int, True, False),
+    "prompt_tokens": (int, True, False), "gen_tokens": (int, True, False),
+    "depths": (int, True, False), "repetitions": (int, False, False),
+    "warmup": (int, False, False)}
+RUN_KEYS = {"runs": int, "min_time": float, "max_time": float, "warmup": int, "threads": int,
+            "timeout": float, "retries": int, "no_board_wait": float}
+
+
+# ------------------------------------------------------------------------- the file
+@dataclass
+class SweepSpec:
+    path: Path
+    models: list[str]
+    targets: list[str]
+    backends: list[str]
+    precisions: list[str]
+    batch_sizes: list[int | None]
+    store: Path
+    out: Path
+    run: dict[str, Any] = field(default_factory=dict)
+    handles: dict[str, Any] = field(default_factory=dict, repr=False)
+    generate: GenerateGrid | None = None
+
+    def config(self, precision: str, batch_size: int) -> RunConfig:
+        r = self.run
+        return RunConfig(precision=precision, batch_size=batch_size, threads=r.get("threads"),
+                         warmup=r.get("warmup"), runs=r.get("runs"),
+                         min_time_s=r.get("min_time"), max_time_s=r.get("max_time"),
+                         timeout_s=r.get("timeout"))
+
+    def settings(self) -> dict[str, Any]:
+        """What a resumed sweep must share with the store's first run."""
+        out = {k: v for k, v in sorted(self.run.items()) if k not in ("retries",
+                                                                      "no_board_wait")}
+        if self.generate is not None:  # only then: a tensor sweep's store keeps its settings
+            out["generate"] = {"repetitions": self.generate.repetitions,
+                               "warmup": self.generate.warmup}
+        return out
+
+    def jobs(self) -> list[Job | GenJob]:
+        out: list[Job | GenJob] = []
+        for model in self.models:
+            for bs in self.batch_sizes:
+                for target in self.targets:
+                    for backend in self.backends:
+                        for precision in self.precisions:
+                            out.append(Job(model, target, backend, precision, bs))
+        if self.generate is not None:
+            out.extend(self.generate.jobs(self.run.get("threads")))
+        return out
+
+
+@dataclass(frozen=True)
+class Job:
+    model: str
+    target: str
+    backend: str
+    precision: str
+    batch_size: int | None  # None: the model's own
+
+    @property
+    def key(self) -> str:
+        bs = "model" if self.batch_size is None else str(self.batch_size)
+        return f"{self.model}|{self.target}|{self.backend}|{self.precision}|b{bs}"
+
+
+@dataclass(frozen=True)
+class GenJob:
+    """One generative job: llama-bench's test shape (``pp n_prompt``, ``tg n_gen`` at one
+    depth) for one model x target x backend x format x threads."""
+
+    model: str
+    target: str
+    backend: str
+    precision: str  # the format (q4_0, int4 ...): the store's precision column
+    threads: int | None  # None: the machine's physical cores
+    prompt_tokens: int
+    gen_tokens: int
+    depth: int
+    batch_size: None = None  # the store's column; a generative job has none
+
+    @property
+    def key(self) -> str:
+        t = "auto" if self.threads is None else str(self.threads)
+        return (f"{self.model}|{self.target}|{self.backend}|{self.precision}|t{t}|"
+                f"pp{self.prompt_tokens}|tg{self.gen_tokens}|d{self.depth}")
+
+
+@dataclass
+class GenerateGrid:
+    """The ``[generate]`` table, validated: ``pairs`` are the (backend, format) pairs that
+    run (each format on the listed backends that make it)."""
+
+    models: list[str]
+    targets: list[str]
+    pairs: list[tuple[str, str]]
+    threads: list[int | None]
+    prompt_tokens: list[int]
+    gen_tokens: list[int]
+    depths: list[int]
+    repetitions: int = 5
+    warmup: int = 1
+    llms: dict[str, Any] = field(default_factory=dict, repr=False)  # model -> LLMModel
+    classes: dict[str, type] = field(default_factory=dict, repr=False)
+
+    def jobs(self, run_threads: int | None = None) -> list[GenJob]:
+        threads = self.threads if self.threads != [None] else [run_threads]
+        return [GenJob(m, t, b, f, th, p, g, d)
+                for m in self.models for t in self.targets for b, f in self.pairs
+                for th in threads for p in self.prompt_tokens for g in self.gen_tokens
+                for d in self.depths]
+
+    def config(self, job: GenJob) -> Any:
+        from edgeprof.core.llm import GenerationConfig
+
+        return GenerationConfig(prompt_tokens=job.prompt_tokens, gen_tokens=job.gen_tokens,
+                                depths=(job.depth,), repetitions=self.repetitions,
+                                warmup=self.warmup, threads=job.threads)
+
+
+def _list(raw: dict, key: str, path: Path, kind: type, *, required: bool = True,
+          prefix: str = "") -> list:
+    name = prefix + key
+    if key not in raw:
+        if required:
+            raise ConfigError(f"missing; give a list of {key}", path=path, field=name)
+        return []
+    v = raw[key]
+    if isinstance(v, (str, int)) and not isinstance(v, bool):
+        v = [v]
+    if not isinstance(v, list):
+        raise ConfigError(f"must be a list, got {type(v).__name__}", path=path, field=name)
+    if not v:
+        raise ConfigError("is empty: the grid would have no jobs", path=path, field=name)
+    for item in v:
+        if not isinstance(item, kind) or isinstance(item, bool):
+            raise ConfigError(f"items must be {kind.__name__}s, got {item!r}", path=path,
+                              field=name)
+    if len(set(v)) != len(v):
+        raise ConfigError("lists an item twice", path=path, field=name)
+    return list(v)
+
+
+def _load_generate(table: Any, path: Path, top_targets: list[str], run_threads: Any, reg,
+                   check_target: Callable[[str], Any]) -> GenerateGrid:
+    """The ``[generate]`` table: every mistake a ConfigError naming ``generate.KEY``."""
+    from edgeprof.core.llm import backend_workload
+    from edgeprof.zoo.llm import resolve_llm
+
+    if not isinstance(table, dict):
+        raise ConfigError("must be a table ([generate])", path=path, field="generate")
+    unknown = sorted(set(table) - set(GEN_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown key; known: {', '.join(sorted(GEN_KEYS))}", path=path,
+                          field=f"generate.{unknown[0]}")
+    got: dict[str, Any] = {}
+    for key, (kind, is_list, required) in GEN_KEYS.items():
+        if is_list:
+            got[key] = _list(table, key, path, kind, required=required, prefix="generate.")
+        elif key in table:
+            v = table[key]
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ConfigError(f"must be an integer, got {v!r}", path=path,
+                                  field=f"generate.{key}")
+            got[key] = v
+    for key, least in (("threads", 1), ("prompt_tokens", 1), ("gen_tokens", 1), ("depths", 0),
+                       ("repetitions", 1), ("warmup", 0)):
+        vals = got.get(key)
+        vals = vals if isinstance(vals, list) else [] if vals is None else [vals]
+        bad = [v for v in vals if v < least]
+        if bad:
+            raise ConfigError(f"must be {'positive' if least else '0 or more'}, got {bad[0]!r}",
+                              path=path, field=f"generate.{key}")
+    targets = got["targets"] or top_targets
+    if not targets:
+        raise ConfigError("missing; give a list of targets (top level or in [generate])",
+                          path=path, field="targets")
+    for t in got["targets"]:
+        try:
+            check_target(t)
+        except EdgeprofError as e:
+            raise ConfigError(str(e), path=path, field="generate.targets") from None
+    classes: dict[str, type] = {}
+    for b in got["backends"]:
+        try:
+            cls = reg.backend(b)
+        except EdgeprofError as e:
+            raise ConfigError(str(e), path=path, field="generate.backends") from None
+        if backend_workload(cls) != "generate":
+            known = ", ".join(reg.backends_for("generate")) or "(none)"
+            raise ConfigError(f"backend '{b}' runs fixed-shape tensor models, not generative "
+                              f"ones; generative backends: {known}", path=path,
+                              field="generate.backends")
+        classes[b] = cls
+    pairs = []
+    for fmt in got["formats"]:
+        makers = [b for b, cls in classes.items() if fmt in tuple(cls.formats)]
+        if not makers:
+            made = "; ".join(f"{b} makes {', '.join(cls.formats)}" for b, cls in classes.items())
+            raise ConfigError(f"no backend listed makes format '{fmt}' ({made})", path=path,
+                              field="generate.formats")
+        pairs.extend((b, fmt) for b in makers)
+    llms = {}
+    for m in got["models"]:
+        spec = m
+        if not m.startswith("llm:") and not Path(m).expanduser().is_absolute():
+            spec = str(path.parent / m)  # a .gguf file or an HF folder beside the sweep file
+        try:
+            llms[m] = resolve_llm(spec)
+        except EdgeprofError as e:
+            raise ConfigError(f"model '{m}' cannot be read: {e}", path=path,
+                              field="generate.models") from None
+    threads: list[int | None] = got["threads"] or [None]
+    return GenerateGrid(models=got["models"], targets=targets, pairs=pairs, threads=threads,
+                        prompt_tokens=got["prompt_tokens"] or [512],
+                        gen_tokens=got["gen_tokens"] or [128], depths=got["depths"] or [0],
+                        repetitions=got.get("repetitions", 5), warmup=got.get("warmup", 1),
+                        llms=llms, classes=classes)
+
+
+def load_sweep(path: str | os.PathLike, *, overrides: dict[str, Any] | None = None,
+               plugins=None, targets_dir=None) -> SweepSpec:
+    """Read and validate SWEEP.toml; every mistake is a ConfigError naming the field."""
+    from edgeprof.core.models import resolve_model
+    from edgeprof.core.plugins import get_registry
+    from edgeprof.core.precision import get_precision
+    from edgeprof.targets import get_target_registry
+
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("sweep file does not exist", path=path) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read: {e}", path=path) from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"not valid TOML: {e}", path=path) from None
+    unknown = sorted(set(raw) - TOP_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown key; known: {', '.join(sorted(TOP_KEYS))}", path=path,
+                          field=unknown[0])
+    base = path.parent
+    # a tensor grid unless the file holds only a [generate] table
+    tensor = "generate" not in raw or any(k in raw for k in ("models", "backends",
+                                                             "precisions", "batch_sizes"))
+    models = _list(raw, "models", path, str, required=tensor)
+    targets = _list(raw, "targets", path, str, required=tensor)
+    backends = _list(raw, "backends", path, str, required=tensor)
+    precisions = _list(raw, "precisions", path, str, required=tensor)
+    sizes = _list(raw, "batch_sizes", path, int, required=False)
+    from edgeprof.core.llm import is_llm_spec
+
+    for m in models:
+        if is_llm_spec(m) or m.lower().endswith(".gguf"):
+            raise ConfigError(f"'{m}' is a generative model: list it under [generate] models "
+                              "(with its backends and formats)", path=path, field="models")
+    if any(b <= 0 for b in sizes):
+        raise ConfigError("batch sizes must be positive", path=path, field="batch_sizes")
+    run = raw.get("run", {})
+    if not isinstance(run, dict):
+        raise ConfigError("must be a table ([run])", path=path, field="run")
+    run = dict(run)
+    run.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    for k, v in run.items():
+        if k not in RUN_KEYS:
+            raise ConfigError(f"unknown key; known: {', '.join(sorted(RUN_KEYS))}", path=path,
+                              field=f"run.{k}")
+        kind = RUN_KEYS[k]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (
+                kind is int and not isinstance(v, int)):
+            raise ConfigError(f"must be a{'n integer' if kind is int else ' number'}, got "
+                              f"{v!r}", path=path, field=f"run.{k}")
+        if v < 0 or (v == 0 and k not in ("retries",)):
+            raise ConfigError(f"must be positive, got {v!r}", path=path, field=f"run.{k}")
+    reg = get_registry(plugins)
+    treg = get_target_registry(targets_dir, plugins)
+
+    def known(kind: str, field_: str, check: Callable[[str], Any], items: list[str]) -> None:
+        for item in items:
+            try:
+                check(item)
+            except EdgeprofError as e:
+                raise ConfigError(str(e), path=path, field=field_) from None
+
+    known("target", "targets", lambda t: t in treg.ids() or treg.get(t), targets)
+    known("backend", "backends", reg.backend, backends)
+    known("precision", "precisions", get_precision, precisions)
+    handles = {}
+    for m in models:
+        spec = m
+        if not m.startswith("builtin:") and not Path(m).is_absolute():
+            cand = base / m.split(":", 1)[0]
+            if cand.exists():
+                spec = str(base / m)
+        try:
+            handles[m] = resolve_model(spec, registry=reg)
+        except EdgeprofError as e:
+            raise ConfigError(f"model '{m}' cannot be read: {e}", path=path,
+                              field="models") from None
+        except Exception as e:  # a factory's own failure  # noqa: BLE001
+            raise ConfigError(f"model '{m}' cannot be read: {type(e).__name__}: {e}",
+                              path=path, field="models") from None
+    for key in ("store", "out"):
+        if key in raw and not isinstance(raw[key], str):
+            raise ConfigError("must be a path string", path=path, field=key)
+    generate = None
+    if "generate" in raw:
+        generate = _load_generate(raw["generate"], path, targets, run.get("threads"), reg,
+                                  lambda t: t in treg.ids() or treg.get(t))
+    store = base / raw.get("store", f"{path.stem}.sqlite")
+    out = base / raw.get("out", f"{path.stem}_out")
+    return SweepSpec(path, models, targets, backends, precisions, sizes or [None], store, out,
+                     run, handles, generate)
+
+
+__all__ = ["GEN_KEYS", "RUN_KEYS", "TOP_KEYS", "GenJob", "GenerateGrid", "Job", "SweepSpec",
+           "load_sweep"]

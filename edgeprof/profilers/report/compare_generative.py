@@ -1,0 +1,102 @@
+"""Two generative profiles compared (:func:`compare_generative`): per (backend, format,
+depth) one :class:`~edgeprof.profilers.report.compare_stats.GenerativeComparison` row for each
+of prefill and decode tokens/s, TTFT and TPOT, from the per-repetition samples with the
+tensor comparison's statistics. Part of :mod:`edgeprof.profilers.report.compare`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgeprof.core.errors import ConfigError
+from edgeprof.profilers.report.compare_inputs import profile_differences
+from edgeprof.profilers.report.compare_stats import (ALPHA, MIN_CLIFFS_DELTA, MIN_REL_CHANGE,
+                                                     GenerativeComparison, _enough,
+                                                     compare_samples, min_p_value)
+from edgeprof.profilers.report.generative import STAGE_FIGURES, GenerativeRun
+
+
+def _run_notes(ra: GenerativeRun, rb: GenerativeRun) -> list[str]:
+    notes = []
+    for label, va, vb in (("threads", ra.n_threads, rb.n_threads),
+                          ("runtime", ra.record.runtime_version, rb.record.runtime_version)):
+        if va and vb and va != vb:
+            notes.append(f"{label} {va} (A) vs {vb} (B)")
+    return notes
+
+
+def _no_samples_reason(label: str, run: GenerativeRun) -> str:
+    if not run.ok:
+        return f"{label}: {run.status}" + (f" ({run.reason})" if run.reason else "")
+    n = len(run.samples("decode_tokens_per_s"))
+    if n == 0:
+        return f"{label}: no per-repetition samples"
+    return f"{label}: {n} repetition (a verdict needs {_enough(ALPHA)} or more)"
+
+
+def compare_generative(a: dict[str, Any], b: dict[str, Any], *, alpha: float = ALPHA,
+                       min_rel_change: float = MIN_REL_CHANGE,
+                       min_cliffs: float = MIN_CLIFFS_DELTA,
+                       force: bool = False) -> list[GenerativeComparison]:
+    """Compare two generative profile.json documents: for each (backend, format, depth)
+    measured in both, one row per figure (prefill and decode tokens/s, TTFT, TPOT) with the
+    tensor compare's statistics over the per-repetition samples. A run in one profile only,
+    not ``ok`` or with one repetition gives one row without a verdict and the reason; too few
+    repetitions for any verdict (:func:`min_p_value`) give the medians and no verdict.
+
+    ConfigError when a profile holds no runs (an estimate), or, unless ``force``, when the
+    profiles measured a different model, target or test shape."""
+    for label, doc in (("A", a), ("B", b)):
+        if not doc.get("runs"):
+            raise ConfigError(f"{label} holds no measured runs (written by 'edgeprof "
+                              f"{doc.get('command') or 'estimate'}'); compare two profiles "
+                              "written by 'edgeprof profile llm:NAME'")
+    differ = profile_differences(a, b)
+    if differ and not force:
+        raise ConfigError("the profiles measured different things (" + "; ".join(differ)
+                          + "); a change between them is not a speed-up or a slow-down. "
+                          "Compare profiles of one model, target and test shape, or pass "
+                          "--force to compare anyway")
+    forced = ["NOT LIKE FOR LIKE (forced): " + "; ".join(differ)] if differ else []
+    ia: dict[tuple[str, str, int], GenerativeRun] = {}
+    ib: dict[tuple[str, str, int], GenerativeRun] = {}
+    for doc, index in ((a, ia), (b, ib)):
+        for d in doc["runs"]:
+            run = GenerativeRun.from_dict(d)
+            index.setdefault(run.key, run)
+    rows: list[GenerativeComparison] = []
+    for key in list(ia) + [k for k in ib if k not in ia]:
+        ra, rb = ia.get(key), ib.get(key)
+        if ra is None or rb is None:
+            side = "only_in_b" if ra is None else "only_in_a"
+            rows.append(GenerativeComparison(*key, None, side, "not compared",
+                                             reason=f"run only in {'B' if ra is None else 'A'}"))
+            continue
+        notes = _run_notes(ra, rb)
+        short = [_no_samples_reason(label, r) for label, r in (("A", ra), ("B", rb))
+                 if not r.ok or len(r.samples("decode_tokens_per_s")) < 2]
+        if short:
+            rows.append(GenerativeComparison(*key, None, "no_samples", "not compared",
+                                             reason="; ".join(short), notes=notes))
+            continue
+        n_a, n_b = len(ra.samples("ttft_ms")), len(rb.samples("ttft_ms"))
+        few = min_p_value(n_a, n_b) >= alpha
+        for name, (unit, higher) in STAGE_FIGURES.items():
+            f = compare_samples(ra.samples(name), rb.samples(name), alpha=alpha,
+                                min_rel_change=min_rel_change, min_cliffs=min_cliffs)
+            status, verdict, reason = "compared", f["verdict"], None
+            if few:  # "no significant change" would be a verdict the test could not give
+                status, verdict, f["significant"] = "too_few_samples", "not compared", None
+                reason = (f"{n_a} and {n_b} repetitions: no difference can reach p < "
+                          f"{alpha:g}; profile with --repetitions {_enough(alpha)} or more")
+            elif f["significant"] and higher:  # a larger rate is faster
+                verdict = "faster" if f["median_b_ms"] > f["median_a_ms"] else "slower"
+            rows.append(GenerativeComparison(
+                *key, name, status, verdict, reason=reason, unit=unit, higher_is_better=higher,
+                significant=f["significant"], median_a=f["median_a_ms"],
+                median_b=f["median_b_ms"], delta=f["delta_ms"], delta_pct=f["delta_pct"],
+                p_value=f["p_value"], cliffs_delta=f["cliffs_delta"], ci_a=f["ci_a_ms"],
+                ci_b=f["ci_b_ms"], ci_overlap=f["ci_overlap"], n_a=f["n_a"], n_b=f["n_b"],
+                notes=list(notes)))
+    for row in rows:
+        row.notes[:0] = forced
+    return rows

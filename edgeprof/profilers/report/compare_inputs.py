@@ -1,0 +1,192 @@
+"""The inputs of a comparison, checked before anything is compared: reading a profile.json,
+its schema version and samples (:func:`check_profile`), its kind (tensor or generative,
+:func:`check_same_kind`) and what it measured (:func:`profile_differences`). Part of
+:mod:`edgeprof.profilers.report.compare`."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from edgeprof.core.errors import ConfigError
+from edgeprof.profilers.report.generative import is_generative
+
+#: major versions of profile.json this module reads
+SCHEMA_MAJORS = (1,)
+
+
+# --------------------------------------------------------------------------- input
+def load_profile(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a profile.json (ConfigError naming the file when it is not one)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError("file not found; give the path of a profile.json written by "
+                          "'edgeprof profile --json' or '--out'", path=p)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"not valid JSON ({e}); give a profile.json written by edgeprof",
+                          path=p) from None
+    check_profile(doc, p)
+    return doc
+
+
+def _schema_major(version: Any) -> int | None:
+    if isinstance(version, bool):
+        return None
+    if isinstance(version, int):
+        return version
+    if isinstance(version, float) and math.isfinite(version):
+        return int(version)
+    if isinstance(version, str):
+        head = version.strip().split(".", 1)[0]
+        return int(head) if head.isdigit() else None
+    return None
+
+
+def check_profile(doc: Any, where: Any = "profile") -> None:
+    """ConfigError unless ``doc`` looks like a profile.json this version reads: a dict with a
+    ``runs`` list, a known ``schema_version`` major (when it has one), and latency samples
+    that are finite non-negative numbers (a generative profile: its raw repetition times
+    finite positive seconds)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
+        raise ConfigError("not an edgeprof profile.json (no 'runs' list); give a file written "
+                          "by 'edgeprof profile'", path=where)
+    if is_generative(doc):
+        _check_generative(doc, where)
+        return
+    _check_version(doc, where)
+    for i, run in enumerate(doc["runs"]):
+        if not isinstance(run, dict) or not isinstance(run.get("backend"), str):
+            raise ConfigError(f"run {i} has no 'backend' name; is this an edgeprof "
+                              "profile.json?", path=where, field=f"runs[{i}]")
+        _check_numbers((_stats(run) or {}).get("samples_ms"), where, i, run, "latency",
+                       "benchmark.stats.samples_ms", "ms")
+
+
+def _check_numbers(values: Any, where: Any, i: int, run: dict[str, Any], what: str,
+                   name: str, unit: str, positive: bool = False) -> None:
+    """ConfigError unless ``values`` (samples of run ``i`` at ``runs[i].name``) is None or a
+    list of finite numbers ``>= 0`` (``> 0`` when ``positive``)."""
+    if values is None:
+        return
+    if not isinstance(values, list):
+        raise ConfigError(f"{name.rsplit('.', 1)[-1]} of run {i} ({run['backend']}) is a "
+                          f"{type(values).__name__}, not a list of {unit}; the file is "
+                          "damaged or not written by edgeprof", path=where,
+                          field=f"runs[{i}].{name}")
+    for j, v in enumerate(values):
+        ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+              and (v > 0 if positive else v >= 0))
+        if not ok:
+            raise ConfigError(f"{what} sample {j} of run {i} ({run['backend']}) is {v!r}, not "
+                              f"a finite {'positive ' if positive else ''}number of {unit}; the "
+                              "file is damaged or not written by edgeprof", path=where,
+                              field=f"runs[{i}].{name}")
+
+
+def _check_version(doc: dict[str, Any], where: Any) -> None:
+    if "schema_version" in doc:
+        version = doc["schema_version"]
+        if _schema_major(version) not in SCHEMA_MAJORS:
+            raise ConfigError(f"schema_version {version!r} is not one this edgeprof reads "
+                              f"({', '.join(f'{m}.x' for m in SCHEMA_MAJORS)}); compare it with "
+                              "the edgeprof version that wrote it", path=where,
+                              field="schema_version")
+
+
+def _check_generative(doc: dict[str, Any], where: Any) -> None:
+    """A generative profile: a known schema (``edgeprof.llm/N``) and ``schema_version``,
+    runs with a backend and format, raw repetition times that are finite positive seconds."""
+    schema = doc.get("schema")
+    if schema is not None:
+        major = _schema_major(str(schema).rsplit("/", 1)[-1]) if isinstance(schema, str) \
+            else None
+        if major not in SCHEMA_MAJORS:
+            raise ConfigError(f"schema {schema!r} is not one this edgeprof reads "
+                              f"({', '.join(f'edgeprof.llm/{m}' for m in SCHEMA_MAJORS)}); "
+                              "compare it with the edgeprof version that wrote it", path=where,
+                              field="schema")
+    _check_version(doc, where)
+    for i, run in enumerate(doc["runs"]):
+        if not isinstance(run, dict) or not isinstance(run.get("backend"), str) \
+                or not isinstance(run.get("format"), str):
+            raise ConfigError(f"run {i} has no 'backend' and 'format'; is this an edgeprof "
+                              "profile.json?", path=where, field=f"runs[{i}]")
+        samples = run.get("samples")
+        if samples is None:
+            continue
+        if not isinstance(samples, dict):
+            raise ConfigError(f"samples of run {i} ({run['backend']}) is a "
+                              f"{type(samples).__name__}, not a dict of lists of seconds; the "
+                              "file is damaged or not written by edgeprof", path=where,
+                              field=f"runs[{i}].samples")
+        for name, values in samples.items():
+            _check_numbers(values, where, i, run, name, f"samples.{name}", "seconds",
+                           positive=True)
+
+
+def profile_kind(doc: Any) -> str:
+    """``"generative"`` for a generative profile (``kind`` "llm"), else ``"tensor"``."""
+    return "generative" if is_generative(doc) else "tensor"
+
+
+def _what(doc: dict[str, Any]) -> str:
+    name = _identity(doc).get("model name")
+    return f"{profile_kind(doc)} profile" + (f" of {name}" if name else "")
+
+
+def check_same_kind(a: dict[str, Any], b: dict[str, Any]) -> None:
+    """ConfigError (exit 2) when one profile is a tensor one and the other a generative one."""
+    if profile_kind(a) != profile_kind(b):
+        raise ConfigError(f"A is a {_what(a)} and B a {_what(b)}: a tensor latency and "
+                          "generative tokens/s measure different things; compare two tensor "
+                          "profiles or two generative ones")
+
+
+def _identity(doc: dict[str, Any]) -> dict[str, Any]:
+    """What a profile measured (only what the document says): model name and format, target,
+    and input shapes and dtypes; for a generative one model name and file format, target,
+    device, prompt and generated tokens."""
+    out: dict[str, Any] = {}
+    model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
+    if is_generative(doc):
+        spec = model.get("spec") if isinstance(model.get("spec"), dict) else {}
+        config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+        out = {k: v for k, v in (("model name", spec.get("name")),
+                                 ("model file format", model.get("file_format")),
+                                 ("device", doc.get("device")),
+                                 ("prompt tokens", config.get("prompt_tokens")),
+                                 ("generated tokens", config.get("gen_tokens")))
+               if v is not None}
+    for key in ("name", "format"):
+        if model.get(key) is not None:
+            out[f"model {key}"] = model[key]
+    inputs = model.get("inputs")
+    if isinstance(inputs, list) and inputs:
+        out["input shapes"] = ", ".join(
+            "x".join(str(d) for d in (i.get("shape") or [])) + f" {i.get('dtype', '')}".rstrip()
+            for i in inputs if isinstance(i, dict))
+    target = doc.get("target")
+    tid = target.get("id") if isinstance(target, dict) else target
+    if tid is not None:
+        out["target"] = tid
+    return out
+
+
+def profile_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """What differs between the things two profiles measured (model, target, input shapes),
+    e.g. ``["target: raspberry_pi_4 (A) vs jetson_nano (B)"]``; empty when they match or
+    neither document says."""
+    ia, ib = _identity(a), _identity(b)
+    return [f"{k}: {ia[k]} (A) vs {ib[k]} (B)" for k in ia if k in ib and ia[k] != ib[k]]
+
+
+def _stats(run: dict[str, Any]) -> dict[str, Any] | None:
+    bench = run.get("benchmark")
+    if isinstance(bench, dict) and isinstance(bench.get("stats"), dict):
+        return bench["stats"]
+    return run.get("stats") if isinstance(run.get("stats"), dict) else None

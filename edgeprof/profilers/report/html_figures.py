@@ -1,0 +1,163 @@
+"""The charts of the tensor pages, as Plotly figures: the target's roofline with each layer as
+a point (and the runs' measured per-operator points against this host's roof), and grouped
+latency bars with their confidence-interval whiskers (runs, compare, a sweep's best).
+``plotly`` is imported inside the functions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from edgeprof.profilers.report.html_common import _chart, _esc, _g, _num, fmt
+
+
+def _roofline_chart(doc: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The target's roofline with each layer as a point (analytic), and the runs' measured
+    per-operator points against the host's own roof where the document has operators."""
+    import plotly.graph_objects as go
+
+    from edgeprof.profilers.report.plots import roofline_points, roofline_roof
+
+    est = doc.get("estimate") or {}
+    layers = [r for r in est.get("layers") or [] if isinstance(r, dict)]
+    target_id = str((doc.get("target") or {}).get("id") or est.get("target") or "target")
+    precision = str(est.get("precision") or "")
+    pts = roofline_points(layers)
+    fig = go.Figure()
+    info: dict[str, Any] = {"layer_points": len(pts), "measured_points": 0,
+                            "skipped": len(layers) - len(pts)}
+    groups = {"memory": [], "compute": [], "unknown": []}
+    for p in pts:
+        groups[p["bound"] if p["bound"] in groups else "unknown"].append(p)
+    for bound, color in (("memory", "#1f77b4"), ("compute", "#d62728"), ("unknown", "#7f7f7f")):
+        sel = groups[bound]
+        if not sel:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[p["intensity"] for p in sel], y=[p["attainable"] / 1e9 for p in sel],
+            mode="markers", name=f"{bound}-bound layers on {_esc(target_id)} (analytic)",
+            marker=dict(size=8, color=color, opacity=0.8),
+            text=[f"<b>{_esc(p['layer'])}</b> ({_esc(p['op_type'])})<br>"
+                  f"{fmt(p['macs'], 'MAC')}, {fmt(p['bytes'], 'B')} moved<br>"
+                  f"intensity {_g(p['intensity'])} MAC/B<br>attainable "
+                  f"{_g(p['attainable'] / 1e9)} GMAC/s<br>roofline "
+                  f"{_g(p['roofline_latency_ms'])} ms (analytic)" for p in sel],
+            hovertemplate="%{text}<extra></extra>"))
+    peak, bw = _num(est.get("peak_macs_per_s")), _num(est.get("memory_bandwidth_bytes_per_s"))
+    xs_all = [p["intensity"] for p in pts]
+    measured = _measured_operator_points(doc)
+    xs_all += [m["intensity"] for m in measured]
+    if peak and bw:
+        lo = min(xs_all) / 2 if xs_all else peak / bw / 10
+        hi = max(xs_all) * 2 if xs_all else peak / bw * 10
+        xs, ys = roofline_roof(peak, bw, lo, hi)
+        fig.add_trace(go.Scatter(x=xs, y=[y / 1e9 for y in ys], mode="lines",
+                                 name=f"roof of {_esc(target_id)} {_esc(precision)}: "
+                                      f"{fmt(peak, 'MAC/s')}, {fmt(bw, 'B/s')} (descriptor)",
+                                 line=dict(color="black", width=2), hoverinfo="skip"))
+    if measured:
+        host_roofs = {}
+        for m in measured:
+            host_roofs.setdefault(m["precision"], (m["host_peak"], m["host_bw"]))
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for m in measured:
+            groups.setdefault(m["run"], []).append(m)
+        for run, sel in groups.items():
+            fig.add_trace(go.Scatter(
+                x=[m["intensity"] for m in sel], y=[m["achieved"] / 1e9 for m in sel],
+                mode="markers", name=f"{_esc(run)} per operator (measured on this host)",
+                marker=dict(size=8, symbol="diamond-open", line=dict(width=2)),
+                text=[f"<b>{_esc(m['layer'])}</b><br>{_esc(run)}: {_g(m['latency_ms'])} ms "
+                      f"(measured on this host)<br>achieved {_g(m['achieved'] / 1e9)} GMAC/s"
+                      for m in sel], hovertemplate="%{text}<extra></extra>"))
+            info["measured_points"] += len(sel)
+        for prec, (hpeak, hbw) in host_roofs.items():
+            if hpeak and hbw:
+                xs, ys = roofline_roof(hpeak, hbw, min(xs_all) / 2, max(xs_all) * 2)
+                fig.add_trace(go.Scatter(
+                    x=xs, y=[y / 1e9 for y in ys], mode="lines",
+                    name=f"roof of this host {_esc(prec)}: {fmt(hpeak, 'MAC/s')}, "
+                         f"{fmt(hbw, 'B/s')} (host calibration)",
+                    line=dict(color="gray", width=1.5, dash="dash"), hoverinfo="skip"))
+    if not pts and not (peak and bw):
+        return None, info
+    fig.update_layout(
+        title=f"Roofline of {_esc(target_id)} ({_esc(precision)}): each layer with MACs",
+        # log axes labelled at 1, 2, 5 x 10^k only: every digit's label crowds a short decade
+        xaxis=dict(type="log", dtick="D2", title="arithmetic intensity (MAC per byte moved)"),
+        yaxis=dict(type="log", dtick="D2", title="attainable GMAC/s"), height=480,
+        legend=dict(orientation="h", y=-0.2))
+    return _chart(fig, "roofline"), info
+
+
+def _measured_operator_points(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per-layer measured points from the runs' operator profiles (``--trace``): the layer's
+    MACs over the summed per-operator latency the runtime's profiler measured on the host."""
+    est = doc.get("estimate") or {}
+    by_layer = {str(r.get("layer")): r for r in est.get("layers") or [] if isinstance(r, dict)}
+    host_figs = ((doc.get("host") or {}).get("target") or {}).get("figures") or {}
+    host_bw = _num((host_figs.get("bandwidth") or {}).get("value"))
+    out: list[dict[str, Any]] = []
+    for run in doc.get("runs") or []:
+        ops = run.get("operators") if isinstance(run, dict) else None
+        if not ops:
+            continue
+        precision = str(run.get("executed_precision") or run.get("requested_precision") or "")
+        base = precision.split("_")[0]
+        peak_fig = host_figs.get(f"peak_{precision}") or host_figs.get(f"peak_{base}") or {}
+        totals: dict[str, float] = {}
+        for op in ops:
+            if not isinstance(op, dict):
+                continue
+            lat = _num(op.get("latency_ms"))
+            layer = op.get("layer")
+            if lat is None or lat <= 0 or layer is None or str(layer) not in by_layer:
+                continue
+            totals[str(layer)] = totals.get(str(layer), 0.0) + lat
+        label = f"{run.get('backend')} {run.get('requested_precision')}"
+        for layer, lat in totals.items():
+            r = by_layer[layer]
+            macs = _num(r.get("macs")) or 0
+            moved = sum(_num(r.get(k)) or 0 for k in ("parameter_bytes", "input_bytes",
+                                                      "activation_bytes"))
+            if macs <= 0 or moved <= 0:
+                continue
+            out.append({"layer": layer, "run": label, "precision": precision,
+                        "intensity": macs / moved, "achieved": macs / (lat / 1e3),
+                        "latency_ms": lat, "host_peak": _num(peak_fig.get("value")),
+                        "host_bw": host_bw})
+    return out
+
+
+def _latency_bars(rows: Sequence[Mapping[str, Any]], title: str, div_id: str,
+                  series: Sequence[tuple[str, str, str, str]], ytitle: str = "latency (ms)"):
+    """Grouped bars with CI whiskers. ``series``: (name, value key, low key, high key)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    bars = 0
+    for name, key, lo_key, hi_key in series:
+        sel = [r for r in rows if _num(r.get(key)) is not None]
+        if not sel:
+            continue
+        vals = [_num(r[key]) for r in sel]
+        lows = [_num(r.get(lo_key)) for r in sel]
+        highs = [_num(r.get(hi_key)) for r in sel]
+        has_ci = any(x is not None for x in lows + highs)
+        fig.add_trace(go.Bar(
+            x=[_esc(r["label"]) for r in sel], y=vals, name=_esc(name),
+            error_y=dict(type="data", symmetric=False,
+                         array=[(h - v) if h is not None else 0 for v, h in zip(vals, highs)],
+                         arrayminus=[(v - lo) if lo is not None else 0
+                                     for v, lo in zip(vals, lows)],
+                         visible=has_ci),
+            text=[f"{_esc(r['label'])}<br>{_esc(name)}: {_g(v)} ms" +
+                  (f"<br>95% CI {_g(lo)}–{_g(h)} ms" if lo is not None and h is not None else "")
+                  for r, v, lo, h in zip(sel, vals, lows, highs)],
+            hovertemplate="%{text}<extra></extra>", textposition="none"))
+        bars += len(sel)
+    if not bars:
+        return None, 0
+    fig.update_layout(title=_esc(title), barmode="group", yaxis=dict(title=ytitle),
+                      height=420, legend=dict(orientation="h", y=-0.25))
+    return _chart(fig, div_id), bars
