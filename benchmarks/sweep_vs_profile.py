@@ -115,8 +115,10 @@ def main() -> int:
         f"{os.cpu_count()} CPUs)")
     say(f"{len(jobs)} jobs: {len(models)} models x {len(backends)} backends x "
         f"{len(precisions)} precisions, target {args.target}; min_time {args.min_time} s, "
-        f"max_time {args.max_time} s, runs {args.runs}; {args.rounds} round(s), passes "
-        f"interleaved A B B A ...; load average {load1():.2f}")
+        f"max_time {args.max_time} s, runs {args.runs}; {args.rounds} round(s), "
+        + ("job by job (each job's two paths back to back, the order alternating)"
+           if args.interleave == "job" else "passes interleaved A B B A ...")
+        + f"; load average {load1():.2f}")
 
     # 0. build everything once (cached), and calibrate the host: no pass pays for it
     t0 = time.perf_counter()
@@ -230,6 +232,7 @@ def main() -> int:
             f"{'overlap':>7} {'goal':>5} {'drift':>5}")
         met = n = 0
         same_conditions = 0
+        steady = steady_met = 0  # pairs where neither measurement saw the speed change
         for key in jobs:
             p, s = P[2].get(key), S[2].get(key)
             c = pair(p, s)
@@ -242,12 +245,21 @@ def main() -> int:
             same_conditions += bool(p["conditions"]) and comparable_conditions(
                 p["conditions"]) == comparable_conditions(s["conditions"])
             drift = ("P" if p.get("drift") else "") + ("S" if s.get("drift") else "")
+            if not drift:
+                steady += 1
+                steady_met += bool(c["ok"])
             say(f"{name:34} {fmt(p):30} {fmt(s):30} {c['ratio']:6.3f} "
                 f"{'yes' if c['overlap'] else 'no':>7} {'yes' if c['ok'] else 'NO':>5} "
                 f"{drift or '-':>5}")
-        goal_all[rnd] = (met, n)
-        say(f"round {rnd}: goal met for {met} of {n} jobs measured both ways; recorded "
+        goal_all[rnd] = (met, n, steady_met, steady)
+        say(f"round {rnd}: goal met for {met} of {n} jobs measured both ways ({steady_met} of "
+            f"the {steady} where neither measurement saw the machine change speed); recorded "
             f"conditions identical for {same_conditions} of {n}")
+
+    tot = [sum(v[i] for v in goal_all.values()) for i in range(4)]
+    say()
+    say(f"all rounds: goal met for {tot[0]} of {tot[1]} pairs; {tot[2]} of {tot[3]} where "
+        "neither measurement saw the machine change speed")
 
     if args.rounds >= 2:  # the control: the same path against itself, one round apart
         P1, P2 = get("profile", 1), get("profile", 2)
