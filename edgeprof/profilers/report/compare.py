@@ -54,11 +54,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeprof.core.errors import ConfigError
 from edgeprof.profilers.report.compare_generative import compare_generative
 from edgeprof.profilers.report.compare_inputs import (SCHEMA_MAJORS, _stats, check_profile,
-                                                      check_same_kind, load_profile,
-                                                      profile_differences, profile_kind)
+                                                      check_same_kind, like_for_like,
+                                                      load_profile, profile_differences,
+                                                      profile_kind)
 from edgeprof.profilers.report.compare_stats import (ALPHA, MIN_CLIFFS_DELTA, MIN_REL_CHANGE,
                                                      Comparison, GenerativeComparison,
                                                      cliffs_delta_from_u, compare_samples,
@@ -105,13 +105,7 @@ def compare_results(a: dict[str, Any], b: dict[str, Any], *, alpha: float = ALPH
     if is_generative(a):
         return compare_generative(a, b, alpha=alpha, min_rel_change=min_rel_change,
                                   min_cliffs=min_cliffs, force=force)
-    differ = profile_differences(a, b)
-    if differ and not force:
-        raise ConfigError("the profiles measured different things (" + "; ".join(differ)
-                          + "); a change between them is not a speed-up or a slow-down. "
-                          "Compare profiles of one model, target and input shape, or pass "
-                          "--force to compare anyway")
-    forced = ["NOT LIKE FOR LIKE (forced): " + "; ".join(differ)] if differ else []
+    forced = like_for_like(a, b, force=force, what="model, target and input shape")
     ia, ib = _index(a), _index(b)
     rows: list[Comparison] = []
     for key in list(ia) + [k for k in ib if k not in ia]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from edgeprof.core.errors import ConfigError
-from edgeprof.profilers.report.compare_inputs import profile_differences
+from edgeprof.profilers.report.compare_inputs import like_for_like
 from edgeprof.profilers.report.compare_stats import (ALPHA, MIN_CLIFFS_DELTA, MIN_REL_CHANGE,
                                                      GenerativeComparison, _enough,
                                                      compare_samples, min_p_value)
@@ -50,13 +50,7 @@ def compare_generative(a: dict[str, Any], b: dict[str, Any], *, alpha: float = A
             raise ConfigError(f"{label} holds no measured runs (written by 'edgeprof "
                               f"{doc.get('command') or 'estimate'}'); compare two profiles "
                               "written by 'edgeprof profile llm:NAME'")
-    differ = profile_differences(a, b)
-    if differ and not force:
-        raise ConfigError("the profiles measured different things (" + "; ".join(differ)
-                          + "); a change between them is not a speed-up or a slow-down. "
-                          "Compare profiles of one model, target and test shape, or pass "
-                          "--force to compare anyway")
-    forced = ["NOT LIKE FOR LIKE (forced): " + "; ".join(differ)] if differ else []
+    forced = like_for_like(a, b, force=force, what="model, target and test shape")
     ia: dict[tuple[str, str, int], GenerativeRun] = {}
     ib: dict[tuple[str, str, int], GenerativeRun] = {}
     for doc, index in ((a, ia), (b, ib)):

@@ -185,6 +185,21 @@ def profile_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return [f"{k}: {ia[k]} (A) vs {ib[k]} (B)" for k in ia if k in ib and ia[k] != ib[k]]
 
 
+def like_for_like(a: dict[str, Any], b: dict[str, Any], *, force: bool, what: str) -> list[str]:
+    """The notes every row of a forced comparison carries (empty when the two profiles
+    measured the same thing); ConfigError, unless ``force``, when they did not. ``what``
+    names what must match ("model, target and input shape")."""
+    from edgeprof.core.errors import ConfigError
+
+    differ = profile_differences(a, b)
+    if differ and not force:
+        raise ConfigError("the profiles measured different things (" + "; ".join(differ)
+                          + "); a change between them is not a speed-up or a slow-down. "
+                          f"Compare profiles of one {what}, or pass --force to compare "
+                          "anyway")
+    return ["NOT LIKE FOR LIKE (forced): " + "; ".join(differ)] if differ else []
+
+
 def _stats(run: dict[str, Any]) -> dict[str, Any] | None:
     bench = run.get("benchmark")
     if isinstance(bench, dict) and isinstance(bench.get("stats"), dict):
