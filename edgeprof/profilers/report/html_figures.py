@@ -11,12 +11,38 @@ from typing import Any
 from edgeprof.profilers.report.html_common import _chart, _esc, _g, _num, fmt
 
 
+def roof_trace(peak: float, bw: float, lo: float, hi: float, label: str, *, host: bool = False):
+    """One roof as a Plotly line from intensity ``lo`` to ``hi``: the target's (black, from
+    its descriptor) or this host's (grey dashes, from its calibration); ``label`` names it
+    ("raspberry_pi_4 fp32"). Both pages' rooflines draw their roofs with it."""
+    import plotly.graph_objects as go
+
+    from edgeprof.profilers.report.plots import roofline_roof
+
+    xs, ys = roofline_roof(peak, bw, lo, hi)
+    source = "host calibration" if host else "descriptor"
+    return go.Scatter(x=xs, y=[y / 1e9 for y in ys], mode="lines",
+                      name=f"roof of {label}: {fmt(peak, 'MAC/s')}, {fmt(bw, 'B/s')} ({source})",
+                      line=(dict(color="gray", width=1.5, dash="dash") if host
+                            else dict(color="black", width=2)), hoverinfo="skip")
+
+
+def roofline_frame(fig, title: str, y_title: str, *, height: int, legend_y: float) -> None:
+    """The roofline's log-log frame, labelled at 1, 2, 5 x 10^k only (every digit's label
+    crowds a short decade)."""
+    fig.update_layout(
+        title=title,
+        xaxis=dict(type="log", dtick="D2", title="arithmetic intensity (MAC per byte moved)"),
+        yaxis=dict(type="log", dtick="D2", title=y_title), height=height,
+        legend=dict(orientation="h", y=legend_y))
+
+
 def _roofline_chart(doc: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """The target's roofline with each layer as a point (analytic), and the runs' measured
     per-operator points against the host's own roof where the document has operators."""
     import plotly.graph_objects as go
 
-    from edgeprof.profilers.report.plots import roofline_points, roofline_roof
+    from edgeprof.profilers.report.plots import roofline_points
 
     est = doc.get("estimate") or {}
     layers = [r for r in est.get("layers") or [] if isinstance(r, dict)]
@@ -50,11 +76,7 @@ def _roofline_chart(doc: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]
     if peak and bw:
         lo = min(xs_all) / 2 if xs_all else peak / bw / 10
         hi = max(xs_all) * 2 if xs_all else peak / bw * 10
-        xs, ys = roofline_roof(peak, bw, lo, hi)
-        fig.add_trace(go.Scatter(x=xs, y=[y / 1e9 for y in ys], mode="lines",
-                                 name=f"roof of {_esc(target_id)} {_esc(precision)}: "
-                                      f"{fmt(peak, 'MAC/s')}, {fmt(bw, 'B/s')} (descriptor)",
-                                 line=dict(color="black", width=2), hoverinfo="skip"))
+        fig.add_trace(roof_trace(peak, bw, lo, hi, f"{_esc(target_id)} {_esc(precision)}"))
     if measured:
         host_roofs = {}
         for m in measured:
@@ -73,20 +95,12 @@ def _roofline_chart(doc: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]
             info["measured_points"] += len(sel)
         for prec, (hpeak, hbw) in host_roofs.items():
             if hpeak and hbw:
-                xs, ys = roofline_roof(hpeak, hbw, min(xs_all) / 2, max(xs_all) * 2)
-                fig.add_trace(go.Scatter(
-                    x=xs, y=[y / 1e9 for y in ys], mode="lines",
-                    name=f"roof of this host {_esc(prec)}: {fmt(hpeak, 'MAC/s')}, "
-                         f"{fmt(hbw, 'B/s')} (host calibration)",
-                    line=dict(color="gray", width=1.5, dash="dash"), hoverinfo="skip"))
+                fig.add_trace(roof_trace(hpeak, hbw, min(xs_all) / 2, max(xs_all) * 2,
+                                         f"this host {_esc(prec)}", host=True))
     if not pts and not (peak and bw):
         return None, info
-    fig.update_layout(
-        title=f"Roofline of {_esc(target_id)} ({_esc(precision)}): each layer with MACs",
-        # log axes labelled at 1, 2, 5 x 10^k only: every digit's label crowds a short decade
-        xaxis=dict(type="log", dtick="D2", title="arithmetic intensity (MAC per byte moved)"),
-        yaxis=dict(type="log", dtick="D2", title="attainable GMAC/s"), height=480,
-        legend=dict(orientation="h", y=-0.2))
+    roofline_frame(fig, f"Roofline of {_esc(target_id)} ({_esc(precision)}): each layer with "
+                   "MACs", "attainable GMAC/s", height=480, legend_y=-0.2)
     return _chart(fig, "roofline"), info
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from edgeprof.profilers.report.html_common import (_chart, _esc, _g, _num, _render, _table, fmt,
                                                    write_html)
+from edgeprof.profilers.report.html_figures import roof_trace, roofline_frame
 from edgeprof.profilers.report.llm_payload import (find_figure, measured_on_target, run_place,
                                                    runs_by_place)
 
@@ -100,8 +101,6 @@ def _rate_stats(d: Any) -> dict[str, float | None]:
 # ----------------------------------------------------------------------------- roofline
 def _roofline_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]]):
     import plotly.graph_objects as go
-
-    from edgeprof.profilers.report.plots import roofline_roof
 
     target_id = str((payload.get("target") or {}).get("id") or "target")
     device = str(payload.get("device") or "cpu")
@@ -193,26 +192,15 @@ def _roofline_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]])
         return None, info
     lo, hi = min(xs_all) / 3, max(xs_all) * 3
     for (peak, bw), prec in roofs.items():
-        xs, ys = roofline_roof(peak, bw, lo, hi)
-        fig.add_trace(go.Scatter(x=xs, y=[y / 1e9 for y in ys], mode="lines",
-                                 name=f"roof of {_esc(target_id)} {_esc(device)} {_esc(prec)}: "
-                                      f"{fmt(peak, 'MAC/s')}, {fmt(bw, 'B/s')} (descriptor)",
-                                 line=dict(color="black", width=2), hoverinfo="skip"))
+        fig.add_trace(roof_trace(peak, bw, lo, hi,
+                                 f"{_esc(target_id)} {_esc(device)} {_esc(prec)}"))
     host = _host_roof(payload)
     if host and info["measured_points"]:
         peak, bw, prec = host
-        xs, ys = roofline_roof(peak, bw, lo, hi)
-        fig.add_trace(go.Scatter(x=xs, y=[y / 1e9 for y in ys], mode="lines",
-                                 name=f"roof of this host {_esc(prec)}: {fmt(peak, 'MAC/s')}, "
-                                      f"{fmt(bw, 'B/s')} (host calibration)",
-                                 line=dict(color="gray", width=1.5, dash="dash"),
-                                 hoverinfo="skip"))
+        fig.add_trace(roof_trace(peak, bw, lo, hi, f"this host {_esc(prec)}", host=True))
     info["host_roof"] = bool(host and info["measured_points"])
-    fig.update_layout(
-        title=f"Prefill and decode on the roofline of {_esc(target_id)} ({_esc(device)})",
-        xaxis=dict(type="log", dtick="D2", title="arithmetic intensity (MAC per byte moved)"),
-        yaxis=dict(type="log", dtick="D2", title="GMAC/s"), height=500,
-        legend=dict(orientation="h", y=-0.22))
+    roofline_frame(fig, f"Prefill and decode on the roofline of {_esc(target_id)} "
+                   f"({_esc(device)})", "GMAC/s", height=500, legend_y=-0.22)
     return _chart(fig, "roofline"), info
 
 
