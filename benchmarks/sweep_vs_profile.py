@@ -78,6 +78,9 @@ def main() -> int:
     ap.add_argument("--max-time", type=float, default=2.0)
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="threads of every run on both paths (default: each backend's own, "
+                         "the physical cores)")
     ap.add_argument("--interleave", choices=("job", "pass"), default="job",
                     help="job: each job's profile and sweep measurements next to each other "
                          "(order alternating); pass: a whole pass of one path, then the other")
@@ -111,11 +114,13 @@ def main() -> int:
     run = {"min_time_s": args.min_time, "max_time_s": args.max_time, "runs": args.runs}
     jobs = [(m, b, p) for m in models for b in backends for p in precisions]
     started = dt.datetime.now(dt.timezone.utc)
-    say(f"# .venv/bin/python benchmarks/sweep_vs_profile.py  ({started:%Y-%m-%d %H:%M} UTC, "
+    say(f"# .venv/bin/python benchmarks/sweep_vs_profile.py {' '.join(sys.argv[1:])}  "
+        f"({started:%Y-%m-%d %H:%M} UTC, "
         f"{os.cpu_count()} CPUs)")
     say(f"{len(jobs)} jobs: {len(models)} models x {len(backends)} backends x "
         f"{len(precisions)} precisions, target {args.target}; min_time {args.min_time} s, "
-        f"max_time {args.max_time} s, runs {args.runs}; {args.rounds} round(s), "
+        f"max_time {args.max_time} s, runs {args.runs}, threads "
+        f"{args.threads or 'the backends default (physical cores)'}; {args.rounds} round(s), "
         + ("job by job (each job's two paths back to back, the order alternating)"
            if args.interleave == "job" else "passes interleaved A B B A ...")
         + f"; load average {load1():.2f}")
@@ -142,7 +147,8 @@ def main() -> int:
 
     def profile_one(job) -> dict:
         m, b, p = job
-        rep = profile(m, target=args.target, backends=b, precisions=p, run_options=dict(run))
+        rep = profile(m, target=args.target, backends=b, precisions=p, run_options=dict(run),
+                      threads=args.threads)
         return rec_of(rep.runs[0].benchmark.to_dict())
 
     def sweep_toml(js) -> str:
@@ -151,7 +157,8 @@ def main() -> int:
         return (f"models = {q(u(ms))}\ntargets = {q([args.target])}\n"
                 f"backends = {q(u(bs))}\nprecisions = {q(u(ps))}\n[run]\n"
                 f"min_time = {args.min_time}\nmax_time = {args.max_time}\n"
-                f"runs = {args.runs}\n")
+                f"runs = {args.runs}\n"
+                + (f"threads = {args.threads}\n" if args.threads else ""))
 
     def sweep_many(js) -> dict:
         with tempfile.TemporaryDirectory() as tmp:

@@ -307,7 +307,9 @@ def timing_warnings(stats, timing: Timing, plan: TimingPlan) -> list[WarningReco
         out.append(WarningRecord("speed_drift", f"the machine's speed changed while timing: "
                                  f"medians of the first, middle and last third {shown} ms "
                                  f"({max(thirds) / min(thirds):.2f}x apart); the figure depends "
-                                 "on when it was taken: rerun on a quiet machine"))
+                                 "on when it was taken: rerun on a quiet machine, or with fewer "
+                                 "threads than cores (--threads: a thread whose core the host "
+                                 "takes stalls the others)"))
     first_ms = timing.first_ns / 1e6
     if stats.median_ms > 0 and first_ms > SLOW_FIRST_FACTOR * stats.median_ms:
         out.append(WarningRecord("slow_first_run", f"the first inference took {first_ms:.3g} ms,"
