@@ -53,7 +53,9 @@ WARNING_EXPLANATIONS = {
     "speed_drift": "The first, middle and last third of the timed samples have different "
                    "medians: the machine ran at another speed for part of the measurement "
                    "(another guest on a VM's host, frequency scaling). The interval of the "
-                   "median does not cover that; a run at another time can land elsewhere.",
+                   "median does not cover that; a run at another time can land elsewhere. "
+                   "With a thread on every core, one core taken by the host stalls them all: "
+                   "fewer threads than cores (--threads) hold steadier.",
     "cpu_steal": "The hypervisor took CPU time from this VM during the run: timings include "
                  "time the VM did not run.",
     "measurement_below_roofline": "A measurement came out faster than the roofline allows: a "
