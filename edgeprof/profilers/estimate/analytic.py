@@ -56,6 +56,8 @@ def walk(model, registry=None) -> GraphWalk:
 
 
 def _mb(n: float) -> str:
+    if n >= 1e9:  # a board's RAM: "4.29 GB", not "4.29e+03 MB"
+        return f"{n / 1e9:.3g} GB"
     return f"{n / 1e6:.3g} MB" if n >= 1e5 else f"{n / 1e3:.3g} kB"
 
 

@@ -129,6 +129,9 @@ def test_memory_capacity_against_ram():
     assert mc["fits"] is True and mc["fits_ram"] is True
     tiny = estimate_model(cnn_handle(), make_target(ram=50_000)).memory_capacity
     assert tiny["fits"] is False and "does not fit" in tiny["message"]
+    # a board's gigabytes read as gigabytes (the report's verdict showed "4.29e+03 MB")
+    board = estimate_model(cnn_handle(), make_target(ram=4.295e9)).memory_capacity
+    assert board["message"].endswith("vs RAM 4.29 GB"), board["message"]
 
 
 def test_memory_capacity_on_mcu_uses_sram_and_flash():
