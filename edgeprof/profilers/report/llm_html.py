@@ -294,25 +294,30 @@ def _memory_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]]):
                                  text=marks_text, hovertemplate="%{text}<extra></extra>"))
         info["max_context_marks"] = len(marks_x)
     tid = _esc(target.get("id") or "target")
-    if ram:
-        fig.add_hline(y=ram / 1e9, line_color="#b3261e", line_width=2,
-                      annotation_text=f"{tid} RAM {fmt(ram, 'B')} (descriptor)",
-                      annotation_position="top left")
-    if usable:
-        fig.add_hline(y=usable / 1e9, line_color="#b3261e", line_dash="dash",
-                      annotation_text=f"usable after the OS reserve {fmt(usable, 'B')}",
-                      annotation_position="bottom left")
     ctx = (payload.get("recommendation") or {}).get("context_tokens")
-    if _num(ctx) and _num(ctx) > 0:
-        # the x axis is log: a shape takes its x in data units, an annotation in log10 units
-        # (add_vline's annotation_text would put it at 10^ctx and stretch the axis to it); the
-        # label sits on the side of the line facing the middle of the curves, inside the frame
+    asked = _num(ctx) is not None and _num(ctx) > 0
+    right = False  # is the context asked in the right half (its line, then the RAM labels left)
+    if asked:
         xs = [math.log10(x) for t in fig.data if t.x for x in t.x if _num(x) and x > 0]
         at = math.log10(_num(ctx))
         right = bool(xs) and at > (min(xs) + max(xs)) / 2
+    side = "left" if right or not asked else "right"  # the RAM labels away from that line
+    if ram:
+        fig.add_hline(y=ram / 1e9, line_color="#b3261e", line_width=2,
+                      annotation_text=f"{tid} RAM {fmt(ram, 'B')} (descriptor)",
+                      annotation_position=f"top {side}")
+    if usable:
+        fig.add_hline(y=usable / 1e9, line_color="#b3261e", line_dash="dash",
+                      annotation_text=f"usable after the OS reserve {fmt(usable, 'B')}",
+                      annotation_position=f"bottom {side}")
+    if asked:
+        # the x axis is log: a shape takes its x in data units, an annotation in log10 units
+        # (add_vline's annotation_text would put it at 10^ctx and stretch the axis to it); the
+        # label sits just above the frame, on the side of the line facing the middle of the
+        # curves
         fig.add_vline(x=_num(ctx), line_dash="dot", line_color="gray")
         fig.add_annotation(x=at, xref="x", y=1, yref="y domain", showarrow=False,
-                           xanchor="right" if right else "left", yanchor="top",
+                           xanchor="right" if right else "left", yanchor="bottom",
                            text=f"context asked: {int(_num(ctx)):,} tokens")
     fig.update_layout(title=f"Weights + KV cache + runtime against context, and {tid}'s RAM",
                       xaxis=dict(type="log", title="context (tokens held in the KV cache)"),
