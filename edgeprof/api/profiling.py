@@ -217,7 +217,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
     runs: list[ProfileRun] = []
     from edgeprof.profilers.measure.fleet import board_target, fleet_runner
 
-    runner = fleet_runner(fleet, tgt)  # None: measured here
+    runner = fleet_runner(fleet, tgt, progress=progress)  # None: measured here
     for name, explicit in chosen:
         cls = reg.backend(name)
         for precision in precisions:

@@ -38,6 +38,7 @@ name is importable from here.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,13 +48,14 @@ from edgeprof.core.results import BenchmarkResult
 from edgeprof.profilers.measure.fleet_dispatcher import (BOARD_MARGIN_S, DEFAULT_NO_BOARD_S,
                                                          DEFAULT_RETRIES, SCHEDULER_GRACE_S,
                                                          Dispatcher, FleetJob, Outcome,
-                                                         SchedulerLostError)
+                                                         PROGRESS_TOPIC, SchedulerLostError)
 from edgeprof.profilers.measure.fleet_shipment import (Shipment, build_shipment, job_payload,
                                                        measure_shipment)
 from edgeprof.profilers.measure.fleet_spec import (BACKEND_RESOURCE, FLEET_ENV, INSECURE_ENV,
                                                    TLS_ENV, FleetSpec)
 from edgeprof.profilers.measure.fleet_worker import (RUNTIME_DISTRIBUTIONS, WORKER_CONFIG,
-                                                     board_contradiction, default_board_name,
+                                                     board_contradiction, board_progress,
+                                                     default_board_name,
                                                      descriptor_family, emulation_note,
                                                      fingerprint, list_boards, machine_family,
                                                      measured_on, run_on_board, serve_worker,
@@ -68,19 +70,33 @@ class RemoteRunner:
     board's RunRecord (its ``extra["fleet"]`` names the board and its fingerprint); a board
     that died ``retries + 1`` times, a timeout or no capable board raises
     :class:`MeasurementError` with the reason.
+
+    ``progress`` (one line of text per step, as the inline and isolated runners take it)
+    hears what is done here (building what is shipped) and, as ``board NAME: step``, the
+    steps the board's worker reports while it runs (a generative run's load and pp/tg per
+    depth); a failing callback or a lost line never changes the run's outcome.
     """
 
     name = "remote"
 
     def __init__(self, fleet: FleetSpec | str, target: str, *, retries: int = DEFAULT_RETRIES,
-                 client=None, no_board_s: float = DEFAULT_NO_BOARD_S):
+                 client=None, no_board_s: float = DEFAULT_NO_BOARD_S,
+                 progress: Callable[[str], None] | None = None):
         self.spec = fleet if isinstance(fleet, FleetSpec) else FleetSpec.from_options(fleet)
         self.target = target
         self._client = client
         self._own_client = client is None
         self.retries = retries
         self.no_board_s = no_board_s
+        self.progress = progress
         self._dispatcher: Dispatcher | None = None
+
+    def _say(self, msg: str) -> None:
+        if self.progress is not None:
+            try:
+                self.progress(msg)
+            except Exception:  # noqa: BLE001 - a display problem is not the run's
+                pass
 
     @property
     def dispatcher(self) -> Dispatcher:
@@ -113,13 +129,15 @@ class RemoteRunner:
             handle = request.handle or resolve_model(
                 request.model, input_shapes=request.input_shapes,
                 input_dtypes=request.input_dtypes, calibration=request.calibration)
+            self._say(f"building {handle.name} {request.config.precision} for "
+                      f"{request.backend} here (boards never convert)")
             shipment = build_shipment(request.backend_type or request.backend, handle,
                                       request.config.precision)
             name = handle.spec
         timeout = request.config.timeout_s or job_timeout_s(request.config)
         job = FleetJob(key=f"{request.backend}-{request.config.precision}", target=self.target,
                        backend=request.backend, payload=job_payload(request, shipment, self.target),
-                       timeout_s=timeout)
+                       timeout_s=timeout, progress=self.progress)
         outcome = d.run_one(job)
         if outcome.record is None:
             raise MeasurementError(f"on the {self.target} fleet: {outcome.reason}")
@@ -153,6 +171,8 @@ class RemoteRunner:
                 from edgeprof.core.cache import cache_dir
 
                 workdir = cache_dir("llm", request.backend)
+            self._say(f"building {model.spec.name} {request.config.precision} for {cls.name} "
+                      "here (boards never convert)")
             try:
                 artifact = cls().build_llm(model, request.config.precision, Path(workdir))
             except BACKEND_FAILURES as e:
@@ -162,7 +182,8 @@ class RemoteRunner:
         timeout = request.config.timeout_s or DEFAULT_GENERATION_TIMEOUT_S
         job = FleetJob(key=f"{request.backend}-{request.config.precision}-generate",
                        target=self.target, backend=request.backend,
-                       payload=job_payload(wire, shipment, self.target), timeout_s=timeout)
+                       payload=job_payload(wire, shipment, self.target), timeout_s=timeout,
+                       progress=self.progress)
         outcome = self.dispatcher.run_one(job)
         if outcome.record is None:
             raise MeasurementError(f"on the {self.target} fleet: {outcome.reason}")
@@ -172,6 +193,8 @@ class RemoteRunner:
         return record
 
     def close(self) -> None:
+        if self._dispatcher is not None:
+            self._dispatcher.forget_progress()
         if self._own_client and self._client is not None:
             self._client.close()
             self._client = None
@@ -193,15 +216,17 @@ def job_timeout_s(config) -> float:
 
 
 # ------------------------------------------------------------------- for the profile
-def fleet_runner(fleet: FleetSpec | str | None, target: Any) -> RemoteRunner | None:
-    """The RemoteRunner for ``profile(..., fleet=...)`` (None: measure here)."""
+def fleet_runner(fleet: FleetSpec | str | None, target: Any, *,
+                 progress: Callable[[str], None] | None = None) -> RemoteRunner | None:
+    """The RemoteRunner for ``profile(..., fleet=...)`` (None: measure here); its boards'
+    steps go to ``progress``, as an inline or isolated runner's do."""
     if fleet is None:
         return None
     spec = fleet if isinstance(fleet, FleetSpec) else FleetSpec.from_options(fleet)
     if getattr(target, "is_host", False):
         raise UserError("a fleet measures on boards of a target descriptor; 'host' is this "
                         "machine: give --target raspberry_pi_4 (or another board's target)")
-    return RemoteRunner(spec, target.id)
+    return RemoteRunner(spec, target.id, progress=progress)
 
 
 def board_target(record: BenchmarkResult, target: Any) -> Any | None:
@@ -216,9 +241,9 @@ def board_target(record: BenchmarkResult, target: Any) -> Any | None:
 
 __all__ = ["BACKEND_RESOURCE", "BOARD_MARGIN_S", "DEFAULT_NO_BOARD_S", "DEFAULT_RETRIES",
            "Dispatcher", "FLEET_ENV", "FleetJob", "FleetSpec", "INSECURE_ENV", "Outcome",
-           "RUNTIME_DISTRIBUTIONS", "RemoteRunner", "SCHEDULER_GRACE_S", "SchedulerLostError",
-           "Shipment", "TLS_ENV", "WORKER_CONFIG", "board_contradiction", "board_target",
-           "build_shipment", "default_board_name", "descriptor_family", "emulation_note",
-           "fingerprint", "fleet_runner", "job_payload", "job_timeout_s", "list_boards",
-           "machine_family", "measure_shipment", "measured_on", "run_on_board",
-           "serve_worker", "worker_resources"]
+           "PROGRESS_TOPIC", "RUNTIME_DISTRIBUTIONS", "RemoteRunner", "SCHEDULER_GRACE_S",
+           "SchedulerLostError", "Shipment", "TLS_ENV", "WORKER_CONFIG", "board_contradiction",
+           "board_progress", "board_target", "build_shipment", "default_board_name",
+           "descriptor_family", "emulation_note", "fingerprint", "fleet_runner", "job_payload",
+           "job_timeout_s", "list_boards", "machine_family", "measure_shipment", "measured_on",
+           "run_on_board", "serve_worker", "worker_resources"]

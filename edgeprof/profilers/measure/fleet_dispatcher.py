@@ -2,20 +2,32 @@
 collected, with retries after a board's death, per-job timeouts (a board that does not
 answer is restarted), a wait for a capable board, and :class:`SchedulerLostError` when the
 scheduler goes away. Part of the fleet (:mod:`edgeprof.profilers.measure.fleet`);
-``distributed`` is imported inside the functions that use it."""
+``distributed`` is imported inside the functions that use it.
+
+A job with a ``progress`` callback hears its board's steps as they happen: the board logs
+each as a Dask event (``Worker.log_event`` on :data:`PROGRESS_TOPIC`, tagged with the job's
+token and the board's name), the scheduler forwards it to this client
+(``Client.subscribe_topic``), whose handler only queues it; :meth:`Dispatcher.poll`, in the
+caller's thread, hands it on as ``board NAME: step``. Nothing waits on it anywhere: a board
+sends and goes on, the scheduler keeps a bounded log and forwards to the clients still
+connected, and a callback that fails is ignored, so progress never changes an outcome."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import os
+import queue
 import time
+import uuid
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from edgeprof.core.errors import MeasurementError
 from edgeprof.profilers.measure.fleet_spec import BACKEND_RESOURCE, _one_line
-from edgeprof.profilers.measure.fleet_worker import list_boards, run_on_board
+from edgeprof.profilers.measure.fleet_worker import PROGRESS_TOPIC, list_boards, run_on_board
 
 DEFAULT_RETRIES = 2
 #: seconds a job may wait with no connected board able to run it before it is failed
@@ -31,6 +43,37 @@ class SchedulerLostError(MeasurementError):
     """The connection to the scheduler is gone (exit 3)."""
 
 
+# ---------------------------------------------------------------- a board's progress
+#: job token -> the queue of the Dispatcher that waits for that job (any client, any thread)
+_ROUTES: dict[str, queue.SimpleQueue] = {}
+#: the clients subscribed to PROGRESS_TOPIC (one handler per client, shared by its Dispatchers)
+_LISTENING: weakref.WeakSet = weakref.WeakSet()
+
+
+def _route(event: Any) -> None:
+    """The client's handler of a progress event ``(time, message)``: runs on the client's
+    event loop, so it only queues the message for the Dispatcher that waits for its job
+    (a message for a job of another client or of a finished one is dropped)."""
+    try:
+        msg = event[1]
+        inbox = _ROUTES.get(msg.get("job"))
+        if inbox is not None:
+            inbox.put(msg)
+    except Exception:  # noqa: BLE001 - progress never disturbs the client
+        pass
+
+
+def _listen(client) -> bool:
+    """Subscribe ``client`` to the boards' progress events (once); False when it cannot."""
+    try:
+        if client not in _LISTENING:
+            client.subscribe_topic(PROGRESS_TOPIC, _route)
+            _LISTENING.add(client)
+        return True
+    except Exception:  # noqa: BLE001 - no progress then, the job runs the same
+        return False
+
+
 # ----------------------------------------------------------------------- dispatching
 @dataclass
 class FleetJob:
@@ -42,6 +85,8 @@ class FleetJob:
     payload: dict[str, Any]
     timeout_s: float
     info: dict[str, Any] = field(default_factory=dict)  # the caller's own data
+    #: the board's steps, one line each (``board NAME: step``); never sent to the board
+    progress: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -82,6 +127,8 @@ class Dispatcher:
         self._lost_since: float | None = None
         self.seen: dict[str, dict[str, Any]] = {}  # every board seen, by name
         self._names: dict[str, str] = {}  # address -> board name, dead ones included
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()  # the boards' progress messages
+        self._talking: dict[str, FleetJob] = {}  # progress token -> its job
 
     # -- routing --------------------------------------------------------------------------
     def boards(self, refresh: bool = False) -> list[dict[str, Any]]:
@@ -119,6 +166,10 @@ class Dispatcher:
         key = f"edgeprof-{digest}-a{_attempt}-{self._seq}-{os.getpid()}"
         resources = {job.target: 1, BACKEND_RESOURCE.format(job.backend): 1}
         job.payload["timeout_s"] = job.timeout_s  # the board enforces it on its measuring process
+        if job.progress is not None and _listen(self.client):
+            token = job.payload.setdefault("progress", uuid.uuid4().hex)  # kept by retries
+            self._talking[token] = job
+            _ROUTES[token] = self._inbox
         with self._guard():
             future = self.client.submit(run_on_board, job.payload, key=key, pure=False,
                                         resources=resources, retries=0)
@@ -136,6 +187,7 @@ class Dispatcher:
 
         if not self.active:
             return []
+        self.relay_progress()
         self._check_scheduler()
         futures = [a.future for a in self.active.values()]
         try:
@@ -202,7 +254,34 @@ class Dispatcher:
                         out.append(Outcome(a.job, None, f"{why} (waited "
                                                         f"{now - a.no_board_since:.0f} s)",
                                            a.attempt, a.history))
+        self.relay_progress()  # what the boards said before they answered
+        for o in out:
+            self.forget_progress(o.job)
         return out
+
+    # -- progress -------------------------------------------------------------------------
+    def relay_progress(self) -> None:
+        """Hand the boards' progress messages that arrived to their jobs' callbacks, here
+        (the caller's thread); a callback that raises is ignored."""
+        while True:
+            try:
+                msg = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            job = self._talking.get(msg.get("job"))
+            if job is None or job.progress is None:
+                continue
+            try:
+                job.progress(f"board {msg.get('board') or '?'}: {msg.get('text')}")
+            except Exception:  # noqa: BLE001 - a display problem is not the run's
+                pass
+
+    def forget_progress(self, job: FleetJob | None = None) -> None:
+        """Stop routing the progress of ``job`` (of every job when None)."""
+        for token, j in list(self._talking.items()):
+            if job is None or j is job:
+                del self._talking[token]
+                _ROUTES.pop(token, None)
 
     @contextlib.contextmanager
     def _guard(self):
@@ -264,11 +343,14 @@ class Dispatcher:
 
     def run_one(self, job: FleetJob, wait_s: float = 0.5) -> Outcome:
         """Submit one job and wait for its outcome."""
-        self.submit(job)
-        while True:
-            for o in self.poll(wait_s):
-                if o.job is job:
-                    return o
+        try:
+            self.submit(job)
+            while True:
+                for o in self.poll(wait_s):
+                    if o.job is job:
+                        return o
+        finally:
+            self.forget_progress(job)
 
 
 def _worker_died(exc: BaseException | None) -> bool:

@@ -7,6 +7,7 @@ unpacks the bytes there and measures them in a fresh process. Part of the fleet
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,12 +85,13 @@ def job_payload(request: MeasureRequest, shipment: Shipment, target: str) -> dic
             "data": shipment.data, "sha256": shipment.sha256, "notes": list(shipment.notes)}
 
 
-def measure_shipment(payload: dict[str, Any], workdir: Path, *, isolate: bool = True
-                     ) -> BenchmarkResult:
+def measure_shipment(payload: dict[str, Any], workdir: Path, *, isolate: bool = True,
+                     progress: Callable[[str], None] | None = None) -> BenchmarkResult:
     """Unpack the shipped bytes (checked against their sha256) into ``workdir`` and measure
     them: in a fresh process by default (``IsolatedRunner``: only the measuring thread runs
     there, not Dask's event loop and monitors, and a crash or hang fails the job, not the
-    board; the job's timeout applies), else inline. ``measure()`` makes the status."""
+    board; the job's timeout applies), else inline. ``measure()`` makes the status; the
+    runner reports the run's steps to ``progress`` (a generative run's load, pp/tg)."""
     from edgeprof.core.artifact import Artifact, ArtifactError
     from edgeprof.profilers.measure.measure import measure
     from edgeprof.profilers.measure.runners import InlineRunner, IsolatedRunner
@@ -115,5 +117,6 @@ def measure_shipment(payload: dict[str, Any], workdir: Path, *, isolate: bool = 
                                executed_precision=None, status="failed",
                                reason=f"{e}; not measured")
     timeout = payload.get("timeout_s")
-    runner = IsolatedRunner(timeout) if isolate else InlineRunner()
+    runner = IsolatedRunner(timeout, progress=progress) if isolate else \
+        InlineRunner(progress=progress)
     return measure(MeasureRequest.from_dict(d), runner)

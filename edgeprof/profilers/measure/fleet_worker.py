@@ -22,6 +22,10 @@ from edgeprof.core.results import BenchmarkResult
 from edgeprof.profilers.measure.fleet_shipment import measure_shipment
 from edgeprof.profilers.measure.fleet_spec import BACKEND_RESOURCE, FleetSpec, _one_line
 
+#: the Dask event topic a board's progress lines travel on (``Worker.log_event`` there,
+#: ``Client.subscribe_topic`` on the client: see ``fleet_dispatcher``)
+PROGRESS_TOPIC = "edgeprof-progress"
+
 #: Python distributions of the runtimes a board may hold (reported with their versions)
 RUNTIME_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "openvino", "ai-edge-litert",
                          "tflite-runtime", "tensorrt", "torch", "tensorflow", "onnx",
@@ -217,9 +221,35 @@ def _current_board() -> dict[str, Any]:
     return dict(fp, address=w.address)
 
 
+def board_progress(token: str | None, board: str | None) -> Callable[[str], None] | None:
+    """The progress callback of a job whose client listens (``token``: the job's, from the
+    payload; None: nobody listens): each line becomes a Dask event on
+    :data:`PROGRESS_TOPIC` naming the job and the board. Sending never waits (the worker's
+    batched stream to the scheduler) and never fails the job: an error drops the line."""
+    if not token:
+        return None
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except Exception:  # noqa: BLE001 - not in a Dask task: nobody to tell
+        return None
+
+    def say(text: str) -> None:
+        try:
+            worker.log_event(PROGRESS_TOPIC, {"job": str(token), "board": str(board),
+                                              "text": str(text)[:1000]})
+        except Exception:  # noqa: BLE001 - progress never changes a run's outcome
+            pass
+
+    return say
+
+
 def run_on_board(payload: dict[str, Any]) -> dict[str, Any]:
     """What a board runs (a Dask task): measure the shipped artifact and return the
-    RunRecord's dict, its ``extra["fleet"]`` naming the board and its fingerprint."""
+    RunRecord's dict, its ``extra["fleet"]`` naming the board and its fingerprint. When the
+    client listens (``payload["progress"]``), the run's steps travel back as they happen
+    (:func:`board_progress`)."""
     board = _current_board()
     target = payload.get("target") or board.get("target")
     if target != board.get("target"):  # a local worker serves every target of a sweep
@@ -227,8 +257,14 @@ def run_on_board(payload: dict[str, Any]) -> dict[str, Any]:
     fleet = {"board": board.get("board"), "target": target,
              "emulating": bool(board.get("emulating")), "fingerprint": board,
              "sha256": payload["sha256"]}
+    say = board_progress(payload.get("progress"), fleet["board"])
+    if say is not None:
+        c = (payload.get("request") or {}).get("config") or {}
+        say(f"measuring {(payload.get('request') or {}).get('backend')} "
+            f"{c.get('precision', 'fp32')} ({payload.get('name')}, "
+            f"{len(payload.get('data') or b'') / 1e3:.0f} kB shipped) in a fresh process")
     with tempfile.TemporaryDirectory(prefix="edgeprof-board-") as tmp:
-        record = measure_shipment(payload, Path(tmp))
+        record = measure_shipment(payload, Path(tmp), progress=say)
     record.notes.extend(payload.get("notes") or [])
     if fleet["emulating"]:
         record.notes.append(emulation_note(board))

@@ -37,8 +37,8 @@ def generative_runner(target: Any, *, fleet: Any = None, isolate: bool = False,
                       registry: Any = None) -> Iterator[Any]:
     """The runner ``profile llm:X`` measures on, closed on exit: a board of ``target`` on
     the Dask scheduler ``fleet`` (``RemoteRunner``: built here, loaded and timed there), else
-    an isolated worker (``isolate`` or a ``timeout_s``), else this process. Inline and
-    isolated runners report the run's steps to ``progress``."""
+    an isolated worker (``isolate`` or a ``timeout_s``), else this process. Each reports the
+    run's steps to ``progress`` (a board's as ``board NAME: step``)."""
     from edgeprof.profilers.measure.fleet import fleet_runner
     from edgeprof.profilers.measure.runners import InlineRunner, IsolatedRunner
 
@@ -46,7 +46,7 @@ def generative_runner(target: Any, *, fleet: Any = None, isolate: bool = False,
     if fleet is not None and target is None:
         raise UserError("a fleet measures on a board of a target: give --target (e.g. "
                         "raspberry_pi_5)")
-    runner = fleet_runner(fleet, target) if fleet is not None else None
+    runner = fleet_runner(fleet, target, progress=progress) if fleet is not None else None
     if runner is None and (isolate or timeout_s is not None):
         runner = IsolatedRunner(timeout_s, progress=progress)
     if runner is None:
