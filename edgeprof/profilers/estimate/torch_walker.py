@@ -220,8 +220,13 @@ class _Walker:
                 self._post, with_kwargs=True, always_call=True))
 
     def remove_hooks(self) -> None:
+        import torch.nn.modules.module as nn_module
+
         for h in self.handles:
             h.remove()
+            # torch's handle of a global hook registered with_kwargs forgets that flag: left
+            # behind, it makes every later torch.compile warn of global hooks (torch <= 2.13)
+            nn_module._global_forward_hooks_with_kwargs.pop(h.id, None)
         self.handles.clear()
 
     def _activation_elements(self, tensors) -> int:

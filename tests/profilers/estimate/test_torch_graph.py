@@ -436,3 +436,15 @@ def test_resnet50_reference_counts():
     params = sum(r.parameter_count for r in w.layers)
     assert params == 25_557_032 == n_params(module)
     assert total_macs(w) == pytest.approx(4.089e9, rel=0.005)
+
+
+def test_the_walk_leaves_no_global_module_hook_behind():
+    """torch's handle of a global forward hook registered ``with_kwargs`` forgets its flag
+    in ``_global_forward_hooks_with_kwargs`` (torch 2.11-2.13): left there, every later
+    ``torch.compile`` of any module warns that global hooks will fire twice (seen on the
+    H100 run of benchmarks/cuda_paths.py). The walk removes what it registered, all of it."""
+    import torch.nn.modules.module as module_globals
+
+    walk(SmallCNN(), torch.randn(1, 1, 28, 28))
+    assert not module_globals._has_any_global_hook()
+    assert not module_globals._global_forward_hooks_with_kwargs
