@@ -177,7 +177,17 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
     check_backend_options(run_options.get("options") or {},
                           [reg.backend(n) for n, _ in chosen])  # exit 2 before any work
     treg = _target_registry(targets_dir, plugins)
-    tgt = target if not isinstance(target, str) else treg.get(target, recalibrate=recalibrate)
+    warnings: list[WarningRecord] = []
+    # runs on this machine's GPU are read against the GPU (host_gpu), never the CPU
+    gpu_t = _gpu_host(run_options.get("device"), fleet, recalibrate, say, warnings)
+    if gpu_t is not None and (target in ("host", "host_gpu")
+                              or getattr(target, "id", None) == "host"):
+        tgt = gpu_t
+    else:
+        tgt = target if not isinstance(target, str) else treg.get(target, recalibrate=recalibrate)
+    if getattr(tgt, "id", None) == "host_gpu" and gpu_t is None:
+        raise UserError("--target host_gpu is this machine's GPU, but the runs are on the CPU: "
+                        "add --device cuda (or use --target host)")
     handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
                            batch_size=batch_size, registry=reg, calibration=calibration_data)
     _check_out(out)
@@ -195,8 +205,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
         return estimates[key]
 
     primary = est(tgt, precisions[0])
-    warnings: list[WarningRecord] = []
-    host_t = tgt if getattr(tgt, "is_host", False) else None
+    host_t = tgt if getattr(tgt, "is_host", False) else gpu_t
     if host_t is None:
         say("calibrating host (cached after the first run)")
         try:
@@ -261,6 +270,24 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
         say(f"writing artifacts to {out}")
         _save(report, lambda: report.save(out, stream_rate_fps=stream_rate_fps))
     return report
+
+
+def _gpu_host(device: str | None, fleet: Any, recalibrate: bool, say: Progress,
+              warnings: list[WarningRecord]) -> Any | None:
+    """The ``host_gpu`` target when the runs are on this machine's CUDA GPU (``device`` cuda
+    and no fleet), else None. A GPU that can't be detected leaves the CPU ``host`` in its
+    place, with a warning (the backends then say why the runs can't happen)."""
+    if fleet is not None or not str(device or "cpu").startswith("cuda"):
+        return None
+    from edgeprof.targets.host_gpu import host_gpu_target
+
+    say(f"calibrating this machine's GPU ({device}; cached after the first run)")
+    try:
+        return host_gpu_target(device, recalibrate=recalibrate)
+    except EdgeprofError as e:
+        warnings.append(WarningRecord("host_gpu_uncalibrated",
+                                      f"{e}; the runs are read against the CPU host instead"))
+        return None
 
 
 def _trace_run(record: ProfileRun, backend: Backend, handle: ModelHandle, config: RunConfig,
@@ -357,7 +384,11 @@ def batch_sizes(model: Any, batch_sizes: Sequence[int], *, target: Any = "host",
     sizes = check_batch_sizes(batch_sizes)
     check_budget(latency_budget_ms)
     reg = get_registry(plugins)
-    tgt = _target(target, targets_dir, plugins)
+    gpu_problems: list[WarningRecord] = []
+    gpu_t = _gpu_host(run_options.get("device"), None, False, lambda msg: None, gpu_problems)
+    # on the GPU, "host" is the GPU: the batch that fits is the one that fits its memory
+    tgt = gpu_t if gpu_t is not None and target in ("host", "host_gpu") else \
+        _target(target, targets_dir, plugins)
     handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
                            registry=reg)
     cls = reg.backend(backend)
@@ -366,7 +397,7 @@ def batch_sizes(model: Any, batch_sizes: Sequence[int], *, target: Any = "host",
     config = RunConfig(precision=precision, **run_options)
     frame = benchmark_batch_sizes(cls, handle, sizes, config, latency_budget_ms=latency_budget_ms,
                                   plugins_file=plugins, registry=reg)
-    notes: list[str] = []
+    notes: list[str] = [w.message for w in gpu_problems]
     try:
         choice = find_optimal_batch_size(None, handle, tgt, precision=precision,
                                          max_batch_size=max(1024, max(sizes)))

@@ -38,7 +38,7 @@ def render_target(t: Any, console: Any) -> None:
 
 
 def render_targets(targets: list[Any], console: Any) -> None:
-    """Every target, one row each, and ``host``."""
+    """Every target, one row each, and ``host`` and ``host_gpu``."""
     from rich.table import Table
 
     table = Table("id", "kind", "processor", "cores", "memory", "bandwidth", "peak fp32",
@@ -53,6 +53,8 @@ def render_targets(targets: list[Any], console: Any) -> None:
                       ", ".join(t.modes) or "-")
     table.add_row("host", "cpu", "this machine (detected and calibrated on first use)", "", "",
                   "", "", "", "", "-")
+    table.add_row("host_gpu", "gpu", "this machine's CUDA GPU, what --device cuda runs on "
+                  "(detected and calibrated on first use)", "", "", "", "", "", "", "-")
     console.print(table)
 
 

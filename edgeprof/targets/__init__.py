@@ -2,7 +2,8 @@
 
 Search order for an id: the user's folder (``targets_dir`` or ``$EDGEPROF_TARGETS_DIR``),
 then folders/files registered by plugins, then the built-in ``data/`` folder. ``host`` is
-detected and calibrated on this machine (``edgeprof.targets.host``).
+detected and calibrated on this machine (``edgeprof.targets.host``), ``host_gpu`` is this
+machine's CUDA GPU, likewise (``edgeprof.targets.host_gpu``; what ``--device cuda`` runs on).
 
 A descriptor's modes (``[modes.<name>]``) are named ``<id>:<mode>`` wherever a target is
 accepted: ``get("jetson_orin_nano:super")`` is the base target with the mode applied
@@ -22,6 +23,7 @@ from edgeprof.targets.schema import (Mode, Quantity, Strategy, Target, apply_mod
 BUILTIN_DIR = Path(__file__).parent / "data"
 ENV_DIR = "EDGEPROF_TARGETS_DIR"
 HOST_ID = "host"
+HOST_GPU_ID = "host_gpu"
 MODE_SEP = ":"
 
 
@@ -56,7 +58,7 @@ class TargetRegistry:
         self._cache: dict[str, Target] = {}
 
     def ids(self) -> list[str]:
-        return sorted({*self._files, HOST_ID})
+        return sorted({*self._files, HOST_ID, HOST_GPU_ID})
 
     def path_of(self, target_id: str) -> Path | None:
         return self._files.get(target_id)
@@ -69,6 +71,10 @@ class TargetRegistry:
             from edgeprof.targets.host import host_target
 
             return host_target(recalibrate=recalibrate)
+        if target_id == HOST_GPU_ID:
+            from edgeprof.targets.host_gpu import host_gpu_target
+
+            return host_gpu_target(recalibrate=recalibrate)
         if target_id not in self._files:
             raise UnknownNameError("target", target_id, self.ids(),
                                    "Run 'edgeprof targets' to list them")
@@ -78,10 +84,10 @@ class TargetRegistry:
 
     def _get_mode(self, target_id: str) -> Target:
         base_id, _, mode = target_id.partition(MODE_SEP)
-        if base_id == HOST_ID:
+        if base_id in (HOST_ID, HOST_GPU_ID):
             raise UnknownNameError("mode", target_id, [],
-                                   "'host' is this machine, detected and calibrated: it has "
-                                   "no modes")
+                                   f"'{base_id}' is this machine, detected and calibrated: it "
+                                   "has no modes")
         if target_id not in self._cache:
             base = self.get(base_id)  # an unknown id is an unknown target
             if not mode:
