@@ -61,7 +61,7 @@ class TorchCompileBackend(Backend):
 
         from edgeprof.backends.common import (compare_outputs, describe_artifact, torch_source,
                                               torch_to_numpy as _to_numpy)
-        from edgeprof.backends.torch_eager import set_torch_threads, torch_inputs
+        from edgeprof.backends.torch_eager import set_torch_threads, tf32_note, torch_inputs
 
         self.ensure_available()
         self.check_request(model, config)
@@ -118,6 +118,7 @@ class TorchCompileBackend(Backend):
         if not agreement["passed"]:
             notes.append(f"compiled outputs disagree with torch eager fp32: relative error "
                          f"{agreement['relative_error']:.3g} > {agreement['tolerance']}")
+        notes += [n for n in [tf32_note(torch, device, config.precision)] if n]
         prepared = PreparedModel(
             run=run, inputs=sample, runtime="torch.compile/inductor",
             runtime_version=torch.__version__, executed_precision=config.precision,

@@ -18,6 +18,25 @@ from edgeprof.core.errors import UnsupportedError
 from edgeprof.core.hookspecs import hookimpl
 
 
+def tf32_note(torch, device: str, precision: str) -> str | None:
+    """What an fp32 run on a CUDA device really computes in: torch lets cuDNN run fp32
+    convolutions in TF32 on tensor cores by default (``torch.backends.cudnn.allow_tf32``),
+    and matmuls too where ``float32_matmul_precision`` is not "highest". Then the run can
+    beat the fp32 (CUDA-core) peak, and the note says why. None on a CPU or another
+    precision."""
+    if not str(device).startswith("cuda") or precision != "fp32":
+        return None
+    ops = []
+    if torch.backends.cudnn.allow_tf32:
+        ops.append("convolutions (torch.backends.cudnn.allow_tf32, torch's default)")
+    if torch.get_float32_matmul_precision() != "highest":
+        ops.append(f"matmuls (float32_matmul_precision '{torch.get_float32_matmul_precision()}')")
+    if not ops:
+        return None
+    return (f"fp32 on CUDA: {' and '.join(ops)} may run in TF32 on tensor cores, so the run "
+            "can exceed the fp32 CUDA-core peak")
+
+
 def set_torch_threads(config: RunConfig) -> dict[str, int]:
     """Fix torch's thread settings for a run (intra-op = physical cores unless asked)."""
     import torch
@@ -98,7 +117,11 @@ class TorchEagerBackend(Backend):
             executed = "int8_dynamic"
             if any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in module.modules()):
                 notes.append("dynamic int8 covers Linear/LSTM/GRU only; convolutions ran in fp32")
+        if config.device != "cpu" and module is model.torch_module():
+            # .to() moves in place: the handle's module stays on the CPU for later runs
+            module = copy.deepcopy(module)
         module = module.to(config.device).eval()
+        notes += [n for n in [tf32_note(torch, config.device, executed)] if n]
         sample = torch_inputs(inputs, config.device, dtype)
         load_time = time.perf_counter() - t0
 

@@ -2,7 +2,8 @@
 
 Build: the model's Hugging Face folder (a preset's random weights written in the format's
 dtype, ``float32`` or ``bfloat16``, and cached; a user's folder as given). Load:
-``AutoModelForCausalLM.from_pretrained(folder, dtype=...)`` with ``torch.set_num_threads``.
+``AutoModelForCausalLM.from_pretrained(folder, dtype=...)`` with ``torch.set_num_threads``,
+moved to ``--device`` (``cuda`` where this machine's torch sees a GPU).
 ``prefill`` runs the prompt through the model with a ``DynamicCache`` (only the last
 position's logits are computed); ``decode`` picks the argmax, hands it to ``on_token`` and
 runs the model on it, ``n`` times, never stopping at end-of-sequence. As in the other
@@ -38,12 +39,15 @@ class TransformersBackend(GenerativeBackend):
     install_hint = "pip install transformers torch"
     formats = FORMATS
     format_layouts = FORMAT_LAYOUTS
-    devices = ("cpu",)
+    #: torch eager runs on a CUDA device where torch sees one (checked when loading, so
+    #: listing backends imports no torch), as the torch_eager backend does
+    devices = ("cpu", "cuda")
     #: torch eager runs on a board's CPU or, with a CUDA torch (a Jetson's), its GPU
     board_devices = ("cpu", "cuda")
     #: it builds from a Hugging Face folder (a preset's is written), never from a GGUF
     sources = ("preset", "hf_folder")
-    capabilities = Capabilities(precisions=FORMATS, devices=("cpu",), model_formats=("llm",))
+    capabilities = Capabilities(precisions=FORMATS, devices=("cpu", "cuda"),
+                                model_formats=("llm",))
 
     def architecture_reason(self, model: LLMModel, fmt: str) -> str | None:
         reason = super().architecture_reason(model, fmt)
@@ -83,23 +87,29 @@ class TransformersBackend(GenerativeBackend):
         guard_torchvision()
         import torch
         from transformers import AutoModelForCausalLM
+
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise UnsupportedError("CUDA was asked for but torch sees no CUDA device",
+                                   backend=self.name)
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
         torch.set_num_threads(int(threads))
         model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=getattr(torch, DTYPE[fmt]))
-        model.eval()
+        model.to(device).eval()
         version = metadata.version("transformers")
-        return TorchSession(model, n_ctx, f"transformers {version} torch {torch.__version__}")
+        return TorchSession(model, n_ctx, f"transformers {version} torch {torch.__version__}",
+                            device=device)
 
 
 class TorchSession:
     """One sequence on a transformers model (see the module docstring)."""
 
-    def __init__(self, model: Any, n_ctx: int, build_commit: str) -> None:
+    def __init__(self, model: Any, n_ctx: int, build_commit: str, device: str = "cpu") -> None:
         self._model = model
         self.n_ctx = int(n_ctx)
         self.build_commit = build_commit
+        self._device = device
         self.reset()
 
     def reset(self) -> None:
@@ -118,7 +128,8 @@ class TorchSession:
         import torch
 
         with torch.inference_mode():
-            out = self._model(input_ids=torch.tensor([ids], dtype=torch.long),
+            out = self._model(input_ids=torch.tensor([ids], dtype=torch.long,
+                                                     device=self._device),
                               past_key_values=self._cache, use_cache=True, logits_to_keep=1)
         self._cache = out.past_key_values
         self._logits = out.logits[0, -1]
@@ -129,6 +140,10 @@ class TorchSession:
             return
         self._room(len(ids))
         self._forward(ids)
+        if self._device.startswith("cuda"):  # a GPU runs ahead: the prompt ends when it ends
+            import torch
+
+            torch.cuda.synchronize(self._device)
         self._count += len(ids)
 
     def decode(self, n: int, on_token: Callable[[int], None]) -> None:
