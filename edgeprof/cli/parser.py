@@ -289,6 +289,9 @@ def _add_batch(sub, common) -> None:  # tensor models only
                     help="the backend measured at every batch size (default torch_eager)")
     bs.add_argument("--precision", "-p", default="fp32",
                     help="the precision measured (default fp32)")
+    bs.add_argument("--device", type=_device, default=None,
+                    help="this machine's device the batches run on: cpu (default) or "
+                         "cuda[:N]; on cuda the batch that fits is the GPU's (host_gpu)")
     bs.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
                     help="say whether each batch meets this latency (p90 where reported, "
                          "else the median)")

@@ -201,8 +201,9 @@ def render_batch(rep, console) -> None:
 
     table = Table(title=f"{rep.model.name} on {rep.backend} {rep.precision}, measured on this "
                         "host", title_justify="left")
+    gpu = "gpu_peak_memory_bytes" in rep.frame and rep.frame["gpu_peak_memory_bytes"].notna().any()
     for col in ("batch", "status", "latency ms", "per sample ms", "throughput /s",
-                "peak memory", "meets budget"):
+                "peak memory", *(["GPU peak memory"] if gpu else []), "meets budget"):
         table.add_column(col)
     for row in rep.frame.to_dict(orient="records"):
         row = {k: _cell(v) for k, v in row.items()}
@@ -210,6 +211,7 @@ def render_batch(rep, console) -> None:
                       row["status"] if row["status"] == "ok" else f"[red]{row['status']}[/red]",
                       _fmt(row["latency_ms"]), _fmt(row["latency_per_sample_ms"]),
                       _fmt(row["throughput_per_s"]), _si(row["peak_memory_bytes"], "B"),
+                      *([_si(row.get("gpu_peak_memory_bytes"), "B")] if gpu else []),
                       _fmt(row["meets_budget"]))
     console.print(table)
     for line in batch_problems(rep):

@@ -149,3 +149,18 @@ def test_batch_on_cuda_fits_the_gpu_memory():
     rep = edgeprof.batch_sizes("builtin:small_cnn", [1, 2],
                                run_options={"device": "cuda", "max_time": 1})
     assert rep.target.id == "host_gpu"
+    assert (rep.frame["gpu_peak_memory_bytes"] > 0).all()  # torch's CUDA allocator peak
+
+
+@no_cuda
+def test_cli_batch_takes_device_cuda(capsys):
+    import json as _json
+
+    from edgeprof.cli.main import main
+
+    rc = main(["batch", "builtin:small_cnn", "--batch-sizes", "1,2", "--device", "cuda",
+               "--json"])
+    doc = _json.loads(capsys.readouterr().out)
+    assert rc != 0 and doc["target"] == "host"
+    assert all(r["status"] == "unsupported" and "torch sees no CUDA device" in r["reason"]
+               for r in doc["rows"])

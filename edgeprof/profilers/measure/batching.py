@@ -34,8 +34,8 @@ from edgeprof.profilers.measure.measure import benchmark_backend
 
 BATCH_COLUMNS = [
     "batch_size", "status", "reason", "latency_ms", "latency_p90_ms", "ci_low_ms", "ci_high_ms",
-    "latency_per_sample_ms", "throughput_per_s", "peak_memory_bytes", "budget_latency_ms",
-    "meets_budget",
+    "latency_per_sample_ms", "throughput_per_s", "peak_memory_bytes", "gpu_peak_memory_bytes",
+    "budget_latency_ms", "meets_budget",
 ]
 
 _OOM_MARKERS = ("out of memory", "out-of-memory", "memoryerror", "cannot allocate",
@@ -114,7 +114,9 @@ def _row(batch: int, result: BenchmarkResult, budget: float | None) -> dict[str,
         "ci_low_ms": s.ci_low_ms if s else None, "ci_high_ms": s.ci_high_ms if s else None,
         "latency_per_sample_ms": lat / batch if lat is not None else None,
         "throughput_per_s": batch * 1e3 / lat if lat else None,
-        "peak_memory_bytes": result.peak_memory_bytes,
+        "peak_memory_bytes": result.peak_memory_bytes,  # this process's RSS
+        # on a GPU: torch's CUDA allocator peak (None on a CPU)
+        "gpu_peak_memory_bytes": (result.memory_detail or {}).get("cuda_allocator_peak_bytes"),
         "budget_latency_ms": budget_latency_ms(result),
         "meets_budget": meets_budget(result, budget) if budget is not None else None,
     }
