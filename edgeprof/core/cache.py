@@ -124,6 +124,28 @@ def cache_dir(*parts: str) -> Path:
     return p
 
 
+def cached_record(path: Path, key: dict[str, Any], measure: Callable[[], dict[str, Any]], *,
+                  refresh: bool = False, required: str) -> dict[str, Any]:
+    """A measured JSON record (a host's or a GPU's calibration) kept at ``path``: the stored
+    one when its ``key`` matches and it holds ``required``, else ``measure()``'s, stored with
+    the key (atomically). Either way ``record["cache"]`` says where and whether it was hit."""
+    from edgeprof.core.io import write_json
+
+    if not refresh and path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = None
+        if isinstance(data, dict) and data.get("key") == key and data.get(required):
+            data["cache"] = {"path": str(path), "hit": True}
+            return data
+    data = measure()
+    data["key"] = key
+    write_json(path, data)
+    data["cache"] = {"path": str(path), "hit": False}
+    return data
+
+
 def model_fingerprint(handle: Any) -> str:
     """A hash of a model's content: the file bytes, or a torch module's state and specs."""
     h = hashlib.sha256()

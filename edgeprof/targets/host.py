@@ -144,25 +144,13 @@ def host_calibration(recalibrate: bool = False,
 
     This is what profile.json stores under ``"host"``.
     """
-    from edgeprof.core.io import write_json
+    from edgeprof.core.cache import cached_record
 
     params = params or CalibrationParams()
     detected = detect_host()
-    key = _cache_key(detected, params)
-    path = calibration_path(params, detected)
-    if not recalibrate and path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = None
-        if isinstance(data, dict) and data.get("key") == key and data.get("triad"):
-            data["cache"] = {"path": str(path), "hit": True}
-            return data
-    data = calibrate(params, detected)
-    data["key"] = key
-    write_json(path, data)
-    data["cache"] = {"path": str(path), "hit": False}
-    return data
+    return cached_record(calibration_path(params, detected), _cache_key(detected, params),
+                         lambda: calibrate(params, detected), refresh=recalibrate,
+                         required="triad")
 
 
 def host_target(recalibrate: bool = False, params: CalibrationParams | None = None) -> Target:

@@ -244,27 +244,16 @@ def _cache_key(detected: dict[str, Any], params: GpuCalibrationParams) -> dict[s
 def gpu_calibration(device: str = "cuda", recalibrate: bool = False,
                     params: GpuCalibrationParams | None = None) -> dict[str, Any]:
     """The GPU's record (detection + calibration), from the cache or measured now."""
-    from edgeprof.core.cache import cache_dir
-    from edgeprof.core.io import write_json
+    from edgeprof.core.cache import cache_dir, cached_record
 
     params = params or GpuCalibrationParams()
     detected = detect_gpu(device)
     key = _cache_key(detected, params)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    path = cache_dir("host") / f"gpu-calibration-{digest}.json"
-    if not recalibrate and path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = None
-        if isinstance(data, dict) and data.get("key") == key and data.get("copy"):
-            data["gpu"] = {**data["gpu"], "index": detected["index"]}
-            data["cache"] = {"path": str(path), "hit": True}
-            return data
-    data = calibrate_gpu(device, params, detected)
-    data["key"] = key
-    write_json(path, data)
-    data["cache"] = {"path": str(path), "hit": False}
+    data = cached_record(cache_dir("host") / f"gpu-calibration-{digest}.json", key,
+                         lambda: calibrate_gpu(device, params, detected), refresh=recalibrate,
+                         required="copy")
+    data["gpu"] = {**data["gpu"], "index": detected["index"]}  # the device asked for now
     return data
 
 

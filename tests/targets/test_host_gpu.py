@@ -164,3 +164,25 @@ def test_cli_batch_takes_device_cuda(capsys):
     assert rc != 0 and doc["target"] == "host"
     assert all(r["status"] == "unsupported" and "torch sees no CUDA device" in r["reason"]
                for r in doc["rows"])
+
+
+def test_the_calibration_is_measured_once_then_read_from_the_cache(record, monkeypatch):
+    from edgeprof.targets import host_gpu
+
+    calls = []
+    detected = dict(record["gpu"])
+    monkeypatch.setattr(host_gpu, "detect_gpu", lambda device="cuda": dict(detected))
+
+    def measure(device, params, det):
+        calls.append(device)
+        return {k: v for k, v in record.items() if k not in ("key", "cache")}
+
+    monkeypatch.setattr(host_gpu, "calibrate_gpu", measure)
+    first = host_gpu.gpu_calibration("cuda")
+    assert calls == ["cuda"] and first["cache"]["hit"] is False
+    detected["index"] = 1  # the same GPU model asked for as cuda:1 reads the same record
+    second = host_gpu.gpu_calibration("cuda:1")
+    assert calls == ["cuda"] and second["cache"]["hit"] is True
+    assert second["gpu"]["index"] == 1 and second["copy"] == record["copy"]
+    host_gpu.gpu_calibration("cuda", recalibrate=True)
+    assert calls == ["cuda", "cuda"]
