@@ -63,11 +63,14 @@ def _below_roofline(benchmark: BenchmarkResult, roofline_ms: float, where: str):
     st = benchmark.stats
     upper = st.ci_high_ms if st.ci_high_ms is not None else st.median_ms
     if roofline_ms > 0 and upper < roofline_ms:
+        why = ("the run used TF32 tensor cores (its note says so), a rate the fp32 peak does "
+               "not count" if any("TF32" in n for n in benchmark.notes) else
+               "a descriptor figure (bandwidth or peak compute) must be wrong, or the working "
+               "set stayed in cache")
         return WarningRecord(
             "measurement_below_roofline",
             f"measured {st.median_ms:.4g} ms (CI upper {upper:.4g} ms) beats the roofline "
-            f"lower bound {roofline_ms:.4g} ms on {where}: a descriptor figure "
-            "(bandwidth or peak compute) must be wrong, or the working set stayed in cache")
+            f"lower bound {roofline_ms:.4g} ms on {where}: {why}")
     return None
 
 
@@ -76,6 +79,12 @@ def _on_gpu(benchmark: BenchmarkResult | None) -> bool:
         return False
     device = (benchmark.device or "cpu").lower()
     return device not in ("cpu", "") or benchmark.backend == "tensorrt"
+
+
+def _gpu_on_a_cpu_host(benchmark: BenchmarkResult | None, host: Any) -> bool:
+    """A GPU's measurement beside a host that describes a CPU: its roofline is not the
+    GPU's (``host_gpu``, the GPU the run was on, is)."""
+    return _on_gpu(benchmark) and getattr(host, "kind", None) not in ("gpu", "edge_gpu")
 
 
 def _model_names(spec: str) -> set[str]:
@@ -138,7 +147,7 @@ def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any
     prediction = None
 
     # -- the host's measurement, as a measurement ---------------------------------------
-    gpu = _on_gpu(benchmark)
+    gpu = _gpu_on_a_cpu_host(benchmark, host)
     if measured_ok and not on_host:
         host_ms = benchmark.stats.median_ms
         figures["host_latency_ms"] = Figure(host_ms, "ms", "measured")

@@ -140,3 +140,44 @@ def test_on_the_host_the_latency_is_measured(handle, host):
     s = summarize(est, _bench(7.0, precision="fp32"), host_like())
     assert s.figures["latency_ms"].provenance == "measured"
     assert s.figures["latency_ms"].value == 7.0 and s.prediction is None
+
+
+def _h100():
+    import json
+    from pathlib import Path
+
+    from edgeprof.targets.host_gpu import target_from_gpu_calibration
+
+    record = Path(__file__).parents[2] / "targets" / "data" / "h100_gpu_calibration.json"
+    return target_from_gpu_calibration(json.loads(record.read_text()))
+
+
+def test_a_gpu_measurement_is_read_against_the_gpu_it_ran_on(handle):
+    """With host_gpu as the host (profile --device cuda), the GPU's measurement meets the
+    GPU's roofline: an efficiency ratio and a carry-over exist, as on a CPU host."""
+    gpu_host, nano = _h100(), get_target("jetson_nano")
+    from edgeprof.profilers.estimate.analytic import estimate_model
+
+    est, host_est = _est(handle, "jetson_nano", "fp16"), estimate_model(handle, gpu_host, "fp16")
+    gpu = _bench(1.0, backend="torch_eager", precision="fp16", device="cuda")
+    s = summarize(est, gpu, nano, gpu_host, host_est, method="carry_over")
+    assert s.figures["host_efficiency_ratio"].value == pytest.approx(
+        1.0 / host_est.roofline_latency_ms)
+    assert s.figures["latency_ms"].provenance == "estimated"
+    assert s.figures["latency_ms"].value >= est.roofline_latency_ms
+
+
+def test_beating_the_fp32_roofline_with_tf32_says_so(handle):
+    gpu_host = _h100()
+    from edgeprof.profilers.estimate.analytic import estimate_model
+
+    est = estimate_model(handle, gpu_host, "fp32")
+    fast = _bench(est.roofline_latency_ms / 10, backend="torch_compile", precision="fp32",
+                  device="cuda")
+    (w,) = [w for w in summarize(est, fast, gpu_host).warnings
+            if w.code == "measurement_below_roofline"]
+    assert "descriptor figure" in w.message
+    fast.notes.append("fp32 on CUDA: convolutions (...) may run in TF32 on tensor cores")
+    (w,) = [w for w in summarize(est, fast, gpu_host).warnings
+            if w.code == "measurement_below_roofline"]
+    assert "TF32 tensor cores" in w.message and "descriptor figure" not in w.message
