@@ -177,20 +177,23 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
     check_backend_options(run_options.get("options") or {},
                           [reg.backend(n) for n, _ in chosen])  # exit 2 before any work
     treg = _target_registry(targets_dir, plugins)
-    warnings: list[WarningRecord] = []
     # runs on this machine's GPU are read against the GPU (host_gpu), never the CPU
-    gpu_t = _gpu_host(run_options.get("device"), fleet, recalibrate, say, warnings)
-    if gpu_t is not None and (target in ("host", "host_gpu")
-                              or getattr(target, "id", None) == "host"):
-        tgt = gpu_t
-    else:
-        tgt = target if not isinstance(target, str) else treg.get(target, recalibrate=recalibrate)
-    if getattr(tgt, "id", None) == "host_gpu" and gpu_t is None:
+    on_gpu = fleet is None and str(run_options.get("device") or "cpu").startswith("cuda")
+    target_id = target if isinstance(target, str) else getattr(target, "id", None)
+    if target_id == "host_gpu" and not on_gpu:
         raise UserError("--target host_gpu is this machine's GPU, but the runs are on the CPU: "
                         "add --device cuda (or use --target host)")
+    this_machine = on_gpu and target_id in ("host", "host_gpu")
+    tgt = None if this_machine else (
+        target if not isinstance(target, str) else treg.get(target, recalibrate=recalibrate))
     handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
                            batch_size=batch_size, registry=reg, calibration=calibration_data)
     _check_out(out)
+    warnings: list[WarningRecord] = []
+    gpu_t = _gpu_host(on_gpu, run_options.get("device"), recalibrate, say, warnings,
+                      required=target_id == "host_gpu")
+    if tgt is None:  # this machine: its GPU, or its CPU when the GPU can't be found
+        tgt = gpu_t if gpu_t is not None else treg.get("host", recalibrate=recalibrate)
 
     from edgeprof.profilers.estimate.analytic import estimate_model
     from edgeprof.profilers.report.summary import summarize as _summarize
@@ -272,12 +275,13 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
     return report
 
 
-def _gpu_host(device: str | None, fleet: Any, recalibrate: bool, say: Progress,
-              warnings: list[WarningRecord]) -> Any | None:
-    """The ``host_gpu`` target when the runs are on this machine's CUDA GPU (``device`` cuda
-    and no fleet), else None. A GPU that can't be detected leaves the CPU ``host`` in its
-    place, with a warning (the backends then say why the runs can't happen)."""
-    if fleet is not None or not str(device or "cpu").startswith("cuda"):
+def _gpu_host(on_gpu: bool, device: str | None, recalibrate: bool, say: Progress,
+              warnings: list[WarningRecord], *, required: bool = False) -> Any | None:
+    """The ``host_gpu`` target when the runs are on this machine's CUDA GPU (``on_gpu``:
+    ``device`` cuda and no fleet), else None. A GPU that can't be detected leaves the CPU
+    ``host`` in its place, with a warning (the backends then say why the runs can't
+    happen), unless it was asked for by name (``required``): then its one-line error."""
+    if not on_gpu:
         return None
     from edgeprof.targets.host_gpu import host_gpu_target
 
@@ -285,6 +289,8 @@ def _gpu_host(device: str | None, fleet: Any, recalibrate: bool, say: Progress,
     try:
         return host_gpu_target(device, recalibrate=recalibrate)
     except EdgeprofError as e:
+        if required:
+            raise
         warnings.append(WarningRecord("host_gpu_uncalibrated",
                                       f"{e}; the runs are read against the CPU host instead"))
         return None
@@ -385,7 +391,9 @@ def batch_sizes(model: Any, batch_sizes: Sequence[int], *, target: Any = "host",
     check_budget(latency_budget_ms)
     reg = get_registry(plugins)
     gpu_problems: list[WarningRecord] = []
-    gpu_t = _gpu_host(run_options.get("device"), None, False, lambda msg: None, gpu_problems)
+    device = run_options.get("device")
+    gpu_t = _gpu_host(str(device or "cpu").startswith("cuda"), device, False, lambda msg: None,
+                      gpu_problems, required=target == "host_gpu")
     # on the GPU, "host" is the GPU: the batch that fits is the one that fits its memory
     tgt = gpu_t if gpu_t is not None and target in ("host", "host_gpu") else \
         _target(target, targets_dir, plugins)

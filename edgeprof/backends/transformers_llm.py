@@ -87,11 +87,11 @@ class TransformersBackend(GenerativeBackend):
         guard_torchvision()
         import torch
         from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
 
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise UnsupportedError("CUDA was asked for but torch sees no CUDA device",
                                    backend=self.name)
-        from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
         torch.set_num_threads(int(threads))

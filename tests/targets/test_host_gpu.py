@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from edgeprof.core.errors import TargetError, UnknownNameError
+from edgeprof.core.errors import TargetError, UnknownNameError, UserError
 from edgeprof.targets import TargetRegistry
 from edgeprof.targets.host_gpu import (GpuCalibrationParams, describe_gpu, host_gpu_target,
                                        target_from_gpu_calibration, theoretical_bandwidth)
@@ -93,8 +93,10 @@ def test_profile_on_cuda_without_a_gpu_warns_and_reads_against_the_cpu(tmp_path)
     assert rep.target.id == "host"
     assert any(w.code == "host_gpu_uncalibrated" for w in rep.warnings)
     assert rep.runs[0].status == "unsupported"
-    with pytest.raises(TargetError, match="torch sees none"):
+    with pytest.raises(UserError, match="add --device cuda"):
         edgeprof.profile("builtin:small_cnn", target="host_gpu")
+    with pytest.raises(TargetError, match="torch sees none"):  # asked for by name: no fallback
+        edgeprof.profile("builtin:small_cnn", target="host_gpu", run_options={"device": "cuda"})
 
 
 def test_cli_host_gpu_on_the_cpu_is_exit_2(capsys):
@@ -186,3 +188,24 @@ def test_the_calibration_is_measured_once_then_read_from_the_cache(record, monke
     assert second["gpu"]["index"] == 1 and second["copy"] == record["copy"]
     host_gpu.gpu_calibration("cuda", recalibrate=True)
     assert calls == ["cuda", "cuda"]
+
+
+def test_profile_on_cuda_reads_against_host_gpu_wherever_it_comes_from(record, monkeypatch):
+    """The wiring, without a GPU: with host_gpu standing in (the H100's record), --device
+    cuda makes 'host' the GPU, and a board target's host figures the GPU's too."""
+    import edgeprof
+    from edgeprof.targets import host_gpu
+
+    h100 = target_from_gpu_calibration(record)
+    asked = []
+    monkeypatch.setattr(host_gpu, "host_gpu_target",
+                        lambda device="cuda", recalibrate=False, params=None:
+                        asked.append(device) or h100)
+    rep = edgeprof.profile("builtin:small_cnn", run_options={"device": "cuda:0", "runs": 3})
+    assert rep.target is h100 and rep.host_target is h100 and asked == ["cuda:0"]
+    assert rep.to_dict()["target"]["id"] == "host_gpu"
+    board = edgeprof.profile("builtin:small_cnn", target="jetson_nano",
+                             run_options={"device": "cuda", "runs": 3})
+    assert board.target.id == "jetson_nano" and board.host_target is h100
+    cpu = edgeprof.profile("builtin:small_cnn", run_options={"runs": 3, "max_time": 0.2})
+    assert cpu.target.id == "host" and asked == ["cuda:0", "cuda"]  # no GPU asked on the CPU
