@@ -72,7 +72,9 @@ def _torch_cuda():
 
 def device_index(device: str = "cuda") -> int:
     """``cuda`` -> the current device; ``cuda:N`` -> N."""
-    _, _, n = str(device).partition(":")
+    kind, _, n = str(device).partition(":")
+    if kind != "cuda" or (n and not n.isdigit()):
+        raise TargetError(f"device must be cuda or cuda:N for host_gpu, got '{device}'")
     if n:
         return int(n)
     return int(_torch_cuda().cuda.current_device())

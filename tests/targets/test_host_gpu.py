@@ -209,3 +209,12 @@ def test_profile_on_cuda_reads_against_host_gpu_wherever_it_comes_from(record, m
     assert board.target.id == "jetson_nano" and board.host_target is h100
     cpu = edgeprof.profile("builtin:small_cnn", run_options={"runs": 3, "max_time": 0.2})
     assert cpu.target.id == "host" and asked == ["cuda:0", "cuda"]  # no GPU asked on the CPU
+
+
+def test_a_device_that_is_not_cuda_n_is_a_one_line_error():
+    from edgeprof.targets.host_gpu import device_index
+
+    assert device_index("cuda:3") == 3
+    for bad in ("cuda:x", "gpu", "cuda:-1"):
+        with pytest.raises(TargetError, match="cuda or cuda:N"):
+            device_index(bad)
