@@ -173,7 +173,7 @@ def calibrate_fleet(fleet, target: str, backend: str, precision: str = "fp32", *
 
         raise UserError("a fleet measures on boards of a target descriptor; 'host' is this "
                         "machine: calibrate it without --fleet")
-    with RemoteRunner(fleet, target, client=client) as runner:
+    with RemoteRunner(fleet, target, client=client, progress=progress) as runner:
         return calibrate(backend, precision, target=target, runner=runner, kernels=kernels,
                          runs=runs, max_time_s=max_time_s, save=save, out_dir=out_dir,
                          registry=registry, targets_dir=targets_dir, progress=progress)

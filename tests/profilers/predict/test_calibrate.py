@@ -66,9 +66,17 @@ def test_calibrate_on_a_fleet_board_measures_there_and_keeps_its_fingerprint(
         wait_boards(address, {"pi-cal"})
         rc = main(["calibrate", "--fleet", address, "--target", "raspberry_pi_4", "--backend",
                    "onnxruntime", "--kernels", "tiny", "--runs", "10", "--json"])
+        captured = capsys.readouterr()
+        # the board's steps reach the caller as they happen, one per kernel measured there
+        from edgeprof.profilers.predict.host import calibrate_fleet
+
+        seen: list[str] = []
+        calibrate_fleet(address, "raspberry_pi_4", "onnxruntime", kernels="tiny", runs=5,
+                        max_time_s=0.2, save=False, progress=seen.append)
+        board = [m for m in seen if m.startswith("board pi-cal: measuring onnxruntime fp32")]
+        assert len(board) >= 6, seen  # each kernel at least once (repeats keep the quietest)
     finally:
         stop_all(procs)
-    captured = capsys.readouterr()
     assert rc == 0, captured.err
     out = json.loads(captured.out)
     path = tmp_path / "cals" / "raspberry_pi_4--onnxruntime-fp32.json"
