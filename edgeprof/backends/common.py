@@ -40,6 +40,20 @@ def first_line(e: BaseException, limit: int = 240) -> str:
     return f"{type(e).__name__}: {text}".rstrip(": ")
 
 
+def require_torch_cuda(device: str, backend: str) -> None:
+    """UnsupportedError, before any work, when ``device`` is CUDA and torch sees none (the
+    torch backends' one check, eager, compiled and generative alike)."""
+    if not str(device).startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        from edgeprof.core.errors import UnsupportedError
+
+        raise UnsupportedError("CUDA was asked for but torch sees no CUDA device",
+                               backend=backend)
+
+
 def torch_to_numpy(outputs: Any) -> list:
     """A torch model's outputs (tensor, tuple/list or dict of tensors) as float numpy arrays."""
     import torch

@@ -59,7 +59,8 @@ class TorchCompileBackend(Backend):
     def prepare(self, model, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
         import torch
 
-        from edgeprof.backends.common import (compare_outputs, describe_artifact, torch_source,
+        from edgeprof.backends.common import (compare_outputs, describe_artifact,
+                                              require_torch_cuda, torch_source,
                                               torch_to_numpy as _to_numpy)
         from edgeprof.backends.torch_eager import set_torch_threads, tf32_note, torch_inputs
 
@@ -68,9 +69,7 @@ class TorchCompileBackend(Backend):
         model, artifact = torch_source(self, model, config.precision)
         mode = self.options_for(config).mode  # validated: one of MODES
         device = config.device
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise UnsupportedError("CUDA was asked for but torch sees no CUDA device",
-                                   backend=self.name)
+        require_torch_cuda(device, self.name)
         threads = set_torch_threads(config)
         sync = torch.cuda.synchronize if device.startswith("cuda") else None
 

@@ -12,7 +12,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from edgeprof.backends.common import describe_artifact, physical_cores, torch_source, torch_to_numpy
+from edgeprof.backends.common import (describe_artifact, physical_cores, require_torch_cuda,
+                                      torch_source, torch_to_numpy)
 from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig
 from edgeprof.core.errors import UnsupportedError
 from edgeprof.core.hookspecs import hookimpl
@@ -89,9 +90,7 @@ class TorchEagerBackend(Backend):
 
         self.check_request(model, config)
         model, artifact = torch_source(self, model, config.precision)
-        if config.device.startswith("cuda") and not torch.cuda.is_available():
-            raise UnsupportedError("CUDA was asked for but torch sees no CUDA device",
-                                   backend=self.name)
+        require_torch_cuda(config.device, self.name)
         threads = set_torch_threads(config)
         t0 = time.perf_counter()
         module = model.torch_module()

@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from edgeprof.backends.common import require_torch_cuda
 from edgeprof.backends.llm_layout import GENERIC_FORMATS
 from edgeprof.core.backend import Capabilities
 from edgeprof.core.errors import UnsupportedError, UserError
@@ -84,14 +85,11 @@ class TransformersBackend(GenerativeBackend):
         if fmt not in DTYPE:
             raise UnsupportedError(f"transformers cannot run format '{fmt}'; it runs "
                                    f"{', '.join(FORMATS)}", backend=self.name)
+        require_torch_cuda(device, self.name)  # before transformers is imported
         guard_torchvision()
         import torch
         from transformers import AutoModelForCausalLM
         from transformers.utils import logging as hf_logging
-
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise UnsupportedError("CUDA was asked for but torch sees no CUDA device",
-                                   backend=self.name)
 
         hf_logging.disable_progress_bar()
         torch.set_num_threads(int(threads))
