@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/reference_counts.py
 
 The models are defined from their papers in ``benchmarks/reference_models.py`` (random
-weights, batch 1, 3x224x224). MACs are edgeprof's (conv, linear, matmul/attention);
+weights, batch 1, 3x224x224), and the MCUNet model-zoo networks in ``edgeprof.zoo.mcunet``
+(their own resolutions). MACs are edgeprof's (conv, linear, matmul/attention);
 reference MACs are the published figures (see REFERENCES for sources).
 """
 
@@ -39,7 +40,7 @@ def count(name: str) -> dict:
 def main() -> int:
     from reference_models import REFERENCES
 
-    header = (f"{'model':14s} {'edgeprof MACs':>15s} {'edgeprof params':>16s} "
+    header = (f"{'model':20s} {'edgeprof MACs':>15s} {'edgeprof params':>16s} "
               f"{'reference MACs':>15s} {'reference params':>17s} {'MAC ratio':>10s} {'rows':>5s} "
               f"{'walk s':>7s}")
     print(header)
@@ -47,8 +48,8 @@ def main() -> int:
     for name in REFERENCES:
         r = count(name)
         ref_p = f"{r['ref_params']:,}" if r["ref_params"] else "-"
-        print(f"{r['model']:14s} {r['macs'] / 1e9:13.3f} G {r['params']:16,d} "
-              f"{r['ref_macs'] / 1e9:13.3f} G {ref_p:>17s} {r['ratio']:10.4f} {r['rows']:5d} "
+        print(f"{r['model']:20s} {r['macs'] / 1e6:13.1f} M {r['params']:16,d} "
+              f"{r['ref_macs'] / 1e6:13.1f} M {ref_p:>17s} {r['ratio']:10.4f} {r['rows']:5d} "
               f"{r['seconds']:7.2f}")
     return 0
 

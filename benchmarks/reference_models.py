@@ -200,3 +200,15 @@ REFERENCES = {
     "vit_b_16": (vit_b_16, 17.564e9, None,
                  "torchvision ViT_B_16_Weights.IMAGENET1K_V1: 17.56 GFLOPS (GMACs), attention matmuls counted"),
 }
+
+
+def _mcunet_references() -> dict:
+    """The MCUNet zoo networks (edgeprof.zoo.mcunet) against the zoo's published counts."""
+    from edgeprof.zoo import mcunet
+
+    return {name: (getattr(mcunet, name), macs, int(params),
+                   "mit-han-lab/mcunet README, model list (MACs to 3 figures, params to 2)")
+            for name, (macs, params) in mcunet.PUBLISHED.items()}
+
+
+REFERENCES.update(_mcunet_references())

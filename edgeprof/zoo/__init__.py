@@ -24,6 +24,11 @@ REFERENCE_NAMES = (
     "lstm", "wide_mlp", "vit_tiny_112", "gru")
 BUILTIN_MODELS.update({n: f"edgeprof.zoo.reference:{n}" for n in REFERENCE_NAMES})
 
+#: MCUNet model-zoo networks (edgeprof.zoo.mcunet)
+MCUNET_NAMES = ("mcunet_in0", "mcunet_in1", "mcunet_in2", "mcunet_in3", "mcunet_in4",
+                "mcunet_mbv2_w035", "mcunet_proxyless_w03")
+BUILTIN_MODELS.update({n: f"edgeprof.zoo.mcunet:{n}" for n in MCUNET_NAMES})
+
 
 @hookimpl
 def edgeprof_register_models():
