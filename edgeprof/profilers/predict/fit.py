@@ -105,6 +105,9 @@ THREAD_TRANSFER_WIDENING = 1.25  # sigma x 1.25 when the serial share is a prior
 #: four or five rows they soak up whatever the efficiencies leave (0.4 ms per layer on a
 #: 480 MHz MCU)
 LAYER_TERMS_MIN_SAMPLES = 8
+#: the least share of one sample's roofline a group must carry for its own theta to be
+#: fitted (:func:`supported_groups`); a group below it in every sample joins the largest
+GROUP_SUPPORT_SHARE = 0.2
 
 
 def key_of(family: str, precision: str) -> str:
@@ -151,6 +154,31 @@ def _design(samples: list[dict[str, Any]], groups: dict[str, tuple[str, ...]]):
         nk.append(counts(f))
         roof.append(f["roofline_total_ms"])
     return np.asarray(rows, float), np.asarray(nk, float).reshape(-1, 2), np.asarray(roof, float)
+
+
+def supported_groups(samples: list[dict[str, Any]], groups: dict[str, tuple[str, ...]]
+                     ) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+    """The grouping with every group the samples cannot pin down merged into the group that
+    carries most of their roofline; returns it and ``{merged group: the group it joined}``.
+
+    A group is pinned down when it carries at least :data:`GROUP_SUPPORT_SHARE` of some
+    sample's roofline. Otherwise its theta is fitted from shares so small that nearly any
+    value fits them; a model made mostly of that class (a fully-connected autoencoder after
+    CNNs whose only linear layer is the classifier) would then be predicted with it."""
+    R, _, _ = _design(samples, groups)
+    share = R / np.maximum(R.sum(axis=1, keepdims=True), 1e-300)
+    names = list(groups)
+    host = names[int(np.argmax(R.sum(axis=0)))]
+    merged = {g: host for j, g in enumerate(names)
+              if g != host and float(share[:, j].max()) < GROUP_SUPPORT_SHARE}
+    if not merged:
+        return groups, {}
+    out: dict[str, tuple[str, ...]] = {}
+    for g, classes in groups.items():
+        if g in merged:
+            continue
+        out[g] = classes + tuple(c for m, h in merged.items() if h == g for c in groups[m])
+    return out, merged
 
 
 def candidates_for(n_samples: int, *, winograd: bool = False,
@@ -252,7 +280,7 @@ def fit_work(samples: list[dict[str, Any]], floor: bool = False,
             "ms_per_mb": {cl: float(c[3 + 2 * i]) for i, cl in enumerate(CLASSES)},
             "cache_mb": cache_mb, "ms_per_spilled_mb": float(c[-1]),
             "efficiency_multiplier": {},
-            "factors": {k: {"factor": 1.0, "n": keys.count(k)} for k in set(keys)}}
+            "factors": {k: {"factor": 1.0, "n": keys.count(k)} for k in dict.fromkeys(keys)}}
 
 
 def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
@@ -268,7 +296,7 @@ def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
         return fit_work(samples, floor, cache_mb)
     grouping = grouping or choose_grouping(len(samples))
     shrink = SHRINK if shrink is None else float(shrink)
-    groups = GROUPINGS[grouping]
+    groups, merged = supported_groups(samples, GROUPINGS[grouping])
     R, nk, roof = _design(samples, groups)
     lower = np.asarray([lower_theta(cls) for cls in groups.values()])
     y = np.asarray([s["latency_ms"] for s in samples], float)
@@ -289,7 +317,7 @@ def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
         base = np.maximum(A @ coef + floor_ms, roof)
         logr = np.log(y / base)
         new = {}
-        for k in set(keys):
+        for k in dict.fromkeys(keys):
             idx = [i for i, kk in enumerate(keys) if kk == k]
             new[k] = math.exp(float(logr[idx].sum()) / (len(idx) + shrink))
         factors = new
@@ -298,11 +326,14 @@ def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
         for c in classes:
             theta[c] = float(lo) + float(phi)
     counts = {k: keys.count(k) for k in factors}
-    return {"basis": "roofline", "grouping": grouping, "shrink": shrink,
+    out = {"basis": "roofline", "grouping": grouping, "shrink": shrink,
             "per_inference_ms": float(coef[0]),
             "per_layer_ms": float(coef[1]), "per_memory_layer_ms": float(coef[2]),
             "efficiency_multiplier": theta,
             "factors": {k: {"factor": float(v), "n": counts[k]} for k, v in factors.items()}}
+    if merged:
+        out["merged_groups"] = merged
+    return out
 
 
 def kernel_ms(params: dict[str, Any], kclass: str, roofline_ms: float, macs: float,
@@ -350,17 +381,18 @@ def base_ms(params: dict[str, Any], feats: dict[str, Any], work_scale: float = 1
     return max(t, feats["roofline_total_ms"])
 
 
-def resolve_factor(params: dict[str, Any], sample: dict[str, Any]) -> tuple[float, str]:
-    """(family factor, method) the predictor would use for ``sample``: its runtime's factor
-    at its precision (``calibrated``); else the same runtime's at the precision nearest in
-    bytes (``precision transfer``; the roofline at the sample's precision carries the
-    peaks); else 1 on the board's shared efficiencies (``runtime transfer``)."""
+def resolve_factor_key(params: dict[str, Any], sample: dict[str, Any]
+                       ) -> tuple[str | None, str]:
+    """(the factor's key, method) the predictor would use for ``sample``: its runtime's
+    factor at its precision (``calibrated``); else the same runtime's at the precision
+    nearest in bytes (``precision transfer``; the roofline at the sample's precision carries
+    the peaks); else none, 1 on the board's shared efficiencies (``runtime transfer``)."""
     from edgeprof.core.precision import get_precision
 
     factors = params["factors"]
     key = key_of(sample["family"], sample["precision"])
     if key in factors:
-        return float(factors[key]["factor"]), "calibrated"
+        return key, "calibrated"
     others = sorted(k for k in factors if k.split("/", 1)[0] == sample["family"])
     if others:
         def distance(k: str) -> float:
@@ -369,8 +401,37 @@ def resolve_factor(params: dict[str, Any], sample: dict[str, Any]) -> tuple[floa
                            - get_precision(sample["precision"]).weight_bytes)
             except Exception:  # an unknown precision name: the farthest
                 return float("inf")
-        return float(factors[min(others, key=distance)]["factor"]), "precision transfer"
-    return 1.0, "runtime transfer"
+        return min(others, key=distance), "precision transfer"
+    return None, "runtime transfer"
+
+
+def resolve_factor(params: dict[str, Any], sample: dict[str, Any]) -> tuple[float, str]:
+    """(family factor, method) the predictor would use for ``sample``
+    (:func:`resolve_factor_key`)."""
+    key, method = resolve_factor_key(params, sample)
+    return (1.0 if key is None else float(params["factors"][key]["factor"])), method
+
+
+def factor_gap(factor: float, n: int | None, shrink: float | None) -> float:
+    """How far a family factor fitted from ``n`` rows still is from those rows' own level:
+    the shrink keeps ``log factor = sum of log residuals / (n + shrink)``, so the rows' mean
+    log residual is ``log factor x (n + shrink) / n`` and the gap ``factor ** (shrink / n)``.
+    A prediction's interval reaches from its value to its value x this gap (besides its
+    spread): the shrink is a prior pull towards the board's shared efficiencies that one or
+    two rows cannot confirm, not knowledge that the runtime is nearer them. 1 where nothing
+    was shrunk."""
+    if not n or not shrink or factor <= 0:
+        return 1.0
+    return float(factor) ** (float(shrink) / float(n))
+
+
+def sample_gap(params: dict[str, Any], sample: dict[str, Any]) -> float:
+    """:func:`factor_gap` of the factor :func:`resolve_factor` gives ``sample``."""
+    key, _ = resolve_factor_key(params, sample)
+    if key is None:
+        return 1.0
+    entry = params["factors"][key]
+    return factor_gap(float(entry["factor"]), entry.get("n"), params.get("shrink"))
 
 
 def predict_sample(params: dict[str, Any], sample: dict[str, Any]) -> float:
@@ -455,9 +516,10 @@ def nested_leave_one_out(samples: list[dict[str, Any]], *, winograd: bool = Fals
     """Each row predicted by the model :func:`select_model` chooses *without it* (the
     grouping and shrink chosen again on the other rows), with the method the predictor would
     use, and the 90 % interval the predictor would give it: the log spreads of that inner
-    leave-one-out (:func:`row_sigma`). Returns ``{"predicted", "methods", "sigmas",
-    "choices"}`` per row."""
-    pred, meth, sig, choice = [], [], [], []
+    leave-one-out (:func:`row_sigma`), reaching to the family factor's gap
+    (:func:`sample_gap`). Returns ``{"predicted", "methods", "sigmas", "choices", "gaps"}``
+    per row."""
+    pred, meth, sig, choice, gaps = [], [], [], [], []
     for i, s in enumerate(samples):
         rest = samples[:i] + samples[i + 1:]
         g, sh, _, inner = select_model(rest, winograd=winograd, shrinks=shrinks)
@@ -467,8 +529,10 @@ def nested_leave_one_out(samples: list[dict[str, Any]], *, winograd: bool = Fals
         pred.append(p)
         meth.append(m)
         sig.append(row_sigma(sigmas, m, params["factors"]))
+        gaps.append(sample_gap(params, s))
         choice.append(f"{g} shrink {sh:g}")
-    return {"predicted": pred, "methods": meth, "sigmas": sig, "choices": choice}
+    return {"predicted": pred, "methods": meth, "sigmas": sig, "choices": choice,
+            "gaps": gaps}
 
 
 def cv_summary(samples: list[dict[str, Any]], predicted: list[float],

@@ -37,7 +37,9 @@ the calibration's range (a class it never saw, or a kernel more than twice the l
 saw), which are named; a prediction whose interval is wider than 2x says why. Kernels of a
 group of classes (``fit.GROUPINGS``) that none of the runtime's own rows spent 5 % of its
 roofline in count the same way: their efficiency comes from the board's other runtimes.
-Nothing depends on this machine: the figure for a target is the same however loaded the
+A runtime factor fitted from few rows is shrunk towards the board's shared efficiencies
+(``fit.factor_gap``); the interval reaches from the value to where those rows alone would
+put it. Nothing depends on this machine: the figure for a target is the same however loaded the
 host is.
 """
 
@@ -55,7 +57,8 @@ from edgeprof.core.results import WarningRecord, clean
 from edgeprof.profilers.predict.calibration import (Calibration, calibrations_for,
                                                      load_calibration)
 from edgeprof.profilers.predict.fit import (PRECISION_TRANSFER_WIDENING,
-                                           THREAD_TRANSFER_WIDENING, Z90, base_ms, kernel_ms)
+                                           THREAD_TRANSFER_WIDENING, Z90, base_ms,
+                                           factor_gap, kernel_ms)
 from edgeprof.profilers.predict.kernels import CLASSES, features, kernels_of
 from edgeprof.profilers.predict.threads import (big_cores, family_info, is_gpu_family,
                                                 work_scale)
@@ -330,11 +333,18 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
         sigma *= PRECISION_TRANSFER_WIDENING
     if thread_transfer and not fitted:
         sigma *= THREAD_TRANSFER_WIDENING
-    low = value * math.exp(-Z90 * sigma)
+    entry = cal.entry(backend, src) or {}
+    # a factor shrunk from few rows: the interval reaches to where its rows alone put it
+    gap = 1.0 if runtime_transfer else factor_gap(float(entry.get("factor", 1.0)),
+                                                  entry.get("n"), params.get("shrink"))
+    low = value * min(1.0, gap) * math.exp(-Z90 * sigma)
     if floored:
         low = max(low, roof)
-    high = max(value * math.exp(Z90 * sigma), low)
-    entry = cal.entry(backend, src) or {}
+    high = max(value * max(1.0, gap) * math.exp(Z90 * sigma), low)
+    if abs(math.log(gap)) > math.log(1.1):
+        notes.append(f"{backend}/{src}'s factor rests on {entry.get('n')} row(s), shrunk "
+                     f"towards the board's shared efficiencies; its rows alone put the "
+                     f"prediction at x{gap:.3g}: the interval reaches there")
     warnings: list[WarningRecord] = []
     if getattr(target, "mode", None) is None:
         diffs = _differences(cal.fingerprint, fingerprint_of(target))
@@ -413,7 +423,7 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
             n_cv = int(cv.get("n") or 0)
             why.append(f"the calibration's own leave-one-out spread (sigma {sigma0:.2f}"
                        + (f", from only {n_cv} rows" if 0 < n_cv < 10 else "") + ")")
-        if share > 0:
+        if share >= 0.005:
             why.append(f"{100 * share:.0f} % of the time in extrapolated layers")
         if src != compute:
             why.append("a precision the rows never ran")

@@ -12,7 +12,8 @@ import pytest
 from edgeprof.profilers.predict import predict_latency
 from edgeprof.profilers.predict.calibration import SHIPPED_DIR, calibrations_for
 from edgeprof.profilers.predict.fit import (CONV3X3, WINOGRAD_GAIN, Z90, base_ms,
-                                            candidates_for, fit, nested_leave_one_out,
+                                            candidates_for, factor_gap, fit,
+                                            nested_leave_one_out,
                                             predict_sample_method, resolve_factor,
                                             select_model)
 from edgeprof.profilers.predict.kernels import features, kernels_of
@@ -105,6 +106,39 @@ def test_select_model_and_nested_leave_one_out_on_synthetic_rows():
     assert max(errs) < 0.1 and all(m == "calibrated" for m in nested["methods"])
 
 
+def _cnn_rows(n=10, seed=5):
+    """CNN-like rows: convolutions, a small classifier (linear <= 5 % of the roofline)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        conv, dw = rng.uniform(5, 40), rng.uniform(0, 10)
+        roof = {"conv": conv, "pointwise": 0.0, "depthwise": dw, "linear": 0.02 * conv,
+                "recurrent": 0.0, "attention": 0.0, "pooling": 0.0, "elementwise": 0.0}
+        # the classifier costs 30x its roofline: noise on rows it barely weighs in
+        y = 3.0 * conv + 10.0 * dw + 30.0 * roof["linear"]
+        feats = {"n_kernels": 0, "count": {}, "roofline_ms": roof,
+                 "roofline_total_ms": sum(roof.values())}
+        out.append({"id": i, "family": "rt", "precision": "int8", "latency_ms": y,
+                    "features": feats})
+    return out
+
+
+def test_a_class_no_row_weighs_in_gets_no_theta_of_its_own():
+    """Fitted to CNNs whose only linear layer is a small classifier, ``split_linear`` gave
+    the linear class whatever theta the noise favoured (30x the roofline on the MCU), and a
+    fully-connected autoencoder was predicted 30x too slow. Such a group now joins the
+    largest one."""
+    samples = _cnn_rows()
+    p = fit(samples, "split_linear", shrink=1.0)
+    theta = p["efficiency_multiplier"]
+    assert p["merged_groups"] == {"linear": "conv", "memory": "conv"}
+    assert theta["linear"] == theta["conv"] == pytest.approx(3.0, rel=0.3)
+    assert theta["depthwise"] == pytest.approx(10.0, rel=0.1)  # it weighs in: its own theta
+    mlp = {"n_kernels": 0, "count": {}, "roofline_ms": {"linear": 1.0},
+           "roofline_total_ms": 1.0}
+    assert base_ms(p, mlp) < 5.0
+
+
 def test_rows_are_predicted_by_the_method_the_predictor_would_use():
     params = {"basis": "roofline", "per_inference_ms": 0.0, "per_layer_ms": 0.0,
               "efficiency_multiplier": {}, "factors": {"tvm/int8": {"factor": 2.0, "n": 2},
@@ -156,6 +190,25 @@ def test_calibrated_and_transferred_intervals_use_their_own_spreads(pi, registry
     assert t.provenance == "estimated" and t.method.startswith("runtime transfer")
     assert math.log(t.high_ms / t.value_ms) / Z90 >= cal.cv["log_sigma_transfer"] * 0.999
     assert "runtime transfers missed by" in t.note
+
+
+def test_a_factor_from_one_row_reaches_to_where_that_row_puts_it(registry):
+    """TF-Lite Micro's reference kernels have one MCU row, 17x slower than the board's
+    shared efficiencies: the fitted factor goes part of the way (the shrink), and the
+    interval reaches to where the row alone would put the prediction."""
+    mcu = get_target("mcu")
+    (cal,) = calibrations_for("mcu", [SHIPPED_DIR])
+    entry = cal.entry("tflm_reference", "int8")
+    assert entry["n"] == 1
+    gap = factor_gap(entry["factor"], 1, cal.parameters["shrink"])
+    assert gap > 2  # the row says slower than the shrunk factor does
+    p = predict_latency(_est("builtin:mcunet_in2", mcu, "int8", registry), mcu,
+                        "tflm_reference", "int8")
+    assert p.method == "calibrated"
+    assert p.high_ms >= p.value_ms * gap * math.exp(Z90 * cal.cv["log_sigma_calibrated"]) * 0.999
+    assert "rests on 1 row(s)" in p.note
+    assert factor_gap(2.0, 40, 0.5) == pytest.approx(2.0 ** (0.5 / 40))  # many rows: ~1
+    assert factor_gap(2.0, 3, None) == 1.0
 
 
 def test_a_users_refit_of_the_nano_starts_from_the_conv_work_averaged_efficiency():
