@@ -146,9 +146,13 @@ def cmd_sweep(args) -> int:
                                   markup=False, highlight=False)
         bar.update(task, completed=done, total=total, description=desc)
 
+    def step(job: str, line: str) -> None:  # the latest step of a job being measured
+        if bar is not None and task is not None:
+            bar.update(task, description=f"{job}: {line}")
+
     try:
         report = run_sweep(args.sweep, fleet=spec, resume=args.resume, overrides=overrides,
-                           progress=progress, plugins=args.plugins,
+                           progress=progress, steps=step, plugins=args.plugins,
                            targets_dir=args.targets_dir,
                            say=None if args.json else (lambda m: err.print(m, markup=False)))
     finally:

@@ -88,6 +88,9 @@ from edgeprof.optimize.sweep_store import (BEST_COLUMNS, COLUMNS, GEN_COLUMNS, S
 
 # ------------------------------------------------------------------------ the driver
 Progress = Callable[[int, int, dict[str, Any] | None], None]
+#: (job key, one line): a step of a job while it is measured (``board NAME: step`` from a
+#: board, the step alone from this host); progress only, it never changes an outcome
+Steps = Callable[[str, str], None]
 
 
 def _failed_record(job: Job, status: str, reason: str, handle=None) -> BenchmarkResult:
@@ -109,9 +112,10 @@ def _build_failure(job: Job, error: Exception, handle) -> BenchmarkResult:
 
 def run_sweep(path: str | os.PathLike, *, fleet=None, resume: bool = False,
               overrides: dict[str, Any] | None = None, progress: Progress | None = None,
-              plugins=None, targets_dir=None, say: Callable[[str], None] | None = None
-              ) -> SweepReport:
-    """Run (or resume) the sweep in ``path``; see the module's docstring."""
+              plugins=None, targets_dir=None, say: Callable[[str], None] | None = None,
+              steps: Steps | None = None) -> SweepReport:
+    """Run (or resume) the sweep in ``path``; see the module's docstring. ``progress``
+    hears each finished job; ``steps`` each step of a job while it is measured."""
     from edgeprof.profilers.measure.fleet import (DEFAULT_NO_BOARD_S, DEFAULT_RETRIES,
                                                   Dispatcher, FleetJob, FleetSpec,
                                                   SchedulerLostError, build_shipment,
@@ -158,7 +162,7 @@ def run_sweep(path: str | os.PathLike, *, fleet=None, resume: bool = False,
         say(f"{len(todo)} job(s) to run on " + (f"the {where}" if fleet is not None else where) +
             (f"; {skipped} already in {spec.store}" if skipped else ""))
         if todo and fleet is None:
-            _drive_here(spec, todo, record, plugins)
+            _drive_here(spec, todo, record, plugins, steps)
         elif todo:
             tensor_todo = [j for j in todo if isinstance(j, Job)]
             gen_todo = [j for j in todo if isinstance(j, GenJob)]
@@ -168,10 +172,10 @@ def run_sweep(path: str | os.PathLike, *, fleet=None, resume: bool = False,
                 try:
                     if tensor_todo:
                         _drive(spec, tensor_todo, d, record, build_shipment, job_payload,
-                               job_timeout_s, FleetJob)
+                               job_timeout_s, FleetJob, steps)
                     if gen_todo:
                         _drive_generative_fleet(spec, gen_todo, fleet, client, record,
-                                                retries, no_board_s, plugins)
+                                                retries, no_board_s, plugins, steps)
                 except SchedulerLostError as e:
                     raise SchedulerLostError(
                         f"{e}; {len(store)} of {len(jobs)} job(s) are safe in {spec.store}: "
@@ -200,7 +204,15 @@ def _fleet_client(fleet):
 LOCAL_WHERE = "this host (one job at a time, measured as profile measures)"
 
 
-def _drive_here(spec: SweepSpec, todo: list[Job], record, plugins) -> None:
+def _step_of(steps: Steps | None, key: str) -> Callable[[str], None] | None:
+    """The one-line progress callback of job ``key`` (None without ``steps``)."""
+    if steps is None:
+        return None
+    return lambda line: steps(key, line)
+
+
+def _drive_here(spec: SweepSpec, todo: list[Job], record, plugins,
+                steps: Steps | None = None) -> None:
     """Measure each job here, one at a time, by the call ``profile`` makes (see the module
     docstring); store each record the moment it is made."""
     from edgeprof.core.plugins import get_registry
@@ -211,7 +223,8 @@ def _drive_here(spec: SweepSpec, todo: list[Job], record, plugins) -> None:
     here = fingerprint("host", "local", True)
     for job in todo:
         if isinstance(job, GenJob):
-            rec = measure(_generative_request(spec, job, plugins), registry=reg)
+            rec = measure(_generative_request(spec, job, plugins), registry=reg,
+                          progress=_step_of(steps, job.key))
         else:
             handle = spec.handles[job.model]
             if job.batch_size is not None:
@@ -219,7 +232,8 @@ def _drive_here(spec: SweepSpec, todo: list[Job], record, plugins) -> None:
             config = spec.config(job.precision, handle.batch_size)
             request = MeasureRequest.for_handle(job.backend, handle, config,
                                                 plugins_file=plugins)
-            rec = measure(request, registry=reg)  # the runner rule of profile
+            rec = measure(request, registry=reg,  # the runner rule of profile
+                          progress=_step_of(steps, job.key))
             rec.model = job.model
         emulating = job.target != "host"
         board = dict(here, target=job.target, emulating=emulating)
@@ -242,7 +256,8 @@ def _generative_request(spec: SweepSpec, job: GenJob, plugins) -> MeasureRequest
 
 
 def _drive_generative_fleet(spec: SweepSpec, todo: list[GenJob], fleet, client, record,
-                            retries: int, no_board_s: float, plugins) -> None:
+                            retries: int, no_board_s: float, plugins,
+                            steps: Steps | None = None) -> None:
     """Each generative job on a board of its target through ``RemoteRunner`` (built here,
     measured there in a fresh process), one at a time, stored the moment it returns."""
     from edgeprof.core.plugins import get_registry
@@ -256,13 +271,14 @@ def _drive_generative_fleet(spec: SweepSpec, todo: list[GenJob], fleet, client, 
         if runner is None:
             runner = runners[job.target] = RemoteRunner(fleet, job.target, client=client,
                                                         retries=retries, no_board_s=no_board_s)
+        runner.progress = _step_of(steps, job.key)
         rec = measure(_generative_request(spec, job, plugins), runner, registry=reg)
         board = ((rec.extra or {}).get("fleet") or {}).get("board")
         record(job, rec, board, 1)
 
 
 def _drive(spec: SweepSpec, todo: list[Job], d, record, build_shipment, job_payload,
-           job_timeout_s, FleetJob) -> None:
+           job_timeout_s, FleetJob, steps: Steps | None = None) -> None:
     """Build each job here and submit it to the fleet; store each outcome the moment it
     arrives."""
     from edgeprof.core.plugins import get_registry
@@ -291,7 +307,7 @@ def _drive(spec: SweepSpec, todo: list[Job], d, record, build_shipment, job_payl
         while queue and d.pending < cap:
             job = queue.popleft()
             fj = _prepare(spec, job, d, reg, shipments, record, build_shipment, job_payload,
-                          job_timeout_s, FleetJob)
+                          job_timeout_s, FleetJob, steps)
             if fj is not None:
                 jobs_by_key[fj.key] = job
                 d.submit(fj)
@@ -300,7 +316,7 @@ def _drive(spec: SweepSpec, todo: list[Job], d, record, build_shipment, job_payl
 
 
 def _prepare(spec: SweepSpec, job: Job, d, reg, shipments, record, build_shipment,
-             job_payload, job_timeout_s, FleetJob):
+             job_payload, job_timeout_s, FleetJob, steps: Steps | None = None):
     """The job ready to submit, or None when it was recorded here (unsupported, no board,
     build failed)."""
     handle = spec.handles[job.model]
@@ -330,9 +346,10 @@ def _prepare(spec: SweepSpec, job: Job, d, reg, shipments, record, build_shipmen
     request = MeasureRequest.for_handle(job.backend, handle, config)
     payload = job_payload(request, shipment, job.target)
     return FleetJob(key=job.key, target=job.target, backend=job.backend, payload=payload,
-                    timeout_s=config.timeout_s or job_timeout_s(config))
+                    timeout_s=config.timeout_s or job_timeout_s(config),
+                    progress=_step_of(steps, job.key))
 
 
 __all__ = ["BEST_COLUMNS", "COLUMNS", "GEN_COLUMNS", "GEN_KEYS", "LOCAL_WHERE", "RUN_KEYS",
-           "TOP_KEYS", "GenJob", "GenerateGrid", "Job", "SweepReport", "SweepSpec", "SweepStore",
-           "best_frame", "load_sweep", "results_frame", "run_sweep", "sweep_html"]
+           "TOP_KEYS", "GenJob", "GenerateGrid", "Job", "Steps", "SweepReport", "SweepSpec",
+           "SweepStore", "best_frame", "load_sweep", "results_frame", "run_sweep", "sweep_html"]

@@ -9,6 +9,8 @@ One scheduler and one emulating board (``pi-9``, raspberry_pi_4) as subprocesses
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from edgeprof.profilers.measure.fleet import RemoteRunner
@@ -92,6 +94,24 @@ def test_a_generative_run_on_the_fleet_reports_load_and_each_depth(fleet, tmp_pa
     from edgeprof.profilers.measure.fleet_dispatcher import _ROUTES
 
     assert not _ROUTES  # nothing left routed once the run is over
+
+
+def test_a_sweeps_jobs_report_their_boards_steps(fleet, tmp_path):
+    """``run_sweep(..., steps=)`` (the line ``edgeprof sweep --fleet`` shows under its bar):
+    each step arrives with its job's key."""
+    from edgeprof.optimize.sweep import run_sweep
+
+    shutil.copy(fleet["model"], tmp_path / "mlp.onnx")
+    path = tmp_path / "s.toml"
+    path.write_text("models = ['mlp.onnx']\ntargets = ['raspberry_pi_4']\n"
+                    "backends = ['onnxruntime']\nprecisions = ['fp32']\n"
+                    "[run]\nruns = 20\nmin_time = 0.05\nmax_time = 0.5\n")
+    seen: list[tuple[str, str]] = []
+    report = run_sweep(path, fleet=fleet["address"], steps=lambda k, m: seen.append((k, m)))
+    (job,) = report.frame["job_key"]
+    assert list(report.frame["status"]) == ["ok"]
+    assert seen and all(k == job for k, _ in seen)
+    assert any(m.startswith(f"board {BOARD}: measuring onnxruntime fp32") for _, m in seen)
 
 
 def test_a_progress_callback_that_raises_changes_no_outcome(fleet, tmp_path):
