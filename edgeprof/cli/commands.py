@@ -321,7 +321,10 @@ def _calibrate_measurements(args) -> int:
               f"+-25 % {100 * cv['within_25']:.0f} %, Spearman "
               f"{_fmt(cv['spearman']) if cv['spearman'] is not None else '-'}; 90 % interval "
               f"held {100 * (cv['coverage'] or 0):.0f} % of the held-out rows, width "
-              f"{cv['median_width']:.2f}x")
+              f"{cv['median_width']:.2f}x"
+              + (f" (log sigma {cv['log_sigma']:.3f}: the rows' own {cv['log_sigma_own']:.3f} "
+                 f"pooled with the prior's {cv['log_sigma_prior']:.3f}, counted as "
+                 f"{cv['prior_sigma_weight']:g} rows)" if "log_sigma_own" in cv else ""))
     else:
         print("one row: it moves the level only; the interval is the prior's (add rows for a "
               "leave-one-out error and a shape of your own)")

@@ -47,6 +47,10 @@ COLUMNS = ("model", "latency_ms")
 OPTIONAL = ("input_shape", "precision", "threads", "runtime", "source")
 LAMBDAS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
 SHAPE_MIN_ROWS = 3
+#: the prior's leave-one-out sigma counts as this many rows in the interval's sigma (as the
+#: LLM calibrations pool a board's sigma with its stage's): a spread measured on three rows
+#: is itself a guess, and three close rows would otherwise give a needlessly narrow interval
+PRIOR_SIGMA_WEIGHT = 2.0
 
 
 class MeasurementsError(ConfigError):
@@ -294,6 +298,13 @@ def nested_loo(prior: np.ndarray, samples: list[dict[str, Any]]) -> list[float]:
     return out
 
 
+def pooled_sigma(own: float, n: int, prior: float) -> float:
+    """The interval's log sigma: the rows' own leave-one-out spread pooled with the prior's,
+    which counts as :data:`PRIOR_SIGMA_WEIGHT` rows."""
+    w = PRIOR_SIGMA_WEIGHT
+    return math.sqrt((n * own ** 2 + w * prior ** 2) / (n + w))
+
+
 def interval_stats(samples: list[dict[str, Any]], preds: list[float],
                    sigma: float) -> dict[str, float]:
     """Share of rows inside value x exp(+-1.645 sigma), and the interval's width high/low."""
@@ -304,7 +315,8 @@ def interval_stats(samples: list[dict[str, Any]], preds: list[float],
 
 # ---------------------------------------------------------------------------- the command
 def _prior(target, family: str, precision: str):
-    """(parameter vector, prior calibration name, its log sigma) for the board."""
+    """(parameter vector, prior calibration name, its log sigma over every row, over the
+    rows of a calibrated runtime) for the board."""
     from edgeprof.profilers.predict.calibration import SHIPPED_DIR, calibrations_for
     from edgeprof.profilers.predict.predictor import base_id, load_prior
 
@@ -318,11 +330,12 @@ def _prior(target, family: str, precision: str):
             entry = entries[0] if entries else None
         factor = float(entry["factor"]) if entry else 1.0
         return (prior_vector(cal.parameters, factor, cal.samples), cal.name,
-                float(cal.cv["log_sigma"]))
+                float(cal.cv["log_sigma"]), float(cal.cv.get("log_sigma_calibrated")
+                                                  or cal.cv["log_sigma"]))
     ratio = float(load_prior().get("median_ratio", 1.0))
     params = {"per_inference_ms": 0.0, "per_layer_ms": 0.0,
               "efficiency_multiplier": {c: ratio for c in CLASSES}}
-    return prior_vector(params, 1.0), "the roofline x the published prior ratio", 0.5
+    return prior_vector(params, 1.0), "the roofline x the published prior ratio", 0.5, 0.5
 
 
 def calibrate_from_measurements(path: str | os.PathLike, target, family: str, *,
@@ -378,7 +391,7 @@ def calibrate_from_measurements(path: str | os.PathLike, target, family: str, *,
                         "runtime": r.runtime, "source": r.source,
                         "input_shape": list(r.input_shape) if r.input_shape else None,
                         "features": features(kernels)})
-    prior, prior_name, prior_sigma = _prior(target, family, prec)
+    prior, prior_name, prior_sigma, prior_sigma_cal = _prior(target, family, prec)
     say(f"fitting {len(samples)} rows")
     lam = choose_lambda(prior, samples)
     p = fit_vector(prior, samples, lam)
@@ -386,6 +399,10 @@ def calibrate_from_measurements(path: str | os.PathLike, target, family: str, *,
         loo = nested_loo(prior, samples)
         cv = cv_summary(samples, loo)
         cv["method"] = "nested leave-one-out"
+        own = float(cv["log_sigma"])
+        cv.update({"log_sigma": pooled_sigma(own, len(samples), prior_sigma_cal),
+                   "log_sigma_own": own, "log_sigma_prior": prior_sigma_cal,
+                   "prior_sigma_weight": PRIOR_SIGMA_WEIGHT})
     else:
         fitted = [_predict(p, s) for s in samples]
         cv = cv_summary(samples, fitted)
@@ -433,4 +450,6 @@ def calibrate_from_measurements(path: str | os.PathLike, target, family: str, *,
                "ridge_lambda": lam, "threads": ts, "cv": {k: cv.get(k) for k in (
                    "method", "n", "median_abs_error", "within_25", "spearman", "log_sigma",
                    "coverage", "median_width")}}
+    summary["cv"].update({k: cv[k] for k in ("log_sigma_own", "log_sigma_prior",
+                                             "prior_sigma_weight") if k in cv})
     return cal, Path(written), summary

@@ -142,6 +142,23 @@ def test_nb201_worked_example(nb201_cal, user_dir):
         assert s["threads"] == 1 and "default" in s["threads_note"]
 
 
+def test_the_interval_pools_the_rows_spread_with_the_priors(nb201_cal):
+    """A spread measured on a few rows is itself a guess: the interval's sigma pools it with
+    the prior's calibrated spread, which counts as two rows."""
+    from edgeprof.profilers.predict.calibration import SHIPPED_DIR, calibrations_for
+    from edgeprof.profilers.predict.measured import PRIOR_SIGMA_WEIGHT, pooled_sigma
+
+    cal, _, summary, _ = nb201_cal
+    (prior,) = calibrations_for("raspberry_pi_4", [SHIPPED_DIR])
+    cv = summary["cv"]
+    assert cv["log_sigma_prior"] == pytest.approx(prior.cv["log_sigma_calibrated"])
+    assert cv["prior_sigma_weight"] == PRIOR_SIGMA_WEIGHT == 2.0
+    assert cv["log_sigma"] == pytest.approx(math.sqrt(
+        (10 * cv["log_sigma_own"] ** 2 + 2 * cv["log_sigma_prior"] ** 2) / 12))
+    assert cal.cv["log_sigma"] == cv["log_sigma"]  # what predictions with it use
+    assert pooled_sigma(0.05, 3, 0.2) > 0.05 and pooled_sigma(0.05, 1000, 0.2) < 0.06
+
+
 def test_predictions_with_the_calibration_rank_like_the_measurements(nb201_cal):
     """One by one and in a batch give the same figures (issue 20's screening path)."""
     import csv
