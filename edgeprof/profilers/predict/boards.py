@@ -3,7 +3,8 @@
 That file holds 38 published latencies (Raspberry Pi 4, Jetson Nano, STM32H743 and its
 sibling STM32H7A3), each with its source and a quote. :data:`ROWS` says, for each row, which
 target and runtime family it measures, the precision, and the ``builtin:`` model that
-rebuilds the network (``edgeprof.zoo.reference``) -- or why the row is left out. The build
+rebuilds the network (``edgeprof.zoo.reference``, ``edgeprof.zoo.mcunet``) -- or why the row
+is left out. The build
 estimates each model on the target's descriptor, chooses the grouping of kernel classes and
 the runtime factors' shrink by leave-one-out, fits the target's few parameters (fit.py),
 reports nested leave-one-out (the choice made again without each row; each row predicted

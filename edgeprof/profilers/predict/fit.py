@@ -30,7 +30,9 @@ The model of one inference on a target, for runtime family F at precision P::
 
 The linear part is fitted by non-negative least squares on relative errors (scipy's
 ``nnls`` on the rows weighted by 1/y), alternating with the family factors. Classes share
-one theta inside a *group* when samples are few (``GROUPINGS``). The grouping and the
+one theta inside a *group* when samples are few (``GROUPINGS``); a group that carries under
+``GROUP_SUPPORT_SHARE`` of every sample's roofline joins the largest group
+(:func:`supported_groups`: nothing pins its theta down). The grouping and the
 family factors' ``shrink`` are chosen per board by leave-one-out (:func:`select_model`:
 the smallest log-error spread over every row), and the error a calibration reports is
 *nested* leave-one-out (:func:`nested_leave_one_out`: the choice made again without the
