@@ -161,7 +161,8 @@ def _design(samples: list[dict[str, Any]], groups: dict[str, tuple[str, ...]]):
 def supported_groups(samples: list[dict[str, Any]], groups: dict[str, tuple[str, ...]]
                      ) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
     """The grouping with every group the samples cannot pin down merged into the group that
-    carries most of their roofline; returns it and ``{merged group: the group it joined}``.
+    carries most of their roofline (not the 3x3 convolutions', whose Winograd bound is theirs
+    alone); returns it and ``{merged group: the group it joined}``.
 
     A group is pinned down when it carries at least :data:`GROUP_SUPPORT_SHARE` of some
     sample's roofline. Otherwise its theta is fitted from shares so small that nearly any
@@ -170,7 +171,9 @@ def supported_groups(samples: list[dict[str, Any]], groups: dict[str, tuple[str,
     R, _, _ = _design(samples, groups)
     share = R / np.maximum(R.sum(axis=1, keepdims=True), 1e-300)
     names = list(groups)
-    host = names[int(np.argmax(R.sum(axis=0)))]
+    # the 3x3 group keeps its Winograd bound to itself: it never takes others in
+    hosts = [j for j, g in enumerate(names) if groups[g] != (CONV3X3,)] or list(range(len(names)))
+    host = names[max(hosts, key=lambda j: float(R[:, j].sum()))]
     merged = {g: host for j, g in enumerate(names)
               if g != host and float(share[:, j].max()) < GROUP_SUPPORT_SHARE}
     if not merged:

@@ -139,6 +139,22 @@ def test_a_class_no_row_weighs_in_gets_no_theta_of_its_own():
     assert base_ms(p, mlp) < 5.0
 
 
+def test_the_3x3_group_takes_no_other_in():
+    """On a GPU board whose rows are mostly 3x3 convolutions, an unsupported group joins the
+    largest *other* group: merged into conv3x3 it would lose the 1/2.25 Winograd bound or
+    lend it to pooling."""
+    from edgeprof.profilers.predict.fit import GROUPINGS, supported_groups
+
+    samples = _synthetic_gpu()
+    for s in samples:  # 3x3 convolutions carry most of every row; no memory-bound row
+        f = s["features"]
+        f["conv3x3_roofline_ms"] = 0.9 * f["roofline_ms"]["conv"]
+        f["roofline_ms"]["pooling"] = f["roofline_ms"]["elementwise"] = 0.0
+    groups, merged = supported_groups(samples, GROUPINGS["split+winograd"])
+    assert groups[CONV3X3] == (CONV3X3,)
+    assert merged["memory"] == "compute" and "pooling" in groups["compute"]
+
+
 def test_rows_are_predicted_by_the_method_the_predictor_would_use():
     params = {"basis": "roofline", "per_inference_ms": 0.0, "per_layer_ms": 0.0,
               "efficiency_multiplier": {}, "factors": {"tvm/int8": {"factor": 2.0, "n": 2},
