@@ -332,10 +332,10 @@ def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
             theta[c] = float(lo) + float(phi)
     counts = {k: keys.count(k) for k in factors}
     out = {"basis": "roofline", "grouping": grouping, "shrink": shrink,
-            "per_inference_ms": float(coef[0]),
-            "per_layer_ms": float(coef[1]), "per_memory_layer_ms": float(coef[2]),
-            "efficiency_multiplier": theta,
-            "factors": {k: {"factor": float(v), "n": counts[k]} for k, v in factors.items()}}
+           "per_inference_ms": float(coef[0]),
+           "per_layer_ms": float(coef[1]), "per_memory_layer_ms": float(coef[2]),
+           "efficiency_multiplier": theta,
+           "factors": {k: {"factor": float(v), "n": counts[k]} for k, v in factors.items()}}
     if merged:
         out["merged_groups"] = merged
     return out
