@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from edgeprof.api.common import Progress, _target
-from edgeprof.core.errors import UserError
+from edgeprof.core.errors import UnknownNameError, UserError
 from edgeprof.core.models import ModelHandle, resolve_model
 from edgeprof.core.plugins import get_registry
 from edgeprof.core.precision import get_precision
@@ -55,7 +55,11 @@ class Predictor:
         from edgeprof.profilers.predict.threads import known_families
 
         if backend not in self.registry.backends and backend not in known_families():
-            self.registry.backend(backend)  # UnknownNameError (exit 2) naming the backends
+            raise UnknownNameError(  # exit 2
+                "backend or runtime family", backend,
+                set(self.registry.backends) | set(known_families()),
+                "A prediction takes an edgeprof backend ('edgeprof backends') or a runtime "
+                "family the published board rows name (ncnn, xcubeai, tinyengine ...)")
         self.target = on_device(_target(target, targets_dir, plugins), device)
         check_threads(threads, self.target)
         self.backend, self.precision, self.threads = backend, precision, threads

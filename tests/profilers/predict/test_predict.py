@@ -259,3 +259,15 @@ def test_the_work_basis_recovers_per_class_costs_and_is_not_floored_on_the_host(
     assert predict_sample(floored, s) == base_ms(floored, s["features"]) == 100.0
     loo = leave_one_out(samples, basis="work", floor=False)
     assert cv_summary(samples, loo)["median_abs_error"] < 1e-3
+
+
+def test_an_unknown_runtime_names_backends_and_families(capsys):
+    """A misspelt runtime family (``tinyengin``) was refused with the backends alone listed,
+    though ``predict`` takes the families the published rows name as well."""
+    from edgeprof.cli.main import main
+
+    assert main(["predict", "builtin:mcunet_in2", "--target", "mcu", "--backend", "tinyengin",
+                 "--precision", "int8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "did you mean 'tinyengine'" in err
+    assert "xcubeai" in err and "onnxruntime" in err
