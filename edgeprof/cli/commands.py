@@ -29,8 +29,10 @@ def cmd_targets(args) -> int:
             print(json.dumps(t.to_dict(), indent=2))
             return 0
         from edgeprof.cli.render_listings import render_target
+        from edgeprof.profilers.predict.calibration import calibrations_for
+        from edgeprof.profilers.predict.predictor import base_id
 
-        render_target(t, _console())
+        render_target(t, _console(), [c.summary() for c in calibrations_for(base_id(t))])
         return 0
     targets = reg.all()
     if args.json:
@@ -314,8 +316,11 @@ def _calibrate_measurements(args) -> int:
         return 0
     cv = summary["cv"]
     n = summary["rows"]
-    print(f"calibration {cal.name}: {n} row(s) at {', '.join(map(str, summary['threads'])) or 'GPU'}"
-          f" thread(s); learned {summary['learned']}; prior {summary['prior']}")
+    ts = summary["threads"]
+    at = (f"at {', '.join(map(str, ts))} thread(s)" if ts else
+          "with no thread count (a GPU runtime, or the runtime's default)")
+    print(f"calibration {cal.name}: {n} row(s) {at}; learned {summary['learned']}; "
+          f"prior {summary['prior']}")
     if n >= 2:
         print(f"{cv['method']}: median |error| {100 * cv['median_abs_error']:.1f} %, within "
               f"+-25 % {100 * cv['within_25']:.0f} %, Spearman "

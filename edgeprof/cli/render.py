@@ -167,8 +167,10 @@ def _pct(v: float | None) -> str:
 
 def render_prediction(pred, console) -> None:
     """One prediction: the figure, its interval and provenance, then why (one line each)."""
-    threads = "GPU" if pred.threads is None else f"{pred.threads} thread" + \
-        ("s" if pred.threads != 1 else "")
+    if pred.threads is not None:
+        threads = f"{pred.threads} thread" + ("s" if pred.threads != 1 else "")
+    else:  # no thread count: a GPU's kernels, or this machine's runtime default
+        threads = "GPU" if "GPU" in (pred.threads_note or "") else "the runtime's default threads"
     console.print(
         f"{pred.model or 'model'} on {pred.target} with {pred.backend} {pred.precision} "
         f"({threads}): {_fmt(pred.value_ms)} ms [{_fmt(pred.low_ms)}-{_fmt(pred.high_ms)}] "

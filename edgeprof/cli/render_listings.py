@@ -8,9 +8,11 @@ from typing import Any
 from edgeprof.cli.render import _fmt, _si
 
 
-def render_target(t: Any, console: Any) -> None:
+def render_target(t: Any, console: Any, calibrations: list[dict[str, Any]] | None = None
+                  ) -> None:
     """One target (``edgeprof targets show ID``): its processor, modes, figures with their
-    sources, precisions, backends and recommended compression."""
+    sources, precisions, backends, recommended compression, and the board calibrations
+    ``predict`` would use (``Calibration.summary``; the first that has the runtime wins)."""
     from rich.table import Table
 
     c = console
@@ -35,6 +37,22 @@ def render_target(t: Any, console: Any) -> None:
             f"{s.pruning_type} pruning, {s.layout} layout — {s.reason}")
     if t.path:
         c.print(f"descriptor: {t.path} (sha256 {t.sha256[:12]}…)" if t.sha256 else t.path)
+    for cal in calibrations or []:
+        cv = cal["cv"]
+        runtimes = ", ".join(f"{r['family']}/{r['precision']} ({r['rows']} row"
+                             f"{'s' if r['rows'] != 1 else ''})" for r in cal["runtimes"])
+        held = ""
+        if cv.get("within_25") is not None:
+            held = (f"; {cv.get('method') or 'leave-one-out'} over {cv.get('n')} rows: "
+                    f"{100 * cv['within_25']:.0f} % within ±25 %")
+            if cv.get("coverage") is not None and cv.get("median_width"):
+                held += (f", 90 % interval held {100 * cv['coverage']:.0f} % at "
+                         f"{cv['median_width']:.2f}× wide")
+        c.print(f"calibration {cal['name']}: runtimes {runtimes}{held}", markup=False)
+    if calibrations == []:
+        c.print(f"no calibration: predict is 'uncalibrated' here (the roofline x the published "
+                f"prior) until 'edgeprof calibrate --target {t.base_id} ...' makes one",
+                markup=False)
 
 
 def render_targets(targets: list[Any], console: Any) -> None:

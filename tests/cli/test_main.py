@@ -138,7 +138,13 @@ def test_targets_and_backends_listings(capsys):
     for t in ("raspberry_pi_4", "jetson_nano", "desktop_ddr4", "mcu", "nvidia_gpu", "mobile_npu"):
         assert t in out
     assert main(["targets", "show", "jetson_nano"]) == 0
-    assert "source" in capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())
+    assert "source" in out
+    # the board calibrations predict uses: which runtimes, how many rows, how good
+    assert "calibration jetson_nano--published: runtimes tensorrt/fp16 (3 rows)" in out
+    assert "% within ±25 %" in out
+    assert main(["targets", "show", "rk3588"]) == 0
+    assert "no calibration: predict is 'uncalibrated' here" in capsys.readouterr().out
     assert main(["backends", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["torch_eager"]["available"] is True

@@ -58,6 +58,18 @@ class Calibration:
     def entry(self, family: str, precision: str) -> dict[str, Any] | None:
         return self.runtimes.get(f"{family}/{precision}")
 
+    def summary(self) -> dict[str, Any]:
+        """What the calibration knows, in brief: its runtimes (family, precision, rows,
+        factor) and its leave-one-out error and interval."""
+        cv = self.cv or {}
+        return {"name": self.name, "path": str(self.path) if self.path else None,
+                "runtimes": [{"family": v.get("family", k.split("/")[0]),
+                              "precision": v.get("precision", k.split("/")[-1]),
+                              "rows": v.get("n"), "factor": v.get("factor")}
+                             for k, v in self.runtimes.items()],
+                "cv": {k: cv.get(k) for k in ("method", "n", "median_abs_error", "within_25",
+                                              "coverage", "median_width")}}
+
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "format_version": FORMAT_VERSION, "name": self.name,
                 "target": self.target, "fingerprint": self.fingerprint,

@@ -271,3 +271,17 @@ def test_an_unknown_runtime_names_backends_and_families(capsys):
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "did you mean 'tinyengine'" in err
     assert "xcubeai" in err and "onnxruntime" in err
+
+
+def test_a_host_prediction_is_not_labelled_gpu(capsys):
+    """On this machine a CPU runtime's prediction has no thread count (the runtime's own
+    default); the line said "(GPU)"."""
+    from edgeprof.cli.main import main
+
+    assert main(["predict", "builtin:small_cnn", "--target", "host", "--backend",
+                 "tflite"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "(GPU)" not in first and "(the runtime's default threads)" in first
+    assert main(["predict", "builtin:small_cnn", "--target", "jetson_nano", "--backend",
+                 "tensorrt", "--precision", "fp16"]) == 0
+    assert "(GPU)" in capsys.readouterr().out.splitlines()[0]
