@@ -32,7 +32,10 @@ def cmd_targets(args) -> int:
         from edgeprof.profilers.predict.calibration import calibrations_for
         from edgeprof.profilers.predict.predictor import base_id
 
-        render_target(t, _console(), [c.summary() for c in calibrations_for(base_id(t))])
+        from edgeprof.profilers.predict.llm.files import llm_summaries
+
+        render_target(t, _console(), [c.summary() for c in calibrations_for(base_id(t))],
+                      llm_summaries(base_id(t)))
         return 0
     targets = reg.all()
     if args.json:

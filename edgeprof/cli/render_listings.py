@@ -8,11 +8,12 @@ from typing import Any
 from edgeprof.cli.render import _fmt, _si
 
 
-def render_target(t: Any, console: Any, calibrations: list[dict[str, Any]] | None = None
-                  ) -> None:
+def render_target(t: Any, console: Any, calibrations: list[dict[str, Any]] | None = None,
+                  llm_calibrations: list[dict[str, Any]] | None = None) -> None:
     """One target (``edgeprof targets show ID``): its processor, modes, figures with their
     sources, precisions, backends, recommended compression, and the board calibrations
-    ``predict`` would use (``Calibration.summary``; the first that has the runtime wins)."""
+    ``predict`` would use (``Calibration.summary``; the first that has the runtime wins), and
+    the LLM calibrations with rows of it (``llm.files.llm_summaries``)."""
     from rich.table import Table
 
     c = console
@@ -49,10 +50,16 @@ def render_target(t: Any, console: Any, calibrations: list[dict[str, Any]] | Non
                 held += (f", 90 % interval held {100 * cv['coverage']:.0f} % at "
                          f"{cv['median_width']:.2f}× wide")
         c.print(f"calibration {cal['name']}: runtimes {runtimes}{held}", markup=False)
+    for cal in llm_calibrations or []:
+        for key, stages in cal["entries"].items():
+            parts = [f"{stage} " + ", ".join(f"{rt} ({n} row{'s' if n != 1 else ''})"
+                                             for rt, n in runtimes.items())
+                     for stage, runtimes in stages.items()]
+            c.print(f"LLM calibration {cal['name']}, {key}: {'; '.join(parts)}", markup=False)
     if calibrations == []:
-        c.print(f"no calibration: predict is 'uncalibrated' here (the roofline x the published "
-                f"prior) until 'edgeprof calibrate --target {t.base_id} ...' makes one",
-                markup=False)
+        c.print(f"no calibration for tensor models: their predictions are 'uncalibrated' here "
+                f"(the roofline x the published prior) until 'edgeprof calibrate --target "
+                f"{t.base_id} ...' makes one", markup=False)
 
 
 def render_targets(targets: list[Any], console: Any) -> None:

@@ -143,8 +143,10 @@ def test_targets_and_backends_listings(capsys):
     # the board calibrations predict uses: which runtimes, how many rows, how good
     assert "calibration jetson_nano--published: runtimes tensorrt/fp16 (3 rows)" in out
     assert "% within ±25 %" in out
+    assert "LLM calibration llm--published, jetson_nano/cuda: decode llama_cpp (2 rows)" in out
     assert main(["targets", "show", "rk3588"]) == 0
-    assert "no calibration: predict is 'uncalibrated' here" in capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())
+    assert "no calibration for tensor models: their predictions are 'uncalibrated'" in out
     assert main(["backends", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["torch_eager"]["available"] is True

@@ -153,6 +153,22 @@ def llm_calibrations(dirs: list[Path] | None = None) -> list[dict[str, Any]]:
     return [load_llm_calibration(f) for f in files if f.is_file()]
 
 
+def llm_summaries(target_id: str, dirs: list[Path] | None = None) -> list[dict[str, Any]]:
+    """Per LLM calibration with entries for ``target_id`` (any of its devices): its name and,
+    per device and stage, the runtimes with their rows."""
+    out = []
+    for cal in llm_calibrations(dirs):
+        entries = {k: v for k, v in cal["entries"].items()
+                   if k.split("/", 1)[0] == target_id}
+        if not entries:
+            continue
+        out.append({"name": cal.get("name"), "entries": {
+            key: {stage: {rt: v.get("n") for rt, v in (e.get(stage) or {}).get(
+                "runtimes", {}).items()} for stage in ("decode", "prefill") if e.get(stage)}
+            for key, e in entries.items()}})
+    return out
+
+
 def _select(cals: list[dict[str, Any]], key: str) -> tuple[dict[str, Any] | None, dict]:
     """The first calibration with an entry for ``key``, and the prior to use (the first
     calibration's that has one)."""
