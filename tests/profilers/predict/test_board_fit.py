@@ -12,7 +12,8 @@ import pytest
 from edgeprof.profilers.predict import predict_latency
 from edgeprof.profilers.predict.calibration import SHIPPED_DIR, calibrations_for
 from edgeprof.profilers.predict.fit import (CONV3X3, WINOGRAD_GAIN, Z90, base_ms,
-                                            candidates_for, factor_gap, fit,
+                                            candidates_for, empirical_bayes_shrink,
+                                            factor_gap, fit,
                                             nested_leave_one_out,
                                             predict_sample_method, resolve_factor,
                                             select_model)
@@ -181,7 +182,10 @@ def test_shipped_calibrations_report_nested_leave_one_out_per_method():
         assert all(e["chosen"] and e["log_sigma"] > 0 for e in cv["errors"])
         assert cv["log_sigma_calibrated"] <= cv["log_sigma"] <= cv["log_sigma_transfer"]
         assert 0 < cv["coverage"] <= 1 and cv["median_width"] >= 1
-        assert cal.parameters["shrink"] in (0.25, 0.5, 1.0)
+        shrink = cal.parameters["shrink"]
+        assert shrink in (0.25, 0.5, 1.0) or (  # or capped by the rows' own spread
+            0 < shrink < 1.0 and any("empirical Bayes cap" in k
+                                     for k in cal.parameters["grouping_spreads"]))
 
 
 def test_the_nano_runs_3x3_convolutions_by_winograd_and_the_pi_does_not():
@@ -208,20 +212,52 @@ def test_calibrated_and_transferred_intervals_use_their_own_spreads(pi, registry
     assert "runtime transfers missed by" in t.note
 
 
-def test_a_factor_from_one_row_reaches_to_where_that_row_puts_it(registry):
-    """TF-Lite Micro's reference kernels have one MCU row, 17x slower than the board's
-    shared efficiencies: the fitted factor goes part of the way (the shrink), and the
-    interval reaches to where the row alone would put the prediction."""
+def test_a_runtime_seen_once_keeps_its_level_where_runtimes_differ_widely(registry):
+    """TF-Lite Micro's reference kernels have one MCU row, 15x slower than the board's shared
+    efficiencies. Shrunk by leave-one-out's choice (1, from the runtimes it could see), its
+    factor kept the square root of that; the runtimes' own spread (empirical Bayes) caps the
+    shrink, so the row's runtime is predicted near its row."""
     mcu = get_target("mcu")
     (cal,) = calibrations_for("mcu", [SHIPPED_DIR])
-    entry = cal.entry("tflm_reference", "int8")
-    assert entry["n"] == 1
-    gap = factor_gap(entry["factor"], 1, cal.parameters["shrink"])
-    assert gap > 2  # the row says slower than the shrunk factor does
-    p = predict_latency(_est("builtin:mcunet_in2", mcu, "int8", registry), mcu,
+    assert cal.entry("tflm_reference", "int8")["n"] == 1
+    assert cal.parameters["shrink"] < 0.1
+    p = predict_latency(_est("builtin:mcunet_proxyless_w03", mcu, "int8", registry), mcu,
                         "tflm_reference", "int8")
+    assert p.method == "calibrated" and p.value_ms == pytest.approx(3801, rel=0.15)
+
+
+def test_empirical_bayes_shrink():
+    sigma = 0.2
+    wide = {"shrink": 1.0, "factors": {"a/int8": {"factor": 15.0 ** 0.5, "n": 1},
+                                       "b/int8": {"factor": 0.9, "n": 7},
+                                       "c/int8": {"factor": 1.4, "n": 2}}}
+    eb = empirical_bayes_shrink(wide, sigma)
+    assert eb is not None and eb < 0.1  # runtimes far apart: trust each one's rows
+    alike = {"shrink": 0.5, "factors": {"a/int8": {"factor": 1.01, "n": 1},
+                                        "b/int8": {"factor": 0.99, "n": 3}}}
+    assert empirical_bayes_shrink(alike, sigma) is None  # no spread beyond the noise
+    assert empirical_bayes_shrink(wide, None) is None
+    assert empirical_bayes_shrink({"shrink": 1.0, "factors": {"a/int8": {"factor": 2.0,
+                                                                          "n": 3}}}, 0.2) is None
+
+
+def test_a_factor_from_few_rows_reaches_to_where_its_rows_put_it(registry, tmp_path):
+    """A shrunk factor from one row: the interval reaches to where the row alone would put
+    the prediction (the shrink is a prior pull the row cannot confirm)."""
+    import json
+
+    mcu = get_target("mcu")
+    data = json.loads((SHIPPED_DIR / "mcu--published.json").read_text())
+    data["parameters"]["shrink"] = 1.0
+    data["runtimes"]["tflm_reference/int8"]["factor"] = 4.0  # its row says 16x
+    (tmp_path / "mcu--shrunk.json").write_text(json.dumps(data))
+    gap = factor_gap(4.0, 1, 1.0)
+    assert gap == pytest.approx(4.0)
+    p = predict_latency(_est("builtin:mcunet_in2", mcu, "int8", registry), mcu,
+                        "tflm_reference", "int8", dirs=[tmp_path])
     assert p.method == "calibrated"
-    assert p.high_ms >= p.value_ms * gap * math.exp(Z90 * cal.cv["log_sigma_calibrated"]) * 0.999
+    assert p.high_ms >= p.value_ms * gap * math.exp(Z90 * data["cv"]["log_sigma_calibrated"]) \
+        * 0.999
     assert "rests on 1 row(s)" in p.note
     assert factor_gap(2.0, 40, 0.5) == pytest.approx(2.0 ** (0.5 / 40))  # many rows: ~1
     assert factor_gap(2.0, 3, None) == 1.0
