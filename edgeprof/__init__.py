@@ -51,6 +51,7 @@ _LAZY = {
     "predict_many": "edgeprof.api",
     "Predictor": "edgeprof.api",
     "calibrate_measurements": "edgeprof.api",
+    "calibrations_of": "edgeprof.api",
     "Prediction": "edgeprof.profilers.predict",
     "GenerativeReport": "edgeprof.profilers.report.generative",
     "get_target": "edgeprof.targets",

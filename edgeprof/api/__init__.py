@@ -22,8 +22,8 @@ from edgeprof.api.common import SCHEMA_VERSION, Progress, _target_registry, spli
 from edgeprof.api.generative import (DEFAULT_LLM_FORMATS, LLM_CALIBRATION_MODELS,
                                      calibrate_llm, estimate_llm, llm_exit_code, llm_plan,
                                      optimize_llm, profile_llm, recommend_llm)
-from edgeprof.api.predictions import (Predictor, calibrate_measurements, on_device, predict,
-                                      predict_many)
+from edgeprof.api.predictions import (Predictor, calibrate_measurements, calibrations_of,
+                                      on_device, predict, predict_many)
 from edgeprof.api.profiling import (BatchReport, ProfileReport, ProfileRun, batch_sizes,
                                     profile, resolve_backends)
 from edgeprof.api.verbs import benchmark, estimate, list_backends, list_targets, summarize
@@ -31,7 +31,7 @@ from edgeprof.api.verbs import benchmark, estimate, list_backends, list_targets,
 __all__ = [
     "DEFAULT_LLM_FORMATS", "LLM_CALIBRATION_MODELS", "SCHEMA_VERSION", "BatchReport",
     "Predictor", "ProfileReport", "ProfileRun", "Progress", "batch_sizes", "benchmark",
-    "calibrate_llm", "calibrate_measurements", "estimate", "estimate_llm", "list_backends",
+    "calibrate_llm", "calibrate_measurements", "calibrations_of", "estimate", "estimate_llm", "list_backends",
     "list_targets", "llm_exit_code", "llm_plan", "on_device", "optimize_llm", "predict",
     "predict_many", "profile", "profile_llm", "recommend_llm", "resolve_backends",
     "split_names", "summarize",

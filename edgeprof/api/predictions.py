@@ -131,3 +131,17 @@ def calibrate_measurements(measurements: str | os.PathLike, target: Any, backend
     return calibrate_from_measurements(measurements, tgt, backend, precision=precision,
                                        threads=threads, out=out,
                                        registry=get_registry(plugins), progress=progress)
+
+
+def calibrations_of(target: Any, *, targets_dir=None, plugins=None) -> dict[str, list]:
+    """What ``predict`` knows of ``target`` (a mode reads its board's): ``{"tensor": [...],
+    "llm": [...]}``, each calibration in brief -- its runtimes with their rows and, for a
+    tensor calibration, its nested leave-one-out error and interval -- the user's first,
+    then the shipped ones (the first that has a runtime is the one used)."""
+    from edgeprof.profilers.predict.calibration import calibrations_for
+    from edgeprof.profilers.predict.llm.files import llm_summaries
+    from edgeprof.profilers.predict.predictor import base_id
+
+    board = base_id(_target(target, targets_dir, plugins))
+    return {"tensor": [c.summary() for c in calibrations_for(board)],
+            "llm": llm_summaries(board)}

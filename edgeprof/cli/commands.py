@@ -28,14 +28,11 @@ def cmd_targets(args) -> int:
         if args.json:
             print(json.dumps(t.to_dict(), indent=2))
             return 0
+        from edgeprof.api import calibrations_of
         from edgeprof.cli.render_listings import render_target
-        from edgeprof.profilers.predict.calibration import calibrations_for
-        from edgeprof.profilers.predict.predictor import base_id
 
-        from edgeprof.profilers.predict.llm.files import llm_summaries
-
-        render_target(t, _console(), [c.summary() for c in calibrations_for(base_id(t))],
-                      llm_summaries(base_id(t)))
+        cals = calibrations_of(t)
+        render_target(t, _console(), cals["tensor"], cals["llm"])
         return 0
     targets = reg.all()
     if args.json:

@@ -53,8 +53,8 @@ def render_target(t: Any, console: Any, calibrations: list[dict[str, Any]] | Non
     for cal in llm_calibrations or []:
         for key, stages in cal["entries"].items():
             parts = [f"{stage} " + ", ".join(f"{rt} ({n} row{'s' if n != 1 else ''})"
-                                             for rt, n in runtimes.items())
-                     for stage, runtimes in stages.items()]
+                                             for rt, n in rts.items())
+                     for stage, rts in stages.items()]
             c.print(f"LLM calibration {cal['name']}, {key}: {'; '.join(parts)}", markup=False)
     if calibrations == []:
         c.print(f"no calibration for tensor models: their predictions are 'uncalibrated' here "

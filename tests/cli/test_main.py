@@ -144,6 +144,10 @@ def test_targets_and_backends_listings(capsys):
     assert "calibration jetson_nano--published: runtimes tensorrt/fp16 (3 rows)" in out
     assert "% within ±25 %" in out
     assert "LLM calibration llm--published, jetson_nano/cuda: decode llama_cpp (2 rows)" in out
+    import edgeprof
+
+    cals = edgeprof.api.calibrations_of("jetson_orin_nano:super")  # a mode: its board's
+    assert [c["name"] for c in cals["llm"]] == ["llm--published"] and cals["tensor"] == []
     assert main(["targets", "show", "rk3588"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "no calibration for tensor models: their predictions are 'uncalibrated'" in out
