@@ -110,6 +110,8 @@ def fmt(value: Any, unit: str | None = None) -> str:
         return f"{v * 100:.3g}%"
     if unit == "count" or (unit is None and float(v).is_integer() and abs(v) < 1e15):
         return f"{int(v):,}" + ("" if unit in (None, "count") else f" {unit}")
+    if 1e4 <= abs(v) < 1e15:  # 37,810 ms, not 3.781e+04 ms
+        return f"{v:,.0f}" + (f" {unit}" if unit else "")
     return _g(v) + (f" {unit}" if unit else "")
 
 

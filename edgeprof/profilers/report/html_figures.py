@@ -27,13 +27,32 @@ def roof_trace(peak: float, bw: float, lo: float, hi: float, label: str, *, host
                             else dict(color="black", width=2)), hoverinfo="skip")
 
 
+def log_ticks(values: Sequence[Any]) -> dict[str, list]:
+    """Tick values and full-number labels for a log axis over ``values``: 1, 2 and 5 x 10^k
+    (1 x 10^k only over more than four decades). Plotly's own ``dtick="D2"`` labels the 2s
+    and 5s with the bare digit, so 0.5 and 0.05 both read "5"."""
+    import math
+
+    vs = [v for v in (_num(x) for x in values) if v is not None and v > 0]
+    if not vs:
+        return {}
+    lo, hi = math.floor(math.log10(min(vs))) - 1, math.ceil(math.log10(max(vs))) + 1
+    mults = (1, 2, 5) if hi - lo <= 6 else (1,)
+    ticks = [m * 10.0 ** k for k in range(lo, hi + 1) for m in mults]
+    return {"tickvals": ticks,
+            "ticktext": [f"{t:,.0f}" if t >= 1000 else _g(t, 3) for t in ticks]}
+
+
 def roofline_frame(fig, title: str, y_title: str, *, height: int, legend_y: float) -> None:
-    """The roofline's log-log frame, labelled at 1, 2, 5 x 10^k only (every digit's label
-    crowds a short decade)."""
+    """The roofline's log-log frame, labelled at 1, 2, 5 x 10^k with full numbers
+    (:func:`log_ticks`; every digit's label crowds a short decade)."""
+    xs = [v for tr in fig.data for v in (tr.x or ())]
+    ys = [v for tr in fig.data for v in (tr.y or ())]
     fig.update_layout(
         title=title,
-        xaxis=dict(type="log", dtick="D2", title="arithmetic intensity (MAC per byte moved)"),
-        yaxis=dict(type="log", dtick="D2", title=y_title), height=height,
+        xaxis=dict(type="log", title="arithmetic intensity (MAC per byte moved)",
+                   **log_ticks(xs)),
+        yaxis=dict(type="log", title=y_title, **log_ticks(ys)), height=height,
         legend=dict(orientation="h", y=legend_y))
 
 
@@ -172,6 +191,19 @@ def _latency_bars(rows: Sequence[Mapping[str, Any]], title: str, div_id: str,
         bars += len(sel)
     if not bars:
         return None, 0
-    fig.update_layout(title=_esc(title), barmode="group", yaxis=dict(title=ytitle),
+    # bars and whisker ends more than LOG_BARS_SPAN apart (a board's wide prediction beside a
+    # host's milliseconds): a log axis, or the small bars vanish under the long whisker
+    ends = [v for tr in fig.data for v, up, down in zip(
+        tr.y, tr.error_y.array or [0] * len(tr.y), tr.error_y.arrayminus or [0] * len(tr.y))
+        for v in (v, v + up, v - down) if v and v > 0]
+    yaxis = dict(title=ytitle)
+    if ends and max(ends) / min(ends) > LOG_BARS_SPAN:
+        yaxis = dict(title=f"{ytitle}, log scale", type="log", **log_ticks(ends))
+    fig.update_layout(title=_esc(title), barmode="group", yaxis=yaxis,
                       height=420, legend=dict(orientation="h", y=-0.25))
     return _chart(fig, div_id), bars
+
+
+#: the ratio of the largest to the smallest bar or whisker end above which the latency bars
+#: are drawn on a log axis
+LOG_BARS_SPAN = 30.0

@@ -34,7 +34,7 @@ from typing import Any
 
 from edgeprof.profilers.report.html_common import (_chart, _esc, _g, _num, _render, _table, fmt,
                                                    write_html)
-from edgeprof.profilers.report.html_figures import roof_trace, roofline_frame
+from edgeprof.profilers.report.html_figures import log_ticks, roof_trace, roofline_frame
 from edgeprof.profilers.report.llm_payload import (find_figure, measured_on_target, run_place,
                                                    runs_by_place)
 
@@ -320,7 +320,8 @@ def _memory_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]]):
                            xanchor="right" if right else "left", yanchor="bottom",
                            text=f"context asked: {int(_num(ctx)):,} tokens")
     fig.update_layout(title=f"Weights + KV cache + runtime against context, and {tid}'s RAM",
-                      xaxis=dict(type="log", title="context (tokens held in the KV cache)"),
+                      xaxis=dict(type="log", title="context (tokens held in the KV cache)",
+                                 **log_ticks([x for t in fig.data for x in (t.x or ())])),
                       yaxis=dict(title="memory (GB, analytic)", rangemode="tozero"),
                       height=500, legend=dict(orientation="h", y=-0.22))
     return _chart(fig, "memory"), info

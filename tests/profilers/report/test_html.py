@@ -168,9 +168,30 @@ def run_figure(doc, backend, precision, name="latency_ms"):
     (None, "ms", "—"), (float("nan"), "ms", "—"), (0.1304, "ms", "0.1304 ms"),
     (4.3e9, "B/s", "4.3 GB/s"), (48e9, "MAC/s", "48 GMAC/s"), (81960.0, "B", "81.96 kB"),
     (1031744, "MAC", "1.032 MMAC"), (0.0763, "fraction", "7.63%"), (20490, "count", "20,490"),
-    (1.0, "bool", "yes"), (0.0, "bool", "no"), (12, None, "12")])
+    (1.0, "bool", "yes"), (0.0, "bool", "no"), (12, None, "12"),
+    (37809.62, "ms", "37,810 ms")])  # was 3.781e+04 ms
 def test_fmt_shows_units_decimal(value, unit, shown):
     assert H.fmt(value, unit) == shown
+
+
+def test_log_axes_label_full_numbers_and_wide_bars_go_log():
+    """Plotly's dtick "D2" labelled 0.5 and 0.05 both "5"; and a board's prediction with a
+    37,810 ms whisker beside a 12.9 ms host bar flattened the host bar to nothing."""
+    from edgeprof.profilers.report.html_figures import _latency_bars, log_ticks
+
+    ticks = log_ticks([0.04, 0.48])
+    labels = dict(zip(ticks["tickvals"], ticks["ticktext"]))
+    assert labels[0.05] == "0.05" and labels[0.5] == "0.5" and labels[0.2] == "0.2"
+    assert log_ticks([1e-3, 1e6])["ticktext"].count("2") == 0  # 1 x 10^k over many decades
+    assert "20,000" in log_ticks([12.9, 37810])["ticktext"]
+    rows = [{"label": "torch_eager fp32", "host": 12.93, "host_lo": 12.8, "host_hi": 13.1,
+             "board": 931.0, "board_lo": 158.0, "board_hi": 37810.0}]
+    series = [("host", "host", "host_lo", "host_hi"), ("board", "board", "board_lo", "board_hi")]
+    html, bars = _latency_bars(rows, "t", "c", series)
+    assert bars == 2 and '"type":"log"' in html.replace(" ", "")
+    rows[0].update(board=20.0, board_lo=15.0, board_hi=30.0)  # within 30x: a linear axis
+    html, _ = _latency_bars(rows, "t", "c", series)
+    assert '"type":"log"' not in html.replace(" ", "")
 
 
 def test_pareto_front_keeps_only_undominated_points():
