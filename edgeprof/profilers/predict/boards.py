@@ -142,28 +142,68 @@ def winograd_board(target) -> bool:
     return getattr(target, "kind", "") in ("gpu", "edge_gpu")
 
 
-def build_board(target_id: str, *, targets_dir=None) -> tuple[Any, list[dict[str, Any]]]:
-    """Fit one board's calibration (with its nested leave-one-out error); returns
-    (calibration, left-out rows)."""
-    from edgeprof._version import __version__
-    from edgeprof.profilers.predict.calibration import Calibration
-    from edgeprof.profilers.predict.fit import (cv_summary, fit, method_sigmas,
-                                                nested_leave_one_out, select_model)
-    from edgeprof.profilers.predict.predictor import fingerprint_of
+def fit_board(target_id: str, *, targets_dir=None) -> dict[str, Any]:
+    """A board's rows and the model leave-one-out chooses for them (grouping, shrink, the
+    winner's leave-one-out predictions and its own calibrated spread): the first half of
+    :func:`build_board`, which the other boards' interval priors read."""
+    from edgeprof.profilers.predict.fit import method_sigmas, select_model
     from edgeprof.targets import get_target_registry
 
     target = get_target_registry(targets_dir).get(target_id)
     samples, skipped, ranges = board_samples(target_id, targets_dir=targets_dir)
     winograd = winograd_board(target)
     grouping, shrink, spreads, loo = select_model(samples, winograd=winograd)
+    own = method_sigmas(samples, loo["predicted"], loo["methods"])
+    return {"target": target, "samples": samples, "skipped": skipped, "ranges": ranges,
+            "winograd": winograd, "grouping": grouping, "shrink": shrink,
+            "spreads": spreads, "loo": loo, "own_sigma": own["log_sigma_calibrated"],
+            "n_calibrated": own["n_calibrated"]}
+
+
+def cross_board_sigma(fitted: dict[str, dict[str, Any]], target_id: str
+                      ) -> tuple[float | None, int]:
+    """The interval prior of one board: the other boards' own calibrated leave-one-out
+    spreads pooled by their rows (root of the row-weighted mean of squares), and how many
+    rows it rests on; (None, 0) where no other board has calibrated rows."""
+    import math
+
+    parts = [(f["n_calibrated"], f["own_sigma"]) for t, f in fitted.items()
+             if t != target_id and f["own_sigma"] is not None and f["n_calibrated"]]
+    n = sum(k for k, _ in parts)
+    if not n:
+        return None, 0
+    return math.sqrt(sum(k * s * s for k, s in parts) / n), n
+
+
+def build_board(target_id: str, *, targets_dir=None, fitted: dict[str, Any] | None = None,
+                prior_sigma: float | None = None, prior_rows: int = 0
+                ) -> tuple[Any, list[dict[str, Any]]]:
+    """Fit one board's calibration (with its nested leave-one-out error); returns
+    (calibration, left-out rows). ``prior_sigma`` (the other boards' calibrated spread,
+    :func:`cross_board_sigma`) is pooled into the calibrated interval spread, in the shipped
+    fit and in every nested fold alike."""
+    from edgeprof._version import __version__
+    from edgeprof.profilers.predict.calibration import Calibration
+    from edgeprof.profilers.predict.fit import (PRIOR_SIGMA_WEIGHT, cv_summary, fit,
+                                                method_sigmas, nested_leave_one_out)
+    from edgeprof.profilers.predict.predictor import fingerprint_of
+
+    f = fitted or fit_board(target_id, targets_dir=targets_dir)
+    target, samples, skipped, ranges = f["target"], f["samples"], f["skipped"], f["ranges"]
+    grouping, shrink, loo = f["grouping"], f["shrink"], f["loo"]
     params = fit(samples, grouping, shrink=shrink)
-    params["grouping_spreads"] = spreads
-    nested = nested_leave_one_out(samples, winograd=winograd)
+    params["grouping_spreads"] = f["spreads"]
+    nested = nested_leave_one_out(samples, winograd=f["winograd"], prior_sigma=prior_sigma)
     cv = cv_summary(samples, nested["predicted"], nested["methods"])
     cv["method"] = "nested leave-one-out"
     # the intervals' spreads: the chosen model's leave-one-out on every row (the procedure
     # whose coverage the nested figures below measure, fold by fold)
-    cv.update(method_sigmas(samples, loo["predicted"], loo["methods"]))
+    cv.update(method_sigmas(samples, loo["predicted"], loo["methods"], prior_sigma))
+    if prior_sigma is not None:
+        cv.update({"log_sigma_prior": prior_sigma, "prior_sigma_rows": prior_rows,
+                   "prior_sigma_weight": PRIOR_SIGMA_WEIGHT,
+                   "prior_sigma_source": "the other shipped boards' calibrated "
+                                         "leave-one-out spreads, pooled by their rows"})
     cv["nested_log_sigma"] = method_sigmas(samples, nested["predicted"],
                                            nested["methods"])["log_sigma"]
     cv.update(nested_coverage(samples, nested))
@@ -248,7 +288,12 @@ def build_all(write: bool = False, *, targets_dir=None) -> dict[str, tuple[Any, 
 
     from edgeprof.core.io import write_json
 
-    out = {t: build_board(t, targets_dir=targets_dir) for t in BOARDS}
+    fitted = {t: fit_board(t, targets_dir=targets_dir) for t in BOARDS}
+    out = {}
+    for t in BOARDS:
+        prior, rows = cross_board_sigma(fitted, t)
+        out[t] = build_board(t, targets_dir=targets_dir, fitted=fitted[t], prior_sigma=prior,
+                             prior_rows=rows)
     if write:
         for t, (cal, _) in out.items():
             cal.save(DATA / "calibrations" / f"{t}--published.json")

@@ -110,6 +110,11 @@ LAYER_TERMS_MIN_SAMPLES = 8
 #: the least share of one sample's roofline a group must carry for its own theta to be
 #: fitted (:func:`supported_groups`); a group below it in every sample joins the largest
 GROUP_SUPPORT_SHARE = 0.2
+#: a prior spread counts as this many rows in an interval's sigma: a leave-one-out spread
+#: measured on a handful of rows is itself a guess (a board calibration pools its own with
+#: the other boards', a user calibration with the shipped one's, an LLM stage with the
+#: held-out rows of every board)
+PRIOR_SIGMA_WEIGHT = 2.0
 
 
 def key_of(family: str, precision: str) -> str:
@@ -513,11 +518,20 @@ def leave_one_out_methods(samples: list[dict[str, Any]], grouping: str, *,
     return pred, meth
 
 
+def pooled_sigma(own: float, n: int, prior: float) -> float:
+    """A log sigma of ``n`` rows' own leave-one-out spread pooled with a prior spread, which
+    counts as :data:`PRIOR_SIGMA_WEIGHT` rows."""
+    w = PRIOR_SIGMA_WEIGHT
+    return math.sqrt((n * own ** 2 + w * prior ** 2) / (n + w))
+
+
 def method_sigmas(samples: list[dict[str, Any]], predicted: list[float],
-                  methods: list[str]) -> dict[str, Any]:
+                  methods: list[str], prior_sigma: float | None = None) -> dict[str, Any]:
     """The log-error spreads of leave-one-out predictions: every row, the rows predicted by
     the calibrated method, the rows predicted by a transfer (precision or runtime); None
-    where no row was."""
+    where no row was. With ``prior_sigma`` (the other boards' calibrated spread), the
+    calibrated spread -- the interval's base -- is pooled with it (:func:`pooled_sigma`;
+    the rows' own spread stays as ``log_sigma_calibrated_own``)."""
     def rms(idx: list[int]) -> float | None:
         if not idx:
             return None
@@ -526,8 +540,13 @@ def method_sigmas(samples: list[dict[str, Any]], predicted: list[float],
 
     cal = [i for i, m in enumerate(methods) if m == "calibrated"]
     tr = [i for i, m in enumerate(methods) if m != "calibrated"]
-    return {"log_sigma": rms(list(range(len(samples)))), "log_sigma_calibrated": rms(cal),
-            "log_sigma_transfer": rms(tr), "n_calibrated": len(cal), "n_transfer": len(tr)}
+    out = {"log_sigma": rms(list(range(len(samples)))), "log_sigma_calibrated": rms(cal),
+           "log_sigma_transfer": rms(tr), "n_calibrated": len(cal), "n_transfer": len(tr)}
+    if prior_sigma is not None and out["log_sigma_calibrated"] is not None:
+        out["log_sigma_calibrated_own"] = out["log_sigma_calibrated"]
+        out["log_sigma_calibrated"] = pooled_sigma(out["log_sigma_calibrated"], len(cal),
+                                                   float(prior_sigma))
+    return out
 
 
 def row_sigma(sigmas: dict[str, Any], method: str, factors: dict[str, Any] | None = None
@@ -552,12 +571,13 @@ def row_sigma(sigmas: dict[str, Any], method: str, factors: dict[str, Any] | Non
 
 
 def nested_leave_one_out(samples: list[dict[str, Any]], *, winograd: bool = False,
-                         shrinks: tuple[float, ...] = SHRINKS) -> dict[str, Any]:
+                         shrinks: tuple[float, ...] = SHRINKS,
+                         prior_sigma: float | None = None) -> dict[str, Any]:
     """Each row predicted by the model :func:`select_model` chooses *without it* (the
     grouping and shrink chosen again on the other rows), with the method the predictor would
     use, and the 90 % interval the predictor would give it: the log spreads of that inner
-    leave-one-out (:func:`row_sigma`), reaching to the family factor's gap
-    (:func:`sample_gap`). Returns ``{"predicted", "methods", "sigmas", "choices", "gaps"}``
+    leave-one-out (:func:`row_sigma`; its calibrated spread pooled with ``prior_sigma``
+    where given), reaching to the family factor's gap (:func:`sample_gap`). Returns ``{"predicted", "methods", "sigmas", "choices", "gaps"}``
     per row."""
     pred, meth, sig, choice, gaps = [], [], [], [], []
     for i, s in enumerate(samples):
@@ -565,7 +585,7 @@ def nested_leave_one_out(samples: list[dict[str, Any]], *, winograd: bool = Fals
         g, sh, _, inner = select_model(rest, winograd=winograd, shrinks=shrinks)
         params = fit(rest, g, shrink=sh)
         p, m = predict_sample_method(params, s)
-        sigmas = method_sigmas(rest, inner["predicted"], inner["methods"])
+        sigmas = method_sigmas(rest, inner["predicted"], inner["methods"], prior_sigma)
         pred.append(p)
         meth.append(m)
         sig.append(row_sigma(sigmas, m, params["factors"]))

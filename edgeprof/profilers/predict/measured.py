@@ -40,17 +40,15 @@ import numpy as np
 
 from edgeprof.core.errors import ConfigError, EdgeprofError, UserError
 from edgeprof.core.precision import get_precision
-from edgeprof.profilers.predict.fit import Z90, counts
+from edgeprof.profilers.predict.fit import PRIOR_SIGMA_WEIGHT, Z90, counts, pooled_sigma
 from edgeprof.profilers.predict.kernels import CLASSES, features, kernel_ranges, kernels_of
 
 COLUMNS = ("model", "latency_ms")
 OPTIONAL = ("input_shape", "precision", "threads", "runtime", "source")
 LAMBDAS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
 SHAPE_MIN_ROWS = 3
-#: the prior's leave-one-out sigma counts as this many rows in the interval's sigma (as the
-#: LLM calibrations pool a board's sigma with its stage's): a spread measured on three rows
-#: is itself a guess, and three close rows would otherwise give a needlessly narrow interval
-PRIOR_SIGMA_WEIGHT = 2.0
+#: the prior's leave-one-out sigma counts as PRIOR_SIGMA_WEIGHT rows in the interval's sigma
+#: (fit.pooled_sigma): three close rows would otherwise give a needlessly narrow interval
 
 
 class MeasurementsError(ConfigError):
@@ -296,13 +294,6 @@ def nested_loo(prior: np.ndarray, samples: list[dict[str, Any]]) -> list[float]:
         lam = choose_lambda(prior, rest) if len(rest) >= SHAPE_MIN_ROWS else None
         out.append(_predict(fit_vector(prior, rest, lam), s))
     return out
-
-
-def pooled_sigma(own: float, n: int, prior: float) -> float:
-    """The interval's log sigma: the rows' own leave-one-out spread pooled with the prior's,
-    which counts as :data:`PRIOR_SIGMA_WEIGHT` rows."""
-    w = PRIOR_SIGMA_WEIGHT
-    return math.sqrt((n * own ** 2 + w * prior ** 2) / (n + w))
 
 
 def interval_stats(samples: list[dict[str, Any]], preds: list[float],

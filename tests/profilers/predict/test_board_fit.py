@@ -275,3 +275,56 @@ def test_a_users_refit_of_the_nano_starts_from_the_conv_work_averaged_efficiency
     assert v[i] == pytest.approx(0.75 * 0.8 + 0.25 * 2.0)  # compute part
     assert v[i + len(CLASSES)] == pytest.approx(v[i])  # memory part
     assert v[3 + CLASSES.index("depthwise")] == 5.0
+
+
+# ------------------------------------------------------------ interval spreads, pooled
+def test_nested_intervals_pool_a_close_fold_with_the_other_boards_spread():
+    """Eight MCU rows that agreed closely gave a fold an inner spread of 0.05 and a +-8 %
+    interval that missed a row 10 % off. A board's calibrated spread is now pooled with the
+    other boards' (as a user calibration's is with the shipped one's): no calibrated row's
+    interval is narrower than the pooled spread of a perfect fit."""
+    from edgeprof.profilers.predict.fit import PRIOR_SIGMA_WEIGHT, method_sigmas, pooled_sigma
+
+    samples = _synthetic_gpu()  # exact: the inner spreads are ~0
+    bare = nested_leave_one_out(samples, winograd=True)
+    pooled = nested_leave_one_out(samples, winograd=True, prior_sigma=0.2)
+    assert pooled["predicted"] == bare["predicted"]  # the fit is untouched
+    floor = pooled_sigma(0.0, len(samples) - 1, 0.2)
+    assert floor == pytest.approx(0.2 * math.sqrt(PRIOR_SIGMA_WEIGHT / (len(samples) - 1
+                                                                        + PRIOR_SIGMA_WEIGHT)))
+    for m, s0, s1 in zip(pooled["methods"], bare["sigmas"], pooled["sigmas"]):
+        assert m == "calibrated" and s0 < 0.02 and s1 >= floor - 1e-12
+    sig = method_sigmas(samples, bare["predicted"], bare["methods"], 0.2)
+    assert sig["log_sigma_calibrated_own"] < 0.02
+    assert sig["log_sigma_calibrated"] == pytest.approx(
+        pooled_sigma(sig["log_sigma_calibrated_own"], len(samples), 0.2))
+
+
+def test_cross_board_sigma_pools_the_other_boards_by_their_rows():
+    from edgeprof.profilers.predict.boards import cross_board_sigma
+
+    fitted = {"a": {"own_sigma": 0.1, "n_calibrated": 9},
+              "b": {"own_sigma": 0.2, "n_calibrated": 3},
+              "c": {"own_sigma": 0.4, "n_calibrated": 1},
+              "d": {"own_sigma": None, "n_calibrated": 0}}
+    s, n = cross_board_sigma(fitted, "c")
+    assert n == 12 and s == pytest.approx(math.sqrt((9 * 0.01 + 3 * 0.04) / 12))
+    assert cross_board_sigma({"a": fitted["a"]}, "a") == (None, 0)
+
+
+def test_shipped_calibrations_pool_their_interval_spread_with_the_other_boards():
+    from edgeprof.profilers.predict.fit import pooled_sigma
+
+    cals = {t: calibrations_for(t, [SHIPPED_DIR])[0]
+            for t in ("raspberry_pi_4", "jetson_nano", "mcu")}
+    for t, cal in cals.items():
+        cv = cal.cv
+        others = [c.cv for u, c in cals.items() if u != t]
+        assert cv["prior_sigma_rows"] == sum(o["n_calibrated"] for o in others)
+        assert cv["log_sigma_prior"] == pytest.approx(math.sqrt(
+            sum(o["n_calibrated"] * o["log_sigma_calibrated_own"] ** 2 for o in others)
+            / cv["prior_sigma_rows"]))
+        assert cv["log_sigma_calibrated"] == pytest.approx(pooled_sigma(
+            cv["log_sigma_calibrated_own"], cv["n_calibrated"], cv["log_sigma_prior"]))
+        # the goal the nested leave-one-out measures (issue 18): >= 80 % at <= 2x
+        assert cv["coverage"] >= 0.8 and cv["median_width"] <= 2.0
