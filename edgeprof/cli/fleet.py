@@ -9,7 +9,8 @@ import json
 import sys
 from typing import Any
 
-from edgeprof.cli.common import _console, _non_negative_int, _positive_float, _positive_int
+from edgeprof.cli.common import (_console, _device, _non_negative_int, _positive_float,
+                                 _positive_int)
 from edgeprof.cli.render import _fmt, _si
 from edgeprof.core.errors import UserError
 
@@ -119,7 +120,8 @@ def cmd_sweep(args) -> int:
     spec = fleet_spec(args)
     overrides: dict[str, Any] = {"runs": args.runs, "min_time": args.min_time,
                                  "max_time": args.max_time, "warmup": args.warmup,
-                                 "timeout": args.timeout, "retries": args.retries}
+                                 "timeout": args.timeout, "retries": args.retries,
+                                 "device": args.device}
     err = _console(stderr=True)
     bar = None
     task = None
@@ -260,6 +262,9 @@ def add_parsers(sub, common) -> None:
     s.add_argument("--timeout", type=_positive_float, metavar="S",
                    help="per-job timeout, from its start on a board (here: each job then runs "
                         "in an isolated worker, as profile --timeout)")
+    s.add_argument("--device", type=_device, default=None,
+                   help="the processor the jobs run on, here or on each board: cpu, cuda or "
+                        "cuda:N (the file's [run] device; generative jobs: cpu or cuda)")
     s.add_argument("--retries", type=_non_negative_int,
                    help="times a job is submitted again after its board died (default 2)")
     add_fleet_flag(s)

@@ -17,6 +17,8 @@ measurement per job, on the fleet's boards or here, the way ``profile`` measures
     max_time = 2.0
     warmup = 10                  # fixed warm-up calls (default adaptive)
     threads = 4
+    device = "cuda"              # the processor the jobs run on: cpu (default), cuda, cuda:N
+                                 # (generative jobs: cpu or cuda), here or on each board
     timeout = 300                # per job, seconds (on a board from its start; here it puts
                                  # each job in an isolated worker, as profile --timeout does)
     retries = 2                  # after a board's death, on any board of the same target
@@ -238,6 +240,8 @@ def _drive_here(spec: SweepSpec, todo: list[Job], record, plugins,
         emulating = job.target != "host"
         board = dict(here, target=job.target, emulating=emulating)
         rec.notes.append(emulation_note(board) if emulating else "measured on this host")
+        if spec.run.get("device", "cpu") != "cpu":
+            rec.notes.append(f"run on this host's {spec.run['device']} device")
         rec.extra = dict(rec.extra or {}, fleet={"board": "local", "target": job.target,
                                                  "emulating": emulating,
                                                  "fingerprint": board})
@@ -251,7 +255,8 @@ def _generative_request(spec: SweepSpec, job: GenJob, plugins) -> MeasureRequest
     assert grid is not None
     timeout = spec.run.get("timeout")
     return MeasureRequest.for_generation(job.backend, grid.llms[job.model], job.precision,
-                                         grid.config(job), timeout_s=timeout,
+                                         grid.config(job, spec.run.get("device", "cpu")),
+                                         timeout_s=timeout,
                                          isolate=timeout is not None, plugins_file=plugins)
 
 

@@ -5,6 +5,7 @@ its validation (:func:`load_sweep`: every mistake a ConfigError naming the field
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +30,9 @@ GEN_KEYS: dict[str, tuple[type, bool, bool]] = {
     "depths": (int, True, False), "repetitions": (int, False, False),
     "warmup": (int, False, False)}
 RUN_KEYS = {"runs": int, "min_time": float, "max_time": float, "warmup": int, "threads": int,
-            "timeout": float, "retries": int, "no_board_wait": float}
+            "timeout": float, "retries": int, "no_board_wait": float, "device": str}
+#: ``[run] device``: the processor the jobs run on, here or on a board (profile --device)
+DEVICE_PATTERN = r"cpu|cuda(:\d+)?"
 
 
 # ------------------------------------------------------------------------- the file
@@ -50,7 +53,7 @@ class SweepSpec:
     def config(self, precision: str, batch_size: int) -> RunConfig:
         r = self.run
         return RunConfig(precision=precision, batch_size=batch_size, threads=r.get("threads"),
-                         warmup=r.get("warmup"), runs=r.get("runs"),
+                         device=r.get("device", "cpu"), warmup=r.get("warmup"), runs=r.get("runs"),
                          min_time_s=r.get("min_time"), max_time_s=r.get("max_time"),
                          timeout_s=r.get("timeout"))
 
@@ -136,12 +139,12 @@ class GenerateGrid:
                 for th in threads for p in self.prompt_tokens for g in self.gen_tokens
                 for d in self.depths]
 
-    def config(self, job: GenJob) -> Any:
+    def config(self, job: GenJob, device: str = "cpu") -> Any:
         from edgeprof.core.llm import GenerationConfig
 
         return GenerationConfig(prompt_tokens=job.prompt_tokens, gen_tokens=job.gen_tokens,
                                 depths=(job.depth,), repetitions=self.repetitions,
-                                warmup=self.warmup, threads=job.threads)
+                                warmup=self.warmup, threads=job.threads, device=device)
 
 
 def _list(raw: dict, key: str, path: Path, kind: type, *, required: bool = True,
@@ -292,6 +295,11 @@ def load_sweep(path: str | os.PathLike, *, overrides: dict[str, Any] | None = No
             raise ConfigError(f"unknown key; known: {', '.join(sorted(RUN_KEYS))}", path=path,
                               field=f"run.{k}")
         kind = RUN_KEYS[k]
+        if kind is str:  # device
+            if not isinstance(v, str) or not re.fullmatch(DEVICE_PATTERN, v):
+                raise ConfigError(f"must be cpu, cuda or cuda:N, got {v!r}", path=path,
+                                  field=f"run.{k}")
+            continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or (
                 kind is int and not isinstance(v, int)):
             raise ConfigError(f"must be a{'n integer' if kind is int else ' number'}, got "
@@ -333,6 +341,10 @@ def load_sweep(path: str | os.PathLike, *, overrides: dict[str, Any] | None = No
     if "generate" in raw:
         generate = _load_generate(raw["generate"], path, targets, run.get("threads"), reg,
                                   lambda t: t in treg.ids() or treg.get(t))
+        if str(run.get("device", "")).startswith("cuda:"):
+            raise ConfigError(f"{run['device']!r}: the generative runtimes name no CUDA index; "
+                              "use cuda (or sweep the tensor and generative jobs apart)",
+                              path=path, field="run.device")
     store = base / raw.get("store", f"{path.stem}.sqlite")
     out = base / raw.get("out", f"{path.stem}_out")
     return SweepSpec(path, models, targets, backends, precisions, sizes or [None], store, out,
