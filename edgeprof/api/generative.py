@@ -173,25 +173,37 @@ def _llm_target(target: Any, targets_dir=None, plugins=None) -> Any:
 def estimate_llm(model: Any, target: Any = None, *, backends: Sequence[str] | str | None =
                  "llama_cpp", precisions: Sequence[str] | str | None = None,
                  prompt_tokens: int = 512, gen_tokens: int = 128,
-                 depths: Sequence[int] | int = (0,), device: str = "cpu", plugins=None,
-                 targets_dir=None, threads: int | None = None,
+                 depths: Sequence[int] | int = (0,), device: str | None = None,
+                 plugins=None, targets_dir=None, threads: int | None = None,
                  build: str | None = None) -> dict[str, Any]:
     """A generative model's estimate and, for a ``target``, its prediction (with interval)
     and fit verdict, per backend and format: no build, no run, no runtime imported. Returns
-    the LLM payload (``edgeprof.profilers.report.llm_outputs``). ``threads``: the board's
-    (default: all its big cores); ``build``: the runtime build to predict for (default: the
-    one installed here, else the newest the calibration knows)."""
+    the LLM payload (``edgeprof.profilers.report.llm_outputs``). ``device``: the board's
+    processor (default, as ``recommend_llm`` and ``predict``: the one the backends would use
+    there, a Jetson's GPU; cpu without a target); ``threads``: the board's (default: all its
+    big cores); ``build``: the runtime build to predict for (default: the one installed
+    here, else the newest the calibration knows)."""
     from edgeprof.profilers.measure.generate import check_context
     from edgeprof.profilers.report.llm_outputs import build_payload
 
-    config = _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
-                         device=device)
+    if device is not None:  # a wrong device: exit 2 before any reading
+        _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
+                    device=device)
     reg = get_registry(plugins)
     chosen = _generative_backends(backends, reg)
     tgt = _llm_target(target, targets_dir, plugins)
     llm = _llm_model(model)
+    device_notes: list[str] = []
+    if device is None:
+        from edgeprof.optimize.llm import default_device
+
+        device = "cpu" if tgt is None else default_device(llm, tgt, list(chosen.values()),
+                                                           device_notes)
+    config = _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
+                         device=device)
     check_context(llm, config)
     pairs, notes = llm_plan(llm, chosen, precisions, device, runnable=False)
+    notes = [*device_notes, *notes]
     estimates, predictions = _llm_estimates(llm, pairs, config, tgt, device, notes,
                                             threads=threads, build=build, classes=chosen)
     return build_payload(llm, target=tgt, device=device, config=config,

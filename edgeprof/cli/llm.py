@@ -37,10 +37,8 @@ def add_generative_args(group: KindGroup, command: str) -> None:
                        help="tokens already in the KV cache (default 0), e.g. 0,2048")
     if command != "profile":  # profile's --device is both kinds' (main)
         group.add_argument("--device", choices=("cpu", "cuda"),
-                           help="the processor on the --target board: "
-                                + ("cpu (default)" if command == "estimate" else
-                                   "default the one the runtimes would use there (a "
-                                   "Jetson's cuda)"))
+                           help="the processor on the --target board: default the one the "
+                                "runtimes would use there (a Jetson's cuda)")
     if command == "profile":
         group.add_argument("--repetitions", type=_positive_int, default=5, metavar="N",
                            help="timed repetitions per test (default 5)")
@@ -163,7 +161,7 @@ def cmd_estimate_llm(args) -> int:
     payload = estimate_llm(args.model, args.target, backends=args.backend,
                            precisions=args.precision, prompt_tokens=args.prompt_tokens,
                            gen_tokens=args.gen_tokens, depths=args.depth,
-                           device=_device(args) or "cpu", plugins=args.plugins,
+                           device=_device(args), plugins=args.plugins,
                            targets_dir=args.targets_dir,
                            threads=args.threads, build=args.build)
     if args.json:

@@ -384,3 +384,29 @@ def test_llama_cpp_isolated_with_a_timeout_and_a_timeout_that_kills(capsys):
     [run] = json.loads(captured.out)["runs"]
     assert run["status"] == "failed" and run["reason"] == "timed out after 0.5 s"
     assert "timed out after 0.5 s" in captured.err
+
+
+@pytest.mark.parametrize("backend, extra, device", [
+    ("llama_cpp", [], "cuda"),                # the runtime runs on the Jetson's GPU
+    ("llama_cpp", ["--device", "cpu"], "cpu"),  # asked for: its CPU cluster
+    ("openvino_genai", [], "cpu"),            # OpenVINO GenAI runs on the CPU only
+])
+def test_estimate_on_a_board_defaults_to_the_processor_the_runtime_uses_there(
+        capsys, backend, extra, device):
+    """``estimate llm:X --target jetson_orin_nano`` predicted for the Jetson's CPU unless
+    told, while ``recommend`` and tensor ``predict`` default to its GPU: the same question
+    got two answers. All three now take the processor the runtime would use there."""
+    fmt = "q4_k_m" if backend == "llama_cpp" else "int4"
+    code = main(["estimate", "llm:tinyllama-1.1b", "--target", "jetson_orin_nano",
+                 "--backend", backend, "--precision", fmt, *extra, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["device"] == device
+    (pred,) = doc["predictions"]
+    assert pred["device"] == device
+    said = [n for n in doc["notes"] if n.startswith("device cuda")]
+    assert bool(said) == (device == "cuda" and not extra)
+    # recommend agrees on the processor
+    if not extra:
+        assert main(["recommend", "llm:tinyllama-1.1b", "--target", "jetson_orin_nano",
+                     "--backend", backend, "--precision", fmt, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["device"] == device
