@@ -197,7 +197,7 @@ def estimate_llm(model: Any, target: Any = None, *, backends: Sequence[str] | st
     if device is None:
         from edgeprof.optimize.llm import default_device
 
-        device = "cpu" if tgt is None else default_device(llm, tgt, list(chosen.values()),
+        device = "cpu" if tgt is None else default_device(llm, tgt, chosen,
                                                            device_notes)
     config = _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
                          device=device)
@@ -221,7 +221,8 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
                 precisions: Sequence[str] | str | None = None, prompt_tokens: int = 512,
                 gen_tokens: int = 128, depths: Sequence[int] | int = (0,),
                 repetitions: int = 5, warmup: int = 1, threads: int | None = None,
-                target: Any = None, device: str = "cpu", out: str | os.PathLike | None = None,
+                target: Any = None, device: str | None = None,
+                out: str | os.PathLike | None = None,
                 plugins=None, targets_dir=None, workdir: str | os.PathLike | None = None,
                 progress: Progress | None = None, isolate: bool = False,
                 timeout_s: float | None = None, fleet: Any = None) -> dict[str, Any]:
@@ -234,22 +235,33 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
     in this process, in a worker process (``isolate``, or a ``timeout_s``: a crash inside
     the runtime or a hang fails that run, not the caller), or on a board of ``target``
     connected to the Dask scheduler ``fleet`` (built here, loaded and timed there; a real
-    board's tokens/s are measured on it, an emulating one's stay this host's)."""
+    board's tokens/s are measured on it, an emulating one's stay this host's).
+
+    ``device``: the processor the runs use and the target's figures are for; None: the runs
+    on the CPU and, without a ``fleet``, the target's figures for the processor the backends
+    would use there (a Jetson's GPU, as :func:`estimate_llm`), which a note names."""
     from edgeprof.profilers.measure.generate import check_context
     from edgeprof.profilers.report.llm_outputs import build_payload, write_llm_outputs
 
     say = progress or (lambda msg: None)
     config = _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
-                         repetitions=repetitions, warmup=warmup, threads=threads, device=device)
+                         repetitions=repetitions, warmup=warmup, threads=threads,
+                         device=device or "cpu")
     reg = get_registry(plugins)
     chosen = _generative_backends(backends, reg)
     tgt = _llm_target(target, targets_dir, plugins)
     llm = _llm_model(model)
     check_context(llm, config)
-    pairs, notes = llm_plan(llm, chosen, precisions, device)
+    pairs, notes = llm_plan(llm, chosen, precisions, config.device)
+    board_device = device or config.device
+    if device is None and fleet is None and tgt is not None \
+            and not getattr(tgt, "is_host", False):  # a board's runs: its figures' processor
+        from edgeprof.optimize.llm import default_device
+
+        board_device = default_device(llm, tgt, chosen, notes)
     _check_out(out)
     say(f"estimating {llm.spec.name}")
-    estimates, predictions = _llm_estimates(llm, pairs, config, tgt, device, notes,
+    estimates, predictions = _llm_estimates(llm, pairs, config, tgt, board_device, notes,
                                             threads=threads, classes=chosen)
     from edgeprof.profilers.measure.llm_runs import measure_pairs
 
@@ -264,7 +276,7 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
         from edgeprof.optimize.llm import choose_llm_format
 
         recommendation = choose_llm_format(
-            llm, tgt, device=device, backends=known,
+            llm, tgt, device=board_device, backends=known,
             context_tokens=config.context_needed(), prompt_tokens=prompt_tokens,
             gen_tokens=gen_tokens).to_dict()
     host = _host_info(None)
@@ -273,7 +285,7 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
             host["target"] = _target("host", targets_dir, plugins).to_dict()
         except EdgeprofError as e:
             notes.append(f"this host's roof is left out of the report: {e}")
-    payload = build_payload(llm, target=tgt, device=device, config=config,
+    payload = build_payload(llm, target=tgt, device=config.device, config=config,
                             parameters=_llm_parameters(llm), estimates=estimates,
                             predictions=predictions, runs=runs, notes=[llm.note, *notes],
                             recommendation=recommendation, host=host, command="profile")

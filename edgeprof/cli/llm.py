@@ -137,7 +137,7 @@ def cmd_profile_llm(args) -> int:
         args.model, backends=args.backend, precisions=args.precision,
         prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens, depths=args.depth,
         repetitions=args.repetitions, warmup=args.warmup, threads=args.threads,
-        target=args.target, device=_device(args) or "cpu", out=args.out, plugins=args.plugins,
+        target=args.target, device=_device(args), out=args.out, plugins=args.plugins,
         targets_dir=args.targets_dir, progress=progress, isolate=bool(args.isolate),
         timeout_s=args.timeout, fleet=fleet))
     if args.json:

@@ -77,11 +77,14 @@ def render_llm(payload: dict[str, Any], console) -> None:
     target = payload.get("target") or {}
     params = (model.get("parameters") or {}).get("value")
     config = payload.get("config") or {}
+    device = f"device {payload.get('device')}"
+    board = {p.get("device") for p in payload.get("predictions") or []} - {None}
+    if target and payload.get("runs") and board and board != {payload.get("device")}:
+        device += f" here, {', '.join(sorted(board))} on {target.get('id')}"
     console.print(f"[bold]edgeprof[/bold] {spec['name']} ({spec['family']}, "
                   f"{_si(params, '') if params else '?'} parameters, from {model['source_kind']})"
                   + (f" → {target.get('id')}" if target else "")
-                  + f"; pp{config.get('prompt_tokens')} tg{config.get('gen_tokens')}, "
-                    f"device {payload.get('device')}")
+                  + f"; pp{config.get('prompt_tokens')} tg{config.get('gen_tokens')}, {device}")
     if model.get("random_weights"):
         console.print(model.get("note") or "random weights", markup=False)
     runs = {(r["backend"], r["format"], r["n_depth"]): r for r in payload.get("runs") or []}

@@ -36,7 +36,7 @@ formats, each with its own bytes and prediction.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,14 +227,18 @@ def _unsupported(cls: type | None, model: LLMModel, fmt: str, device: str) -> st
 
 
 # --------------------------------------------------------------------------- the choice
-def default_device(model: LLMModel, tgt: Any, backends: Sequence[str] | str | None,
+def default_device(model: LLMModel, tgt: Any,
+                   backends: Sequence[str] | str | Mapping[str, type] | None,
                    notes: list[str]) -> str:
     """The processor the runtimes would use on ``tgt``: its implied one (the GPU of a Jetson)
-    where one of the backends runs there, else its CPU."""
+    where one of the backends runs there, else its CPU. ``backends``: names, or name ->
+    class (a plugin's backend without a byte model of its formats: its own ``formats``)."""
     implied = tgt.implied_device
     if implied == "cpu":
         return "cpu"
-    for name, cls, table in _backend_formats(backends, []):
+    rows = ([(n, c, tuple(getattr(c, "formats", ()))) for n, c in backends.items()]
+            if isinstance(backends, Mapping) else _backend_formats(backends, []))
+    for name, cls, table in rows:
         if cls is not None and any(_unsupported(cls, model, fmt, implied) is None
                                    for fmt in table):
             notes.append(f"device {implied}: {tgt.id}'s {implied} processor, which {name} "

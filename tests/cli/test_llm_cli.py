@@ -73,13 +73,18 @@ FAKE_PLUGIN = textwrap.dedent('''
         formats = ("int4", "int8")
 
 
+    class FakeGpuLlm(FakeLlm):  # runs on a board's GPU too, as llama.cpp does
+        name = "fake_gpu_llm"
+        board_devices = ("cpu", "cuda")
+
+
     class Tensor:  # not generative
         pass
 
 
     @hookimpl
     def edgeprof_register_backends():
-        return [FakeLlm, FakeGenai]
+        return [FakeLlm, FakeGenai, FakeGpuLlm]
 ''')
 
 
@@ -410,3 +415,26 @@ def test_estimate_on_a_board_defaults_to_the_processor_the_runtime_uses_there(
         assert main(["recommend", "llm:tinyllama-1.1b", "--target", "jetson_orin_nano",
                      "--backend", backend, "--precision", fmt, "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["device"] == device
+
+
+@pytest.mark.parametrize("extra, board", [([], "cuda"), (["--device", "cpu"], "cpu")])
+def test_profile_on_a_board_predicts_for_the_processor_the_runtime_uses_there(
+        capsys, plugins, cache, extra, board):
+    """Without --device the runs are this machine's CPU's, and the Jetson's figures were its
+    CPU's too; they are now for the processor the runtime uses there (as estimate's), and
+    the header says where each is for. --device names both."""
+    code = main(["profile", "llm:smollm-135m", "--backend", "fake_gpu_llm", "--precision",
+                 "q4_0", "--target", "jetson_orin_nano", *SMALL, "--plugins", plugins,
+                 *extra, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["device"] == doc["config"]["device"] == "cpu"
+    assert [r["device"] for r in doc["runs"]] == ["cpu"]
+    assert {p["device"] for p in doc["predictions"]} == {board}
+    assert any(n.startswith("device cuda") for n in doc["notes"]) == (board == "cuda")
+    from edgeprof.cli.render_llm import render_llm
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    render_llm(doc, console)
+    head = console.export_text().splitlines()[0]
+    assert head.endswith("device cpu here, cuda on jetson_orin_nano") == (board == "cuda")
