@@ -291,7 +291,9 @@ def cmd_calibrate(args) -> int:  # predict helper: edgeprof calibrate
     print(f"calibration {cal.name}: {cv['n']} samples; leave-one-out median |error| "
           f"{100 * cv['median_abs_error']:.1f} %, within +-10 % {100 * cv['within_10']:.0f} %, "
           f"within +-25 % {100 * cv['within_25']:.0f} %, Spearman "
-          f"{_fmt(cv['spearman']) if cv['spearman'] is not None else '-'}")
+          f"{_fmt(cv['spearman']) if cv['spearman'] is not None else '-'}"
+          + (f"; {cv['n_unpredicted']} sample(s) {cv['unpredicted']}"
+             if cv.get("n_unpredicted") else ""))
     print(f"saved to {path}")
     return 0
 

@@ -270,16 +270,21 @@ def interval_coverage(samples: list[dict[str, Any]], predicted: list[float], sig
 
 
 def prior_from(cals: list[Any]) -> dict[str, Any]:
-    """The uncalibrated prior: measured/roofline over every sample of ``cals``."""
+    """The uncalibrated prior: measured/roofline over every sample of ``cals``, each at the
+    board's big cores (divided by its thread law's work factor, as a prediction for fewer
+    threads multiplies it back)."""
     import numpy as np
 
-    ratios = [s["latency_ms"] / s["features"]["roofline_total_ms"]
+    ratios = [s["latency_ms"] / (s["features"]["roofline_total_ms"]
+                                 * float(s.get("work_scale") or 1.0))
               for c in cals for s in c.samples if s["features"]["roofline_total_ms"] > 0]
     return {"median_ratio": float(np.median(ratios)), "p10_ratio": float(np.percentile(ratios, 10)),
             "p90_ratio": float(np.percentile(ratios, 90)), "n": len(ratios),
             "source": "measured/roofline of the published board measurements in "
                       "device_measurements_train.csv used by the shipped calibrations "
-                      "(Raspberry Pi 4, Jetson Nano, STM32H743/H7A3)"}
+                      "(Raspberry Pi 4, Jetson Nano, STM32H743/H7A3), each at the board's "
+                      "big cores (divided by the thread law's work factor of the threads it "
+                      "ran)"}
 
 
 def build_all(write: bool = False, *, targets_dir=None) -> dict[str, tuple[Any, list]]:

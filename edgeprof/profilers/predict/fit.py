@@ -65,6 +65,7 @@ from typing import Any
 
 import numpy as np
 
+from edgeprof.core.errors import UserError
 from edgeprof.profilers.predict.kernels import CLASSES
 
 SHRINK = 1.0
@@ -115,6 +116,8 @@ GROUP_SUPPORT_SHARE = 0.2
 #: the other boards', a user calibration with the shipped one's, an LLM stage with the
 #: held-out rows of every board)
 PRIOR_SIGMA_WEIGHT = 2.0
+#: a leave-one-out prediction this far below the measured latency predicted nothing
+UNPREDICTED_RATIO = 1e-6
 
 
 def key_of(family: str, precision: str) -> str:
@@ -604,9 +607,20 @@ def cv_summary(samples: list[dict[str, Any]], predicted: list[float],
     y = np.asarray([s["latency_ms"] for s in samples], float)
     p = np.asarray(predicted, float)
     rel = (p - y) / y
-    logerr = np.log(y / p)
+    # a row held out may have nothing left to predict it by (a work-basis fit whose other
+    # rows never ran its class predicts 0 ms, or 1e-18 ms by rounding): a miss by 100 %, and
+    # no log error to pool
+    seen = p > y * UNPREDICTED_RATIO
+    if not seen.any():
+        raise UserError(f"leave-one-out predicted none of the {len(y)} samples held out (each "
+                        "is the only one of its kernel class): measure more kernels, e.g. "
+                        "--kernels default")
+    logerr = np.log(y[seen] / p[seen])
     rho = float(spearmanr(y, p).statistic) if len(y) > 2 else float("nan")
-    return {"method": "leave-one-out", "n": int(len(y)),
+    unseen = {} if seen.all() else {"n_unpredicted": int((~seen).sum()), "unpredicted": (
+        "held out, these rows had nothing left to predict them by (0 ms: no other row ran "
+        "their kernel class); they count as misses, and the log sigma is over the others")}
+    return {"method": "leave-one-out", "n": int(len(y)), **unseen,
             "median_abs_error": float(np.median(np.abs(rel))),
             "within_10": float(np.mean(np.abs(rel) <= 0.10)),
             "within_25": float(np.mean(np.abs(rel) <= 0.25)),

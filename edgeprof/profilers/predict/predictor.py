@@ -130,16 +130,21 @@ def _differences(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
             and actual[k] is not None and expected[k] != actual[k]]
 
 
-def _uncalibrated(roof: float, target, backend: str, compute: str, why: str) -> Prediction:
+def _uncalibrated(roof: float, target, backend: str, compute: str, why: str,
+                  work: float = 1.0) -> Prediction:
+    """The roofline x the published prior ratio (at the board's big cores) x ``work``, the
+    thread law's factor for the threads asked (1 at all the big cores, or on a GPU)."""
     prior = load_prior()
     m, lo, hi = (float(prior.get(k, 1.0)) for k in ("median_ratio", "p10_ratio", "p90_ratio"))
     note = (f"uncalibrated: {why}; roofline {roof:.4g} ms x the prior {m:.3g} (median ratio "
             f"measured/roofline of {prior.get('n', 0)} published board measurements, p10-p90 "
-            f"{lo:.3g}-{hi:.3g}); time a few models on the board and run 'edgeprof calibrate "
+            f"{lo:.3g}-{hi:.3g}"
+            + (f"; x {work:.3g} for the threads asked" if work != 1.0 else "")
+            + f"); time a few models on the board and run 'edgeprof calibrate "
             f"--target {base_id(target)} --backend {backend} --measurements FILE.csv'")
-    return Prediction(value_ms=roof * max(m, 1.0), low_ms=roof * max(lo, 1.0),
-                      high_ms=roof * max(hi, 1.0), provenance="uncalibrated", roofline_ms=roof,
-                      note=note, notes=[note], method="prior")
+    return Prediction(value_ms=roof * max(m * work, 1.0), low_ms=roof * max(lo * work, 1.0),
+                      high_ms=roof * max(hi * work, 1.0), provenance="uncalibrated",
+                      roofline_ms=roof, note=note, notes=[note], method="prior")
 
 
 def total_cores(target) -> int:
@@ -483,12 +488,16 @@ def predict_latency(estimate, target, backend: str, precision: str | None = None
     cal, src = _resolve(calibration, target, backend, compute, dirs)
     t, why = resolve_threads(threads, target, backend, cal)
     if cal is None:
+        serial = float(family_info(backend)["serial_share"])
+        work = work_scale(t, target, serial)  # 1 on a GPU or the host (t None)
         p = _uncalibrated(roof, target, backend, compute,
-                          f"no calibration for {base_id(target)} with {backend}")
+                          f"no calibration for {base_id(target)} with {backend}", work)
         p.target, p.backend, p.precision, p.threads, p.threads_note = \
             target.id, backend, precision, t, why
         if t is not None:
-            p.notes.append(f"threads: {t} ({why}); the prior does not model threads")
+            p.notes.append(f"threads: {t} ({why}); the prior is for all the big cores, "
+                           f"scaled by Amdahl's law (serial share {serial:g}"
+                           + (f": x {work:.3g}" if work != 1.0 else "") + ")")
         return p
     if cal.parameters.get("basis") == "work":
         t = threads  # a host calibration: measured at the backend's own thread setting

@@ -140,6 +140,31 @@ def test_no_calibration_is_the_roofline_with_the_prior_labelled_uncalibrated(
     assert "uncalibrated" in p.note and "edgeprof calibrate" in p.note
 
 
+def test_the_prior_is_for_the_big_cores_and_scales_with_the_threads_asked(
+        est_mobilenet, pi, no_user_dir, tmp_path):
+    """An uncalibrated prediction gave one thread the 4-core figure ("the prior does not
+    model threads"). The prior is now each published row at the board's big cores, and a
+    prediction for fewer threads scales it by the same Amdahl law as a calibrated one."""
+    from edgeprof.profilers.predict.threads import family_info, work_scale
+
+    empty = tmp_path / "none"
+    empty.mkdir()
+    prior = load_prior()
+    roof = est_mobilenet.roofline_latency_ms
+    four = predict_latency(est_mobilenet, pi, "openvino", "int8", threads=4, dirs=[empty])
+    one = predict_latency(est_mobilenet, pi, "openvino", "int8", threads=1, dirs=[empty])
+    w = work_scale(1, pi, float(family_info("openvino")["serial_share"]))
+    assert w == pytest.approx(1 / (0.15 + 0.85 / 4))  # the default serial share
+    assert four.value_ms == pytest.approx(roof * prior["median_ratio"])
+    assert one.value_ms == pytest.approx(four.value_ms * w)
+    assert one.high_ms == pytest.approx(roof * prior["p90_ratio"] * w)
+    assert one.provenance == four.provenance == "uncalibrated"
+    assert any("Amdahl" in n and "x 2.76" in n for n in one.notes)
+    assert "x 2.76 for the threads asked" in one.note
+    # the prior itself: each row divided by its own thread law's factor
+    assert "big cores" in prior["source"]
+
+
 def _write(dirpath, name, data):
     path = dirpath / name
     path.write_text(json.dumps(data))
@@ -259,6 +284,29 @@ def test_the_work_basis_recovers_per_class_costs_and_is_not_floored_on_the_host(
     assert predict_sample(floored, s) == base_ms(floored, s["features"]) == 100.0
     loo = leave_one_out(samples, basis="work", floor=False)
     assert cv_summary(samples, loo)["median_abs_error"] < 1e-3
+
+
+def test_a_row_nothing_else_predicts_is_a_miss_not_an_infinite_sigma():
+    """``calibrate --target host --kernels tiny`` crashed now and then with "Out of range
+    float values are not JSON compliant: inf": held out, a kernel whose class no other
+    sample ran was predicted 0 ms by the work basis, and its log error was infinite. It is
+    now a miss by 100 %, counted and said; the log sigma is over the rows predicted; a fit
+    that predicts no row held out is a one-line error."""
+    samples = []
+    for i, cls in enumerate(("conv", "conv", "conv", "linear")):
+        g = 0.001 * (1 + i)
+        feats = {"n_kernels": 1, "gmacs": {cls: g}, "mbytes": {cls: 0.0},
+                 "roofline_ms": {cls: 1.0}, "roofline_total_ms": 1.0}
+        samples.append({"family": "onnxruntime", "precision": "fp32", "features": feats,
+                        "latency_ms": 20.0 * g})  # no overheads: the linear row is alone
+    loo = leave_one_out(samples, basis="work", floor=False)
+    assert loo[3] < 1e-9 and all(p > 1e-3 for p in loo[:3])
+    cv = cv_summary(samples, loo)
+    assert cv["n_unpredicted"] == 1 and "nothing left to predict" in cv["unpredicted"]
+    assert math.isfinite(cv["log_sigma"]) and cv["within_25"] == 0.75
+    json.dumps(cv, allow_nan=False)  # what the CLI prints
+    with pytest.raises(UserError, match="predicted none of the 2 samples"):
+        cv_summary(samples[2:], [0.0, 0.0])
 
 
 def test_an_unknown_runtime_names_backends_and_families(capsys):
