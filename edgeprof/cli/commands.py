@@ -348,7 +348,8 @@ def cmd_recommend(args) -> int:
         memory_budget_mb=args.memory_budget_mb, max_accuracy_drop=args.max_accuracy_drop,
         stream_rate_fps=args.stream_rate, precision=args.precision, batch_size=args.batch_size,
         input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
-        plugins=args.plugins, targets_dir=args.targets_dir)
+        plugins=args.plugins, targets_dir=args.targets_dir, threads=args.threads,
+        calibration=args.calibration)
     if args.json:
         print(json.dumps(plan.to_dict(), indent=2, allow_nan=False))
     else:

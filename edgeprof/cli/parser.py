@@ -213,6 +213,12 @@ def _add_recommend(sub, common) -> None:
     _target_arg(rc, "the board, required (e.g. raspberry_pi_5)")
     _precision_arg(rc, "the baseline precision (default fp32)", tensor="fp32")
     _constraint_args(t)
+    t.add_argument("--threads", type=_positive_int,
+                   help="the board's threads the plan and its predicted figures are for "
+                        "(default: all its big cores)")
+    t.add_argument("--calibration", metavar="FILE.json",
+                   help="a calibration file (edgeprof calibrate --measurements) the plan's "
+                        "figures for its runtime come from")
     llm.add_generative_args(g, "recommend")
     g.add_argument("--backend", "-b", type=_names, metavar="NAME[,NAME...]",
                    help=f"{llm.BACKENDS_HELP} to choose among (default: all of them)")

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from edgeprof.core.errors import EdgeprofError, OutputError
+from edgeprof.core.errors import EdgeprofError, OutputError, UserError
 from edgeprof.core.results import WarningRecord
 from edgeprof.optimize import evaluate as ev
 from edgeprof.optimize import select
@@ -79,8 +79,13 @@ def recommend_plan(model: Any, target: Any = "host", *, latency_budget_ms: float
                    stream_rate_fps: float | None = None, precision: str = "fp32",
                    batch_size: int | None = None, input_shapes: Sequence[Sequence[int]] | None = None,
                    input_dtypes: Sequence[str] | None = None, plugins: Any = None,
-                   targets_dir: Any = None, recalibrate: bool = False):
+                   targets_dir: Any = None, recalibrate: bool = False,
+                   threads: int | None = None, calibration: Any = None):
     """The router's ordered plan for ``model`` on ``target`` under the constraints.
+
+    ``threads``: the board threads the plan and its predicted figures are for (default: all
+    its big cores; a thread count the board lacks is exit 2); ``calibration``: a calibration
+    file (``edgeprof calibrate --measurements``) the figures come from, as ``predict``'s.
 
     Returns a :class:`~edgeprof.optimize.router.Plan` (``plan.already_met`` when the baseline
     meets every constraint, ``plan.failing`` when even the most aggressive plan does not;
@@ -91,8 +96,19 @@ def recommend_plan(model: Any, target: Any = "host", *, latency_budget_ms: float
                                    stream_rate_fps)
     reg = get_registry(plugins)
     tgt = _target(target, targets_dir, plugins, recalibrate)
+    cal = None
+    if threads is not None or calibration is not None:
+        if getattr(tgt, "is_host", False):
+            raise UserError("--threads and --calibration are for a board's predicted figures; "
+                            "this machine's plan is not predicted (use 'edgeprof optimize' to "
+                            "measure here)")
+        from edgeprof.profilers.predict.calibration import load_calibration
+        from edgeprof.profilers.predict.predictor import check_threads
+
+        check_threads(threads, tgt)  # a thread count the board does not have: exit 2
+        cal = load_calibration(calibration) if calibration is not None else None
     handle = _resolve(model, input_shapes, input_dtypes, batch_size, reg)
-    return _plan(handle, tgt, constraints, reg, precision)
+    return _plan(handle, tgt, constraints, reg, precision, threads=threads, calibration=cal)
 
 
 def latency_figures(handle: Any, tgt: Any, backends: dict[str, type], *,
@@ -125,8 +141,11 @@ def latency_figures(handle: Any, tgt: Any, backends: dict[str, type], *,
                 getattr(runnable[backend].capabilities, "precisions", ()) or ()):
             if precision not in ests:
                 ests[precision] = estimate_model(handle, tgt, precision)
+            # a user's calibration speaks for the runtimes it measured; the others search
+            mine = calibration is not None and any(
+                e.get("family") == backend for e in calibration.runtimes.values())
             p = predict_latency(ests[precision], tgt, backend, precision, threads=threads,
-                                calibration=calibration)
+                                calibration=calibration if mine else None)
             out = LatencyFigure(p.value_ms, p.provenance, p.low_ms, p.high_ms,
                                 basis=f"{backend} {precision}, {p.method}"
                                       + (f" by {p.calibration}" if p.calibration else ""),
@@ -137,14 +156,24 @@ def latency_figures(handle: Any, tgt: Any, backends: dict[str, type], *,
     return figure
 
 
-def _plan(handle: Any, tgt: Any, constraints: Any, reg: Any, precision: str = "fp32"):
+def _plan(handle: Any, tgt: Any, constraints: Any, reg: Any, precision: str = "fp32", *,
+          threads: int | None = None, calibration: Any = None):
     from edgeprof.optimize.router import recommend
     from edgeprof.profilers.estimate.analytic import estimate_model
 
     est = estimate_model(handle, tgt, precision)
     backends = {n: e.cls for n, e in reg.backends_for("tensor").items()}
-    return recommend(est, tgt, constraints, backends=backends, rules=reg,
-                     latency_of=latency_figures(handle, tgt, backends))
+    figures_threads = threads
+    if figures_threads is None and calibration is not None:
+        from edgeprof.profilers.predict.threads import big_cores
+
+        # the plan's threads step is all the board's cores: so are its figures, not the
+        # thread count the calibration's rows ran (a thread transfer, labelled so)
+        figures_threads = big_cores(tgt)
+    return recommend(est, tgt, constraints, backends=backends, rules=reg, threads=threads,
+                     latency_of=latency_figures(handle, tgt, backends,
+                                                threads=figures_threads,
+                                                calibration=calibration))
 
 
 # --------------------------------------------------------------------------- optimize

@@ -127,7 +127,8 @@ def _registry_backends() -> dict[str, type]:
 
 def recommend(estimate: Any, target: Any, constraints: Constraints | None = None,
               backends: dict[str, type] | None = None, rules: Any = None,
-              data: dict[str, Any] | None = None, latency_of: Any = None) -> Plan:
+              data: dict[str, Any] | None = None, latency_of: Any = None,
+              threads: int | None = None) -> Plan:
     """Plan how to run ``estimate``'s model on ``target`` within ``constraints``.
 
     ``backends`` maps names to backend classes (default: the registry's). ``rules`` is a
@@ -135,6 +136,8 @@ def recommend(estimate: Any, target: Any, constraints: Constraints | None = None
     plugin Registry; default: the registry's. ``data`` replaces strategies.toml.
     ``latency_of(precision, backend)``: the best latency figure of that configuration on the
     target (a :class:`LatencyFigure`, or None); without it the plan judges on the roofline.
+    ``threads``: the board threads the plan is for (the ``threads`` step and ``latency_of``'s
+    figures; default all the target's cores).
     """
     constraints = constraints or Constraints()
     if not isinstance(constraints, Constraints):
@@ -150,7 +153,7 @@ def recommend(estimate: Any, target: Any, constraints: Constraints | None = None
     else:
         rule_list = collect_rules(extra=list(rules))
     ctx = RouterContext(estimate, target, constraints, backends, data or load_strategies(),
-                        latency_of=latency_of)
+                        latency_of=latency_of, threads=threads)
     baseline = ctx.project()
     already = not ctx.failing(baseline) and not ctx.undecided(baseline)
     for rule in rule_list:

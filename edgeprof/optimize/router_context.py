@@ -243,9 +243,11 @@ class RouterContext:
     """What a rule sees: the inputs, the data, the steps chosen so far, and a projector."""
 
     def __init__(self, estimate: Any, target: Any, constraints: Constraints,
-                 backends: dict[str, type], data: dict[str, Any], latency_of: Any = None):
+                 backends: dict[str, type], data: dict[str, Any], latency_of: Any = None,
+                 threads: int | None = None):
         self.estimate = estimate
         self.target = target
+        self.threads = threads  # the board threads asked (None: all its cores)
         self.constraints = constraints
         self.backends = dict(backends)
         self.data = data

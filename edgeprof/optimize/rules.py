@@ -126,6 +126,10 @@ class ThreadsRule:
             return []
         cores = int(ctx.target.cores.value)
         inter = int(ctx.param("threads", "inter_op", 1))
+        if ctx.threads is not None:  # asked for (--threads): the plan's figures are for it
+            return [Step("threads", {"intra_op": int(ctx.threads), "inter_op": inter},
+                         f"use the {ctx.threads} thread(s) asked within an operator (of the "
+                         f"board's {cores} cores) and {inter} between operators")]
         return [Step("threads", {"intra_op": cores, "inter_op": inter},
                      f"use all {cores} cores within an operator and {inter} between operators "
                      "(no oversubscription)")]
