@@ -306,8 +306,10 @@ def recommend_llm(model: Any, target: Any, *, device: str | None = None,
                   backends: Sequence[str] | str | None = None,
                   context_tokens: int | None = None, tokens_per_s: float | None = None,
                   prompt_tokens: int = 512, gen_tokens: int = 128, plugins=None,
-                  targets_dir=None, precisions: Sequence[str] | str | None = None) -> Any:
-    """The format (and backend) for ``model`` on ``target``: fits the RAM with room for
+                  targets_dir=None, precisions: Sequence[str] | str | None = None,
+                  threads: int | None = None) -> Any:
+    """The format (and backend) for ``model`` on ``target`` (``threads``: of the board's
+    cores the predictions are for; default all its big cores): fits the RAM with room for
     ``context_tokens`` (default prompt + generated tokens), meets ``tokens_per_s`` (default:
     the interactive floor of 10 tok/s decode), and keeps the most bits
     (``edgeprof.optimize.llm.choose_llm_format``: an ``LLMChoice`` whose reasons name the
@@ -325,7 +327,7 @@ def recommend_llm(model: Any, target: Any, *, device: str | None = None,
     return choose_llm_format(llm, tgt, device=device, backends=names,
                              context_tokens=context_tokens, tokens_per_s=tokens_per_s,
                              prompt_tokens=prompt_tokens, gen_tokens=gen_tokens,
-                             precisions=precisions)
+                             precisions=precisions, threads=threads)
 
 
 def optimize_llm(model: Any, target: Any, *, shortlist: int = 3, repetitions: int = 3,

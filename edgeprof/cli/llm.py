@@ -179,6 +179,8 @@ def cmd_recommend_llm(args) -> int:
                   tokens_per_s=args.tokens_per_s, prompt_tokens=args.prompt_tokens,
                   gen_tokens=args.gen_tokens, plugins=args.plugins,
                   targets_dir=args.targets_dir, precisions=args.precision)
+    if args.command == "recommend":
+        choose["threads"] = args.threads  # the board's (optimize's are this machine's)
     if args.command == "optimize":  # the choice, then the shortlist measured here
         progress = Progress(enabled=not args.json)
         try:

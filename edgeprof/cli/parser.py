@@ -213,9 +213,9 @@ def _add_recommend(sub, common) -> None:
     _target_arg(rc, "the board, required (e.g. raspberry_pi_5)")
     _precision_arg(rc, "the baseline precision (default fp32)", tensor="fp32")
     _constraint_args(t)
-    t.add_argument("--threads", type=_positive_int,
-                   help="the board's threads the plan and its predicted figures are for "
-                        "(default: all its big cores)")
+    rc.add_argument("--threads", type=_positive_int,
+                    help="the board's threads the plan (a generative model: the choice) and "
+                         "its predicted figures are for (default: all its big cores)")
     t.add_argument("--calibration", metavar="FILE.json",
                    help="a calibration file (edgeprof calibrate --measurements) the plan's "
                         "figures for its runtime come from")

@@ -14,7 +14,9 @@ def render_choice(doc: dict[str, Any], console) -> None:
     from rich.table import Table
 
     budget = f", at least {doc['tokens_per_s']:g} tok/s" if doc.get("tokens_per_s") else ""
-    console.print(f"[bold]{doc['model']}[/bold] on {doc['target']} ({doc['device']}), context "
+    threads = f", {doc['threads']} thread(s)" if doc.get("threads") else ""
+    console.print(f"[bold]{doc['model']}[/bold] on {doc['target']} ({doc['device']}{threads}), "
+                  f"context "
                   f"{doc['context_tokens']} tokens{budget}: "
                   + (f"[bold]{doc['format']} on {doc['backend']}[/bold]" if doc.get("format")
                      else "[red]no format fits[/red]"))

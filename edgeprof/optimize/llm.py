@@ -149,6 +149,7 @@ class LLMChoice:
     reasons: list[str]
     candidates: list[LLMCandidate] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    threads: int | None = None  # the board threads asked (None: all its big cores)
 
     @property
     def chosen(self) -> LLMCandidate | None:
@@ -156,7 +157,8 @@ class LLMChoice:
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": "edgeprof.llm_choice/1", "model": self.model, "target": self.target,
-                "device": self.device, "context_tokens": self.context_tokens,
+                "device": self.device, "threads": self.threads,
+                "context_tokens": self.context_tokens,
                 "tokens_per_s": self.tokens_per_s, "prompt_tokens": self.prompt_tokens,
                 "gen_tokens": self.gen_tokens, "ram_bytes": self.ram_bytes,
                 "usable_bytes": self.usable_bytes, "verdict": self.verdict,
@@ -251,8 +253,10 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str | None = None
                       backends: Sequence[str] | str | None = None,
                       context_tokens: int | None = None, tokens_per_s: float | None = None,
                       prompt_tokens: int = 512, gen_tokens: int = 128,
-                      precisions: Sequence[str] | str | None = None) -> LLMChoice:
-    """The format (and backend) for ``model`` on ``target``'s processor ``device``: fits the
+                      precisions: Sequence[str] | str | None = None,
+                      threads: int | None = None) -> LLMChoice:
+    """The format (and backend) for ``model`` on ``target``'s processor ``device`` (on
+    ``threads`` of its cores; default all its big cores): fits the
     RAM with room for ``context_tokens`` (default: prompt + generated tokens), reaches
     ``tokens_per_s`` of predicted decode when given, else keeps the most bits. ``backends``:
     names of generative backends (default: every registered one). Bad input (a context
@@ -327,7 +331,7 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str | None = None
                                                           device=device,
                                                           prompt_tokens=prompt_tokens))
             try:
-                pred = predict_llm(est, tgt, device=device, runtime=name)
+                pred = predict_llm(est, tgt, device=device, runtime=name, threads=threads)
             except UserError:
                 raise
             except EdgeprofError as e:
@@ -492,7 +496,7 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str | None = None
                      f"{tgt.id} is not checked (this machine's builds say nothing of the board)")
     if model.random_weights:
         notes.append(model.note)
-    return LLMChoice(model=spec.name, target=tgt.id, device=device,
+    return LLMChoice(model=spec.name, target=tgt.id, device=device, threads=threads,
                      context_tokens=context_tokens, tokens_per_s=tokens_per_s_given,
                      prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, ram_bytes=ram,
                      usable_bytes=int(usable), verdict=verdict,

@@ -94,3 +94,29 @@ def test_the_cli_passes_both(capsys):
     doc = json.loads(capsys.readouterr().out)
     (step,) = [s for s in doc["steps"] if s["kind"] == "threads"]
     assert step["value"]["intra_op"] == 2
+
+
+# ------------------------------------------------------------------ generative models
+def test_a_generative_choice_is_for_the_threads_asked(capsys):
+    """``recommend llm:X --threads N``: each candidate's predicted tokens/s is for N of the
+    board's cores (as ``estimate llm:X --threads N``), which can change the choice."""
+    from edgeprof.api import estimate_llm
+
+    def choice(*extra):
+        assert main(["recommend", "llm:tinyllama-1.1b", "--target", "raspberry_pi_5",
+                     "--backend", "llama_cpp", "--precision", "q4_0", *extra, "--json"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    four, one = choice(), choice("--threads", "1")
+    assert four["threads"] is None and one["threads"] == 1
+    (c1,) = [c for c in one["candidates"] if c["format"] == "q4_0"]
+    (c4,) = [c for c in four["candidates"] if c["format"] == "q4_0"]
+    assert c1["prefill_tokens_per_s"]["value"] < c4["prefill_tokens_per_s"]["value"]
+    est = estimate_llm("llm:tinyllama-1.1b", "raspberry_pi_5", backends="llama_cpp",
+                       precisions="q4_0", threads=1)
+    (pred,) = est["predictions"]
+    assert c1["decode_tokens_per_s"]["value"] == pytest.approx(
+        pred["decode_tokens_per_s"]["value"])
+    assert main(["recommend", "llm:tinyllama-1.1b", "--target", "raspberry_pi_5",
+                 "--threads", "9"]) == 2
+    assert "9 threads were asked" in capsys.readouterr().err
