@@ -438,3 +438,9 @@ def test_profile_on_a_board_predicts_for_the_processor_the_runtime_uses_there(
     render_llm(doc, console)
     head = console.export_text().splitlines()[0]
     assert head.endswith("device cpu here, cuda on jetson_orin_nano") == (board == "cuda")
+    from edgeprof.profilers.report.llm_html import render_llm_html
+
+    page = render_llm_html(doc)  # the report's header, target box and charts say it too
+    assert ("device cpu here, cuda on jetson_orin_nano" in page) == (board == "cuda")
+    assert f"jetson_orin_nano {board}" in page
+    assert ("jetson_orin_nano cpu" in page) == (board == "cpu")

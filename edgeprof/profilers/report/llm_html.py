@@ -57,6 +57,14 @@ def _label(backend: Any, fmt_: Any, depth: Any = 0) -> str:
     return f"{backend} {fmt_}" + (f" @d{int(d)}" if d else "")
 
 
+def target_device(payload: Mapping[str, Any]) -> str:
+    """The processor the target's figures are for: its predictions' (a profile without
+    --device runs here on the CPU and predicts a Jetson's GPU), else the payload's."""
+    devs = {p.get("device") for p in payload.get("predictions") or []
+            if isinstance(p, dict)} - {None}
+    return str(next(iter(devs))) if len(devs) == 1 else str(payload.get("device") or "cpu")
+
+
 def _depth0(estimates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One estimate per (backend, format): the shallowest depth."""
     best: dict[tuple[Any, Any], dict[str, Any]] = {}
@@ -103,7 +111,7 @@ def _roofline_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]])
     import plotly.graph_objects as go
 
     target_id = str((payload.get("target") or {}).get("id") or "target")
-    device = str(payload.get("device") or "cpu")
+    device = target_device(payload)
     fig = go.Figure()
     info = {"analytic_points": 0, "predicted_points": 0, "measured_points": 0,
             "board_points": 0}
@@ -333,7 +341,7 @@ def _rates_chart(payload: Mapping[str, Any]):
     from plotly.subplots import make_subplots
 
     target_id = str((payload.get("target") or {}).get("id") or "target")
-    device = str(payload.get("device") or "cpu")
+    device = target_device(payload)
     info = {"measured_bars": 0, "predicted_bars": 0, "estimated_bars": 0, "board_bars": 0}
     fig = make_subplots(rows=1, cols=2, subplot_titles=("prefill (tokens/s)",
                                                         "decode (tokens/s)"),
@@ -568,7 +576,8 @@ def render_llm_html(payload: Mapping[str, Any], *, command: str | None = None) -
     params = model.get("parameters") if isinstance(model.get("parameters"), dict) else None
     return _render(
         "llm.html.j2", kind="llm", payload=payload, model=model, spec=spec, target=target,
-        target_figures=target.get("figures") or {}, device=payload.get("device") or "cpu",
+        target_figures=target.get("figures") or {}, device=target_device(payload),
+        run_device=str(payload.get("device") or "cpu"),
         config=payload.get("config") or {}, params=params, rec=rec,
         random_weights=bool(model.get("random_weights")),
         random_note=model.get("note") or "", runs=_runs_context(payload),
