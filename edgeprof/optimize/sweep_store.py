@@ -32,8 +32,8 @@ GEN_COLUMNS = ["n_threads", "n_prompt", "n_gen", "n_depth", "repetitions", "pp_m
                "pp_stddev_ts", "pp_min_ts", "pp_max_ts", "tg_median_ts", "tg_stddev_ts",
                "tg_min_ts", "tg_max_ts", "ttft_ms", "tpot_ms", "model_size", "build_commit"]
 #: the DataFrame the HTML report renders (one row per job)
-COLUMNS = ["model", "target", "backend", "precision", "batch_size", "status", "reason",
-           "median_ms", "ci_low_ms", "ci_high_ms", "provenance", "board", "measured_on",
+COLUMNS = ["model", "target", "backend", "precision", "batch_size", "device", "status",
+           "reason", "median_ms", "ci_low_ms", "ci_high_ms", "provenance", "board", "measured_on",
            "attempts", "job_key", "workload", *GEN_COLUMNS]
 #: a generative row: ``precision`` is the format; the tensor figures are empty, the ``tg_`` /
 #: ``pp_`` ones filled (runner-up and ``clearly_faster`` by decode: the best's slowest
@@ -137,7 +137,7 @@ def results_frame(store: SweepStore | str | os.PathLike):
                 "model": r["model"], "target": r["target"], "backend": r["backend"],
                 "precision": r["precision"],
                 "batch_size": r["batch_size"] if r["batch_size"] is not None
-                else rec.get("batch_size"),
+                else rec.get("batch_size"), "device": _device_of(rec),
                 "status": r["status"], "reason": r["reason"],
                 "median_ms": stats.get("median_ms"), "ci_low_ms": stats.get("ci_low_ms"),
                 "ci_high_ms": stats.get("ci_high_ms"),
@@ -148,6 +148,16 @@ def results_frame(store: SweepStore | str | os.PathLike):
         if own:
             s.close()
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _device_of(rec: dict[str, Any], g: dict[str, Any] | None = None) -> str:
+    """The processor a job ran on (``[run] device``): its request's, else its record's;
+    cpu for a store written before sweeps named one."""
+    for d in ((rec.get("config") or {}).get("device"), (g or {}).get("device"),
+              rec.get("device")):
+        if d:
+            return str(d)
+    return "cpu"
 
 
 def _job_shape(job_key: str) -> dict[str, Any]:
@@ -176,7 +186,8 @@ def _generative_row(r: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
     row = {k: None for k in COLUMNS}
     row.update({
         "model": r["model"], "target": r["target"], "backend": r["backend"],
-        "precision": r["precision"], "status": r["status"], "reason": r["reason"],
+        "precision": r["precision"], "device": _device_of(rec, g),
+        "status": r["status"], "reason": r["reason"],
         "provenance": (g.get("provenance") or rec.get("provenance") or "measured")
         if ok else None,
         "board": r["board"], "measured_on": _generative_measured_on(rec) if ok else None,

@@ -82,7 +82,7 @@ def test_sweep_device_cuda_runs_each_job_there_and_a_resume_keeps_it(tmp_path, c
     with sqlite3.connect(tmp_path / "dev.sqlite") as db:
         (rec,) = [json.loads(r) for (r,) in db.execute("SELECT record FROM results")]
         (settings,) = db.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()
-    assert json.loads(settings)["device"] == "cuda"
+    assert json.loads(settings)["device"] == "cuda" and row["device"] == "cuda"
     assert rec["config"]["device"] == "cuda"  # what the backend was asked for
     assert "run on this host's cuda device" in rec["notes"]
     if _has_cuda():
