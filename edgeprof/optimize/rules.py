@@ -123,6 +123,11 @@ class ThreadsRule:
 
     def apply(self, ctx: RouterContext) -> list[Step]:
         if ctx.target.kind not in (ctx.param("threads", "kinds") or []):
+            if ctx.threads is not None:
+                ctx.note(f"--threads {ctx.threads}: {ctx.target.id} runs the model on its "
+                         f"{ctx.target.kind.replace('edge_', '').upper()}, whose kernels host "
+                         "threads do not change; the plan's figures are the same for any "
+                         "thread count")
             return []
         cores = int(ctx.target.cores.value)
         inter = int(ctx.param("threads", "inter_op", 1))

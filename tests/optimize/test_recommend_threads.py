@@ -77,8 +77,17 @@ def test_a_user_calibration_gives_the_plans_figures_for_its_runtime(tmp_path):
     assert min(figures) <= four.value_ms + 1e-9  # the best figure of the backends
 
 
+def test_threads_on_a_gpu_board_are_said_to_change_nothing():
+    plan = recommend_plan(MODEL, "jetson_nano", threads=2)
+    assert not [s for s in plan.steps if s.kind == "threads"]
+    assert any(n.startswith("--threads 2: jetson_nano runs the model on its GPU")
+               for n in plan.notes)
+
+
 @pytest.mark.parametrize("args, words", [
     (["--target", "raspberry_pi_4", "--threads", "8"], "raspberry_pi_4 has 4 cores"),
+    (["--target", "mcu", "--threads", "2"], "mcu has 1 core: --threads 2 is more than the "
+                                             "board can run; give --threads 1"),
     (["--target", "host", "--threads", "2"], "are for a board's predicted figures"),
     (["--target", "raspberry_pi_4", "--calibration", "missing.json"], "missing.json"),
 ])

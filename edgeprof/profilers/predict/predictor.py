@@ -162,8 +162,9 @@ def check_threads(threads: int | None, target) -> None:
     if getattr(target, "kind", "") in ("gpu", "edge_gpu"):
         return  # a GPU's cores are not threads; the CPU is --device cpu
     if threads > n and not getattr(target, "is_host", False):
-        raise UserError(f"{target.id} has {n} cores: --threads {threads} is more than the "
-                        f"board can run; give --threads 1 to {n}")
+        raise UserError(f"{target.id} has {n} core{'s' if n != 1 else ''}: --threads "
+                        f"{threads} is more than the board can run; give --threads "
+                        + (f"1 to {n}" if n > 1 else "1"))
 
 
 def _cal_threads(cal: Calibration, family: str) -> int | None:
