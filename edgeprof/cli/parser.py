@@ -118,8 +118,8 @@ def _add_profile(sub, common) -> None:
                     help="this machine's device the benchmarks run on: cpu (default) or "
                          "cuda[:N], for backends that declare a CUDA device; a generative "
                          "model: cpu or cuda, this machine's processor and the --target "
-                         "board's (a board's figures are for the processor its target "
-                         "describes)")
+                         "board's (without it: the runs on the CPU, the board's figures for "
+                         "the processor its runtime uses there, a Jetson's GPU)")
     for_kinds(pr.add_argument("--warmup", type=_non_negative_int, metavar="N",
                               help="untimed warm-up before timing: tensor models, runs of "
                                    "single inferences (default adaptive: until the timings "
