@@ -521,11 +521,12 @@ def leave_one_out_methods(samples: list[dict[str, Any]], grouping: str, *,
     return pred, meth
 
 
-def pooled_sigma(own: float, n: int, prior: float) -> float:
+def pooled_sigma(own: float, n: int, prior: float, weight: float = PRIOR_SIGMA_WEIGHT
+                 ) -> float:
     """A log sigma of ``n`` rows' own leave-one-out spread pooled with a prior spread, which
-    counts as :data:`PRIOR_SIGMA_WEIGHT` rows."""
-    w = PRIOR_SIGMA_WEIGHT
-    return math.sqrt((n * own ** 2 + w * prior ** 2) / (n + w))
+    counts as ``weight`` rows (:data:`PRIOR_SIGMA_WEIGHT`; the LLM calibration's own
+    ``POOLED_WEIGHT``)."""
+    return math.sqrt((n * own ** 2 + weight * prior ** 2) / (n + weight))
 
 
 def method_sigmas(samples: list[dict[str, Any]], predicted: list[float],
@@ -580,8 +581,8 @@ def nested_leave_one_out(samples: list[dict[str, Any]], *, winograd: bool = Fals
     grouping and shrink chosen again on the other rows), with the method the predictor would
     use, and the 90 % interval the predictor would give it: the log spreads of that inner
     leave-one-out (:func:`row_sigma`; its calibrated spread pooled with ``prior_sigma``
-    where given), reaching to the family factor's gap (:func:`sample_gap`). Returns ``{"predicted", "methods", "sigmas", "choices", "gaps"}``
-    per row."""
+    where given), reaching to the family factor's gap (:func:`sample_gap`). Returns
+    ``{"predicted", "methods", "sigmas", "choices", "gaps"}`` per row."""
     pred, meth, sig, choice, gaps = [], [], [], [], []
     for i, s in enumerate(samples):
         rest = samples[:i] + samples[i + 1:]

@@ -90,6 +90,8 @@ def attach_cv(cal: dict[str, Any], loo: list[dict[str, Any]]) -> None:
       sigma, shared among a row's extrapolations (``mean((e^2 - pooled^2) / k)``), never
       below :data:`EXTRAPOLATION_SIGMA` (the prior of a kind no held-out row made);
     * the prior's spread from the rows the prior predicted."""
+    from edgeprof.profilers.predict.fit import pooled_sigma  # the boards' rule (numpy)
+
     def inside(r: dict[str, Any]) -> bool:
         return r["provenance"] == "predicted" and not r.get("extrapolations")
 
@@ -115,8 +117,7 @@ def attach_cv(cal: dict[str, Any], loo: list[dict[str, Any]]) -> None:
             own = [r["log_error"] for r in loo if f"{r['target']}/{r['device']}" == key
                    and r["stage"] == st and inside(r)]
             k = len(own)
-            s2 = (k * _rms(own) ** 2 + POOLED_WEIGHT * pooled[st] ** 2) / (k + POOLED_WEIGHT)
-            e[st]["sigma"] = math.sqrt(s2)
+            e[st]["sigma"] = pooled_sigma(_rms(own), k, pooled[st], POOLED_WEIGHT)
             e[st]["sigma_own"] = _rms(own) if own else None
             e[st]["sigma_rows"] = k
             e[st]["sigma_pooled"] = pooled[st]
