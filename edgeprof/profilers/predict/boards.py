@@ -235,19 +235,16 @@ def nested_coverage(samples: list[dict[str, Any]], nested: dict[str, Any]) -> di
     exp(+-1.645 sigma), sigma by the row's method from the inner leave-one-out, reaching to
     its runtime factor's gap, never below the roofline) held the measured latency, and the median width high/low: every row, the
     rows the calibrated method predicted, the transferred ones."""
-    import math
     import statistics
 
-    from edgeprof.profilers.predict.fit import Z90
+    from edgeprof.profilers.predict.fit import interval_bounds
 
     out: dict[str, Any] = {}
     rows = []
     gaps = nested.get("gaps") or [1.0] * len(samples)
     for s, p, m, sg, gap in zip(samples, nested["predicted"], nested["methods"],
                                 nested["sigmas"], gaps):
-        lo = max(p * min(1.0, gap) * math.exp(-Z90 * sg),
-                 float(s["features"]["roofline_total_ms"]))
-        hi = max(p * max(1.0, gap) * math.exp(Z90 * sg), lo)
+        lo, hi = interval_bounds(p, sg, gap, float(s["features"]["roofline_total_ms"]))
         rows.append((m, lo <= s["latency_ms"] <= hi, hi / lo))
     for label, keep in (("", lambda m: True), ("_calibrated", lambda m: m == "calibrated"),
                         ("_transfer", lambda m: m != "calibrated")):

@@ -473,6 +473,17 @@ def factor_gap(factor: float, n: int | None, shrink: float | None) -> float:
     return float(factor) ** (float(shrink) / float(n))
 
 
+def interval_bounds(value: float, sigma: float, gap: float = 1.0,
+                    floor: float | None = None) -> tuple[float, float]:
+    """A prediction's 90 % interval: ``value x exp(+-Z90 sigma)``, reaching to ``value x
+    gap`` (:func:`factor_gap`), its low end never below ``floor`` (the roofline) where
+    given. The predictor states it; nested leave-one-out measures its coverage."""
+    low = value * min(1.0, gap) * math.exp(-Z90 * sigma)
+    if floor is not None:
+        low = max(low, floor)
+    return low, max(value * max(1.0, gap) * math.exp(Z90 * sigma), low)
+
+
 def sample_gap(params: dict[str, Any], sample: dict[str, Any]) -> float:
     """:func:`factor_gap` of the factor :func:`resolve_factor` gives ``sample``."""
     key, _ = resolve_factor_key(params, sample)

@@ -58,7 +58,7 @@ from edgeprof.profilers.predict.calibration import (Calibration, calibrations_fo
                                                      load_calibration)
 from edgeprof.profilers.predict.fit import (PRECISION_TRANSFER_WIDENING,
                                            THREAD_TRANSFER_WIDENING, Z90, base_ms,
-                                           factor_gap, kernel_ms)
+                                           factor_gap, interval_bounds, kernel_ms)
 from edgeprof.profilers.predict.kernels import CLASSES, features, kernels_of
 from edgeprof.profilers.predict.threads import (big_cores, family_info, is_gpu_family,
                                                 work_scale)
@@ -343,10 +343,7 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
     # a factor shrunk from few rows: the interval reaches to where its rows alone put it
     gap = 1.0 if runtime_transfer else factor_gap(float(entry.get("factor", 1.0)),
                                                   entry.get("n"), params.get("shrink"))
-    low = value * min(1.0, gap) * math.exp(-Z90 * sigma)
-    if floored:
-        low = max(low, roof)
-    high = max(value * max(1.0, gap) * math.exp(Z90 * sigma), low)
+    low, high = interval_bounds(value, sigma, gap, roof if floored else None)
     if abs(math.log(gap)) > math.log(1.1):
         notes.append(f"{backend}/{src}'s factor rests on {entry.get('n')} row(s), shrunk "
                      f"towards the board's shared efficiencies; its rows alone put the "
