@@ -101,7 +101,9 @@ def _dtype(text: str) -> str:
 
 
 def _device(text: str) -> str:
-    if not re.fullmatch(r"cpu|cuda(:\d+)?", text):
+    from edgeprof.core.backend import DEVICE_PATTERN
+
+    if not re.fullmatch(DEVICE_PATTERN, text):
         raise argparse.ArgumentTypeError(f"device must be cpu, cuda or cuda:N, got '{text}'")
     return text
 

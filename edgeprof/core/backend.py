@@ -238,6 +238,10 @@ class HarnessOptions:
         return cls(**value)
 
 
+#: a device a run may name (``RunConfig.device``, ``--device``, a sweep's ``[run] device``)
+DEVICE_PATTERN = r"cpu|cuda(:\d+)?"
+
+
 @dataclass
 class RunConfig:
     """A benchmark request: small and serializable, so it can travel to a worker or a node.

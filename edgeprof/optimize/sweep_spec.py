@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgeprof.core.backend import RunConfig
+from edgeprof.core.backend import DEVICE_PATTERN, RunConfig
 from edgeprof.core.errors import ConfigError, EdgeprofError
 
 if sys.version_info >= (3, 11):
@@ -31,8 +31,6 @@ GEN_KEYS: dict[str, tuple[type, bool, bool]] = {
     "warmup": (int, False, False)}
 RUN_KEYS = {"runs": int, "min_time": float, "max_time": float, "warmup": int, "threads": int,
             "timeout": float, "retries": int, "no_board_wait": float, "device": str}
-#: ``[run] device``: the processor the jobs run on, here or on a board (profile --device)
-DEVICE_PATTERN = r"cpu|cuda(:\d+)?"
 
 
 # ------------------------------------------------------------------------- the file
