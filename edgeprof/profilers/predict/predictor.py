@@ -54,6 +54,7 @@ from typing import Any
 from edgeprof.core.errors import UserError
 from edgeprof.core.precision import get_precision
 from edgeprof.core.results import WarningRecord, clean
+from edgeprof.profilers.estimate.analytic import compute_peak
 from edgeprof.profilers.predict.calibration import (Calibration, calibrations_for,
                                                      load_calibration)
 from edgeprof.profilers.predict.fit import (PRECISION_TRANSFER_WIDENING,
@@ -390,12 +391,16 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
                      f"run 'edgeprof calibrate --target {base_id(target)} --backend {backend} "
                      f"--measurements FILE.csv'")
     if src != compute:
-        ps, pc = target.peak_macs(src), target.peak_macs(compute)
-        ratio = f"{pc / ps:.3g}" if ps and pc else "unknown"
+        (ps, _, _), (pc, used, _) = compute_peak(target, src), compute_peak(target, compute)
+        ratio = f"{used}/{src} = {pc / ps:.3g}" if ps and pc else f"{compute}/{src} unknown"
+        why = "descriptor peaks" + ("" if used == compute else
+                                    f"; {base_id(target)} gives no {compute} rate (it runs "
+                                    f"{', '.join(target.supported_precisions)}): a runtime "
+                                    f"falls back, the roofline takes the {used} peak")
         notes.append(f"precision transfer: {backend} was calibrated at {src}, not {compute}; "
                      f"the kernels' roofline at {compute} carries the processor's throughput "
-                     f"ratio {compute}/{src} = {ratio} (descriptor peaks) and the bytes "
-                     f"{compute} moves; interval widened x{PRECISION_TRANSFER_WIDENING}")
+                     f"ratio {ratio} ({why}) and the bytes {compute} moves; interval widened "
+                     f"x{PRECISION_TRANSFER_WIDENING}")
     if threads is None:
         notes.append(f"threads: n/a ({threads_note or 'a GPU runtime'})")
     else:
@@ -467,7 +472,8 @@ def resolve_threads(threads: int | None, target, backend: str,
     if getattr(target, "is_host", False):
         return None, "this machine: the backend's own default"
     n = big_cores(target)
-    return n, f"all of {target.id}'s {n} big cores (the default; --threads N for another)"
+    return n, (f"all of {target.id}'s {n} big core{'s' if n != 1 else ''} (the default; "
+               "--threads N for another)")
 
 
 def predict_latency(estimate, target, backend: str, precision: str | None = None, *,

@@ -165,3 +165,19 @@ def test_each_family_fuses_what_it_fuses(registry, pi):
     # residual add into the convolution
     assert unfused["torch_eager"] > unfused["tflite"] > unfused["tensorrt"]
     assert sum(not k.fused for k in kernels_of(est)) == unfused["tflite"]
+
+
+def test_a_precision_the_board_lacks_names_the_fallback(nano, registry, user_dir):
+    """int8 on the Nano's Maxwell GPU: no int8 rate; the note said 'ratio int8/fp16 =
+    unknown' though the roofline takes the fp32 peak, as estimate says."""
+    p = predict_latency(_est("builtin:small_resnet", nano, "int8", registry), nano, "tensorrt")
+    assert "unknown" not in p.note
+    assert "jetson_nano gives no int8 rate (it runs fp32, fp16)" in p.note
+    assert "ratio fp32/fp16 = 0.5 (descriptor peaks; " in p.note
+    assert "the roofline takes the fp32 peak" in p.note
+
+
+def test_default_threads_say_core_for_one(registry, user_dir):
+    mcu = get_target("mcu")
+    p = predict_latency(_est("builtin:small_cnn", mcu, "int8", registry), mcu, "tflite")
+    assert "all of mcu's 1 big core (" in p.note and "1 big cores" not in p.note
