@@ -48,7 +48,7 @@ class Predictor:
                  calibration: str | os.PathLike | Any = None, plugins=None, targets_dir=None,
                  runtime_version: str | None = None):
         from edgeprof.profilers.predict.calibration import load_calibration
-        from edgeprof.profilers.predict.predictor import check_threads
+        from edgeprof.profilers.predict.predictor import check_processor, check_threads
 
         get_precision(precision)
         self.registry = get_registry(plugins)
@@ -60,7 +60,9 @@ class Predictor:
                 set(self.registry.backends) | set(known_families()),
                 "A prediction takes an edgeprof backend ('edgeprof backends') or a runtime "
                 "family the published board rows name (ncnn, xcubeai, tinyengine ...)")
-        self.target = on_device(_target(target, targets_dir, plugins), device)
+        board = _target(target, targets_dir, plugins)
+        check_processor(board, backend, device)  # a GPU runtime on a CPU: exit 2
+        self.target = on_device(board, device)
         check_threads(threads, self.target)
         self.backend, self.precision, self.threads = backend, precision, threads
         self.runtime_version = runtime_version  # the board's build: warned about if it differs

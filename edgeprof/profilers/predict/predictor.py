@@ -476,6 +476,29 @@ def resolve_threads(threads: int | None, target, backend: str,
                "--threads N for another)")
 
 
+def check_processor(target, backend: str, device: str | None = None) -> None:
+    """:class:`UserError` (exit 2) where a GPU-only runtime family (TensorRT, OpenCV's CUDA
+    target, ncnn's Vulkan ...) is asked of a CPU: a board without a GPU, a board's CPU
+    (``device`` 'cpu') or this machine's CPU (``--target host``)."""
+    if not is_gpu_family(backend):
+        return
+    dev = device or getattr(target, "implied_device", "cpu")
+    on_gpu = device is None and getattr(target, "kind", "") in ("gpu", "edge_gpu")
+    if on_gpu or dev.startswith("cuda"):
+        return
+    if getattr(target, "is_host", False):
+        raise UserError(f"{backend} runs on a GPU, not on this machine's CPU (--target host): "
+                        "give --target host_gpu on a machine with an NVIDIA GPU, or a CPU "
+                        "runtime ('edgeprof backends')")
+    board, devices = base_id(target), tuple(getattr(target, "devices", ()) or ())
+    if any(d.startswith("cuda") for d in devices):
+        raise UserError(f"{backend} runs on a GPU, not on {board}'s {dev}: give --device cuda "
+                        "(or leave --device out)")
+    raise UserError(f"{backend} runs on a GPU, and {board} has no GPU (its processors: "
+                    f"{', '.join(devices) or 'cpu'}); give a target with one ('edgeprof "
+                    "targets') or a CPU runtime")
+
+
 def predict_latency(estimate, target, backend: str, precision: str | None = None, *,
                     threads: int | None = None, calibration: Any = None,
                     runtime_version: str | None = None,
@@ -486,6 +509,7 @@ def predict_latency(estimate, target, backend: str, precision: str | None = None
     precision. ``calibration``: a :class:`Calibration` or a path, used instead of the
     search. A corrupted calibration file raises
     :class:`~edgeprof.profilers.predict.calibration.CalibrationError` (exit 2)."""
+    check_processor(target, backend)
     precision = precision or estimate.precision
     compute = get_precision(precision).compute
     roof = float(estimate.roofline_latency_ms)

@@ -333,3 +333,39 @@ def test_a_host_prediction_is_not_labelled_gpu(capsys):
     assert main(["predict", "builtin:small_cnn", "--target", "jetson_nano", "--backend",
                  "tensorrt", "--precision", "fp16"]) == 0
     assert "(GPU)" in capsys.readouterr().out.splitlines()[0]
+
+
+@pytest.mark.parametrize("target,device,backend,words", [
+    ("raspberry_pi_4", None, "tensorrt", "raspberry_pi_4 has no GPU (its processors: cpu)"),
+    ("raspberry_pi_4", None, "ncnn_vulkan", "raspberry_pi_4 has no GPU"),
+    ("jetson_nano", "cpu", "tensorrt", "not on jetson_nano's cpu: give --device cuda"),
+    ("mcu", None, "opencv_cuda", "mcu has no GPU")])
+def test_a_gpu_runtime_on_a_cpu_is_exit_2(capsys, target, device, backend, words):
+    """TensorRT on a Raspberry Pi 4 was 'estimated (runtime transfer)' at 2.1 ms, labelled
+    (GPU), on a board without one."""
+    from edgeprof.cli.main import main
+
+    argv = ["predict", "builtin:small_cnn", "--target", target, "--backend", backend]
+    assert main(argv + (["--device", device] if device else [])) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{backend} runs on a GPU" in err and words in err
+
+
+def test_tensorflow_on_a_cpu_takes_threads(capsys):
+    """TensorFlow's family was GPU-only (its one published row ran a Jetson's GPU): on a
+    Pi 4, or a Jetson's CPU, its prediction said (GPU) and ignored --threads."""
+    from edgeprof.cli.main import main
+
+    assert main(["predict", "builtin:small_cnn", "--target", "raspberry_pi_4", "--backend",
+                 "tensorflow", "--threads", "1"]) == 0
+    one = capsys.readouterr().out.splitlines()[0]
+    assert main(["predict", "builtin:small_cnn", "--target", "raspberry_pi_4", "--backend",
+                 "tensorflow"]) == 0
+    four = capsys.readouterr().out.splitlines()[0]
+    assert "(1 thread)" in one and "(4 threads)" in four and "GPU" not in one + four
+    assert main(["predict", "builtin:small_cnn", "--target", "jetson_nano", "--backend",
+                 "tensorflow", "--device", "cpu"]) == 0
+    assert "(4 threads)" in capsys.readouterr().out.splitlines()[0]
+    assert main(["predict", "builtin:small_cnn", "--target", "jetson_nano", "--backend",
+                 "tensorflow"]) == 0
+    assert "(GPU)" in capsys.readouterr().out.splitlines()[0]
