@@ -38,6 +38,18 @@ def on_device(target: Any, device: str | None) -> Any:
     return dataclasses.replace(target, **{k: v for k, v in changes.items() if k in fields})
 
 
+def _tensor_only(model: Any) -> None:
+    """A generative model's prediction is ``estimate_llm(model, target, backends=B)`` (its
+    tokens/s), not a latency: say so (exit 2) instead of failing to import 'llm'."""
+    from edgeprof.core.llm import is_llm_spec
+
+    if isinstance(model, (str, os.PathLike)) and is_llm_spec(str(model)):
+        raise UserError(f"{model} is a generative model: predict its tokens/s on a board with "
+                        "edgeprof.estimate_llm(model, target, backends=B, precisions=FORMAT) "
+                        "(the CLI's 'edgeprof predict' does this); predict() and Predictor "
+                        "take tensor models")
+
+
 class Predictor:
     """Predictions for one (target, backend, precision, threads, device, calibration), many
     models: the target, the calibration and the registry are looked up once, so screening a
@@ -72,6 +84,7 @@ class Predictor:
     def estimate(self, model: Any, *, input_shapes=None, input_dtypes=None) -> Estimate:
         from edgeprof.profilers.estimate.analytic import estimate_model
 
+        _tensor_only(model)
         handle = model if isinstance(model, ModelHandle) else resolve_model(
             model, input_shapes=input_shapes, input_dtypes=input_dtypes, registry=self.registry)
         return estimate_model(handle, self.target, self.precision, registry=self.registry)
@@ -98,6 +111,7 @@ def predict(model: Any, target: Any, backend: str, precision: str = "fp32", *,
     :class:`~edgeprof.profilers.predict.Prediction` (``value_ms``, ``low_ms``, ``high_ms``,
     ``provenance``, ``calibration``, ``method``, ``notes``). ``runtime_version``: the board's
     runtime build; a calibration fitted with another is used with a warning naming both."""
+    _tensor_only(model)
     return Predictor(target, backend, precision, threads=threads, device=device,
                      calibration=calibration, plugins=plugins, targets_dir=targets_dir,
                      runtime_version=runtime_version)(

@@ -1,6 +1,6 @@
 """Generative models (``llm:NAME``, a ``.gguf`` file, a Hugging Face folder) on the command
-line: their flags, an argument group of ``profile``, ``estimate``, ``recommend`` and
-``optimize`` (:func:`add_generative_args`), and the command functions those subcommands run
+line: their flags, an argument group of ``profile``, ``estimate``, ``predict``,
+``recommend`` and ``optimize`` (:func:`add_generative_args`), and the command functions those subcommands run
 when the model is a generative one (``edgeprof.cli.common.resolve_kind`` chooses). Parsing
 and printing only: the work is in ``edgeprof.api`` (``profile_llm``, ``estimate_llm``,
 ``recommend_llm``); errors and exit codes are main's (``_run``).
@@ -35,13 +35,15 @@ def add_generative_args(group: KindGroup, command: str) -> None:
                        help="generated tokens: llama-bench's tg G (default 128)")
     group.add_argument("--depth", type=_depths, default=[0], metavar="D[,D...]",
                        help="tokens already in the KV cache (default 0), e.g. 0,2048")
-    if command != "profile":  # profile's --device is both kinds' (main)
+    if command not in ("profile", "predict"):  # their --device is both kinds' (main)
         group.add_argument("--device", choices=("cpu", "cuda"),
                            help="the processor on the --target board: default the one the "
                                 "runtimes would use there (a Jetson's cuda)")
     if command == "profile":
         group.add_argument("--repetitions", type=_positive_int, default=5, metavar="N",
                            help="timed repetitions per test (default 5)")
+    elif command == "predict":  # its --runtime-version is both kinds' (the build)
+        pass
     elif command == "estimate":
         group.add_argument("--build", metavar="BUILD",
                            help="the runtime build to predict for, e.g. b9307 (default: the "
@@ -164,6 +166,28 @@ def cmd_estimate_llm(args) -> int:
                            device=_device(args), plugins=args.plugins,
                            targets_dir=args.targets_dir,
                            threads=args.threads, build=args.build)
+    if args.json:
+        print(json.dumps(payload, indent=2, allow_nan=False))
+    else:
+        render_llm(payload, _console())
+    return 0
+
+
+def cmd_predict_llm(args) -> int:
+    """``predict`` of a generative model: the board's prefill and decode tokens/s for the
+    backend and format(s) asked (``estimate_llm`` with a target: nothing built or run)."""
+    from edgeprof.api import estimate_llm
+
+    if args.target is None:
+        raise UserError(f"predict {args.model} needs --target BOARD (e.g. raspberry_pi_5): a "
+                        "prediction is for a board; 'edgeprof estimate' gives the analytic "
+                        "figures without one")
+    payload = estimate_llm(args.model, args.target, backends=args.backend,
+                           precisions=args.precision, prompt_tokens=args.prompt_tokens,
+                           gen_tokens=args.gen_tokens, depths=args.depth,
+                           device=_device(args), plugins=args.plugins,
+                           targets_dir=args.targets_dir, threads=args.threads,
+                           build=args.runtime_version)
     if args.json:
         print(json.dumps(payload, indent=2, allow_nan=False))
     else:

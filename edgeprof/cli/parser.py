@@ -158,20 +158,6 @@ def _add_profile(sub, common) -> None:
     pr.set_defaults(func=cmd_profile, func_generative=llm.cmd_profile_llm)
 
 
-def _prediction_args(sp, backend_required: bool) -> None:
-    """predict's flags (and a tensor estimate's, with --backend shared)."""
-    if backend_required:
-        sp.add_argument("--backend", "-b", required=True,
-                        help="the runtime family on the board (tflite, onnxruntime, tensorrt "
-                             "...)")
-    sp.add_argument("--threads", type=_positive_int,
-                    help="the board's threads (default: all its big cores; a calibration "
-                         "from your measurements: the threads its rows ran)")
-    sp.add_argument("--calibration", metavar="FILE.json",
-                    help="a calibration file (edgeprof calibrate --measurements), used "
-                         "instead of the search")
-
-
 def _add_estimate(sub, common) -> None:
     es = sub.add_parser("estimate", parents=[common],
                         help="the analytic estimate (and, with --backend, the prediction); "
@@ -269,19 +255,33 @@ def _add_optimize(sub, common) -> None:
     op.set_defaults(func=cmd_optimize, func_generative=llm.cmd_recommend_llm)
 
 
-def _add_predict(sub, common) -> None:  # tensor models only
+def _add_predict(sub, common) -> None:
     pd = sub.add_parser("predict", parents=[common],
-                        help="predicted latency on a board, without building or running")
-    _model_args(pd)
-    pd.add_argument("--precision", "-p", default="fp32",
-                    help="the precision to predict at (default fp32)")
-    _prediction_args(pd, backend_required=True)
+                        help="predicted latency on a board, without building or running (a "
+                             "generative model: its prefill and decode tokens/s there)")
+    t, g = kind_groups(pd)
+    _model_args(pd, t)
+    _target_arg(pd, "the board, required (e.g. raspberry_pi_5)")
+    pd.add_argument("--backend", "-b", required=True,
+                    help="the runtime family on the board (tensor models: tflite, onnxruntime, "
+                         "tensorrt ...; generative models: llama_cpp, onnxruntime_genai, "
+                         "openvino_genai, transformers)")
+    _precision_arg(pd, "the precision to predict at (default fp32)", tensor="fp32")
+    pd.add_argument("--threads", type=_positive_int,
+                    help="the board's threads (default: all its big cores; a calibration "
+                         "from your measurements: the threads its rows ran)")
+    t.add_argument("--calibration", metavar="FILE.json",
+                   help="a calibration file (edgeprof calibrate --measurements), used "
+                        "instead of the search")
     pd.add_argument("--device", type=_device, default=None,
-                    help="the board's processor (cpu, cuda ...: 'edgeprof targets show T')")
+                    help="the board's processor (cpu, cuda ...: 'edgeprof targets show T'; "
+                         "default: the one the runtime uses there)")
     pd.add_argument("--runtime-version", metavar="VERSION",
-                    help="the runtime build on the board; a calibration fitted with another "
-                         "build is used with a warning naming both")
-    pd.set_defaults(func=cmd_predict)
+                    help="the runtime build on the board (a generative model's, e.g. b9307); "
+                         "a calibration fitted with another build is used with a warning "
+                         "naming both")
+    llm.add_generative_args(g, "predict")
+    pd.set_defaults(func=cmd_predict, func_generative=llm.cmd_predict_llm)
 
 
 def _add_batch(sub, common) -> None:  # tensor models only
@@ -373,8 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
         "How will this model run on that device, with which runtime and compression, and why. "
         "Estimates are analytic; benchmarks are measured on this machine; figures for another "
         "target are estimated from both and labelled so. Generative models (llm:NAME, .gguf, "
-        "HF folder) take profile, estimate, recommend and optimize with their own group of "
-        "flags."))
+        "HF folder) take profile, estimate, predict, recommend and optimize with their own "
+        "group of flags."))
     p.add_argument("--version", action="version", version=f"edgeprof {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _add_listings(sub, common)

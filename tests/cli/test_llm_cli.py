@@ -250,6 +250,46 @@ def test_recommend_names_the_binding_constraint(capsys):
     assert "measured here:" in out and "(this machine, not raspberry_pi_5)" in out
 
 
+def test_predict_takes_a_generative_model(capsys):
+    """'predict llm:X' failed with "cannot import 'llm'": it is estimate's prediction (the
+    same figures), its --runtime-version the build predicted for."""
+    argv = ["llm:tinyllama-1.1b", "--target", "raspberry_pi_5", "--backend", "llama_cpp",
+            "--precision", "q4_k_m", "--threads", "2", "--json"]
+    assert main(["predict", *argv, "--runtime-version", "b9307"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert main(["estimate", *argv, "--build", "b9307"]) == 0
+    same = json.loads(capsys.readouterr().out)
+    (pred,) = doc["predictions"]
+    assert pred == same["predictions"][0] and pred["build"]["label"] == "b9307"
+    assert pred["threads"]["value"] == 2 and doc["target"]["id"] == "raspberry_pi_5"
+    assert main(["predict", *argv[:-1]]) == 0
+    assert "predicted (raspberry_pi_5)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--backend", "llama_cpp"], "needs --target BOARD"),
+    (["--target", "jetson_nano", "--backend", "llama_cpp", "--calibration", "c.json"],
+     "--calibration applies to tensor models"),
+    (["--target", "jetson_nano", "--backend", "llama_cpp", "--device", "cuda:1"],
+     "cpu or cuda")])
+def test_predict_a_generative_model_bad_input(capsys, argv, words):
+    try:
+        code = main(["predict", "llm:qwen2.5-0.5b", *argv])
+    except SystemExit as e:  # a flag of the other kind: argparse's error
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and words in err
+
+
+def test_the_python_predict_names_estimate_llm_for_a_generative_model():
+    import edgeprof
+    from edgeprof.core.errors import UserError
+
+    with pytest.raises(UserError, match="estimate_llm"):
+        edgeprof.predict("llm:qwen2.5-0.5b", "jetson_nano", "llama_cpp", "q4_0")
+
+
 def test_recommend_needs_a_target(capsys):
     assert main(["recommend", "llm:smollm-135m"]) == 2
     assert "--target" in capsys.readouterr().err
