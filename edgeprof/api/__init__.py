@@ -13,14 +13,15 @@ import only ``common`` beside them, never this package (an import-linter contrac
   ``calibrate_measurements``;
 - ``profiling``: ``profile`` (:class:`ProfileReport`) and ``batch_sizes`` (:class:`BatchReport`);
 - ``generative``: generative models: ``estimate_llm``, ``profile_llm``, ``recommend_llm``,
-  ``optimize_llm``, ``calibrate_llm``.
+  ``optimize_llm``, ``calibrate_llm``, ``calibrate_llm_measurements``.
 """
 
 from __future__ import annotations
 
 from edgeprof.api.common import SCHEMA_VERSION, Progress, _target_registry, split_names
 from edgeprof.api.generative import (DEFAULT_LLM_FORMATS, LLM_CALIBRATION_MODELS,
-                                     calibrate_llm, estimate_llm, llm_exit_code, llm_plan,
+                                     calibrate_llm, calibrate_llm_measurements, estimate_llm,
+                                     llm_exit_code, llm_plan,
                                      optimize_llm, profile_llm, recommend_llm)
 from edgeprof.api.predictions import (Predictor, calibrate_measurements, calibrations_of,
                                       on_device, predict, predict_many)
@@ -31,7 +32,8 @@ from edgeprof.api.verbs import benchmark, estimate, list_backends, list_targets,
 __all__ = [
     "DEFAULT_LLM_FORMATS", "LLM_CALIBRATION_MODELS", "SCHEMA_VERSION", "BatchReport",
     "Predictor", "ProfileReport", "ProfileRun", "Progress", "batch_sizes", "benchmark",
-    "calibrate_llm", "calibrate_measurements", "calibrations_of", "estimate", "estimate_llm", "list_backends",
+    "calibrate_llm", "calibrate_llm_measurements", "calibrate_measurements", "calibrations_of",
+    "estimate", "estimate_llm", "list_backends",
     "list_targets", "llm_exit_code", "llm_plan", "on_device", "optimize_llm", "predict",
     "predict_many", "profile", "profile_llm", "recommend_llm", "resolve_backends",
     "split_names", "summarize",

@@ -132,6 +132,7 @@ def _fit(est: dict[str, Any]) -> dict[str, Any]:
 def _llm_estimates(model: Any, pairs: Sequence[tuple[str, str]], config: Any, tgt: Any,
                    device: str, notes: list[str], threads: int | None = None,
                    build: str | None = None, classes: dict[str, type] | None = None,
+                   calibration: str | os.PathLike | None = None,
                    ) -> tuple[list[dict], list[dict]]:
     """Estimates (per format and depth, with the fit on ``tgt``) and, for a target,
     predictions (per backend, format and depth). Analytic: nothing is built or run."""
@@ -153,7 +154,7 @@ def _llm_estimates(model: Any, pairs: Sequence[tuple[str, str]], config: Any, tg
             if tgt is not None:
                 try:
                     pred = predict(est, tgt, device=device, runtime=backend,
-                                   threads=threads, build=build)
+                                   threads=threads, build=build, calibration=calibration)
                 except UserError:
                     raise
                 except EdgeprofError as e:
@@ -175,17 +176,21 @@ def estimate_llm(model: Any, target: Any = None, *, backends: Sequence[str] | st
                  prompt_tokens: int = 512, gen_tokens: int = 128,
                  depths: Sequence[int] | int = (0,), device: str | None = None,
                  plugins=None, targets_dir=None, threads: int | None = None,
-                 build: str | None = None) -> dict[str, Any]:
+                 build: str | None = None,
+                 calibration: str | os.PathLike | None = None) -> dict[str, Any]:
     """A generative model's estimate and, for a ``target``, its prediction (with interval)
     and fit verdict, per backend and format: no build, no run, no runtime imported. Returns
     the LLM payload (``edgeprof.profilers.report.llm_outputs``). ``device``: the board's
     processor (default, as ``recommend_llm`` and ``predict``: the one the backends would use
     there, a Jetson's GPU; cpu without a target); ``threads``: the board's (default: all its
     big cores); ``build``: the runtime build to predict for (default: the one installed
-    here, else the newest the calibration knows)."""
+    here, else the newest the calibration knows); ``calibration``: an LLM calibration file
+    (``calibrate --measurements --out FILE``) used before the search."""
     from edgeprof.profilers.measure.generate import check_context
     from edgeprof.profilers.report.llm_outputs import build_payload
 
+    if calibration is not None and target is None:
+        raise UserError("a calibration is for a board's prediction: give a target too")
     if device is not None:  # a wrong device: exit 2 before any reading
         _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
                     device=device)
@@ -205,7 +210,8 @@ def estimate_llm(model: Any, target: Any = None, *, backends: Sequence[str] | st
     pairs, notes = llm_plan(llm, chosen, precisions, device, runnable=False)
     notes = [*device_notes, *notes]
     estimates, predictions = _llm_estimates(llm, pairs, config, tgt, device, notes,
-                                            threads=threads, build=build, classes=chosen)
+                                            threads=threads, build=build, classes=chosen,
+                                            calibration=calibration)
     return build_payload(llm, target=tgt, device=device, config=config,
                          parameters=_llm_parameters(llm), estimates=estimates,
                          predictions=predictions, notes=[llm.note, *notes], command="estimate")
@@ -448,3 +454,79 @@ def _save_llm_calibration(cal: dict[str, Any], path: str | os.PathLike | None
     write_json(Path(path), cal)
     cal["path"] = str(path)
     return cal
+
+
+def calibrate_llm_measurements(measurements: str | os.PathLike, target: Any, backend: str, *,
+                               precision: str | None = None, threads: int | None = None,
+                               device: str | None = None, out: str | os.PathLike | None = None,
+                               plugins=None, targets_dir=None
+                               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An LLM calibration of ``target`` for the generative ``backend`` fitted to the user's
+    own llama-bench tests on it (a CSV ``model,test,tokens_per_s[,precision,threads,
+    runtime_version,device,source]``, one row per ``pp512``/``tg128`` test), as a fleet
+    board's measurements are fitted; written atomically to ``out`` or the user's calibration
+    folder, where predictions for that board and processor prefer it. Rows without threads
+    ran all the board's big cores (llama-bench's default); without a device, the processor
+    the runtime uses there. Returns (calibration, summary)."""
+    from edgeprof.optimize.llm import default_device
+    from edgeprof.profilers.predict.llm import calibrate_llm_host
+    from edgeprof.profilers.predict.llm.inputs import board_of
+    from edgeprof.profilers.predict.llm.measured import (_bad, check_rows,
+                                                         read_llm_measurements, records_of)
+
+    tgt = _target(target, targets_dir, plugins)
+    if getattr(tgt, "is_host", False):
+        raise UserError("--measurements calibrates a board from tests run on it; for this "
+                        f"machine run 'edgeprof calibrate --target host --backend {backend}'")
+    if device is not None:
+        _llm_config(prompt_tokens=1, gen_tokens=1, depths=(0,), device=device)
+    reg = get_registry(plugins)
+    cls = _generative_backends(backend, reg)[backend]
+    path = Path(measurements)
+    rows = read_llm_measurements(path, precision=precision, threads=threads, device=device)
+    models: dict[str, Any] = {}
+    for r in rows:
+        if r.spec not in models:
+            try:
+                models[r.spec] = _llm_model(r.spec)
+            except EdgeprofError as e:
+                raise _bad(path, r.line, f"model {r.spec!r} does not load: {e}") from None
+    first = models[rows[0].spec]
+    default = default_device(first, tgt, {backend: cls}, [])
+    devices = sorted({r.device or default for r in rows})
+    if len(devices) > 1:
+        raise _bad(path, None, f"rows on {' and '.join(devices)}: a calibration is for one "
+                               "processor of the board; give one file per device")
+    dev = devices[0]
+    tgt.get_processor(dev)  # a device the board lacks: exit 2
+    check_rows(rows, cls, models, path, dev)
+    board = board_of(tgt, dev)
+    for r in rows:
+        if board["kind"] != "cpu":
+            r.threads = None  # a GPU's kernels: host threads do not apply
+        elif r.threads is None:
+            r.threads = board["n_ref"]  # llama-bench's default: the physical cores
+        elif r.threads > board["cores"]:
+            raise _bad(path, r.line, f"threads {r.threads}: {tgt.id} has {board['cores']} "
+                                     f"core{'s' if board['cores'] != 1 else ''} on {dev}")
+    records = records_of(rows, backend, models, path)
+    specs = {m.spec.name: m.spec for m in models.values()}
+    where = f"{tgt.id} (your measurements, {path.name})"
+    cal = calibrate_llm_host(records, specs.__getitem__, target=tgt, device=dev, write=False,
+                             label=f"measured-{backend}-{dev}", where=where)
+    cal["fingerprint"] = {"target": board["base_id"], "device": dev, "source": "measurements",
+                          "file": str(path.resolve()), "mode": getattr(tgt, "mode", None)}
+    sizes = sorted({m.spec.name for m in models.values()})
+    learned = ("the level (one model: the per-layer overhead is not identifiable; rows of "
+               "several sizes fit it too)" if len(sizes) == 1 else
+               f"the level and the per-layer overhead ({len(sizes)} models)")
+    cal["note"] = f"{cal['note']}; learned {learned}"
+    cal = _save_llm_calibration(cal, out)
+    cv = cal.get("cv") or {}
+    summary = {"rows": len(rows), "device": dev, "models": sizes,
+               "threads": sorted({r.threads for r in rows if r.threads is not None}),
+               "builds": sorted({r.version for r in rows if r.version}),
+               "stages": {st: sum(r.stage == st for r in rows) for st in ("prefill", "decode")},
+               "learned": learned, "cv": {"n": cv.get("n", 0), "boards": cv.get("boards"),
+                                          "intervals": cv.get("intervals")}}
+    return cal, summary

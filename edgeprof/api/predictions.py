@@ -45,7 +45,7 @@ def _tensor_only(model: Any) -> None:
 
     if isinstance(model, (str, os.PathLike)) and is_llm_spec(str(model)):
         raise UserError(f"{model} is a generative model: predict its tokens/s on a board with "
-                        "edgeprof.estimate_llm(model, target, backends=B, precisions=FORMAT) "
+                        "edgeprof.api.estimate_llm(model, target, backends=B, precisions=FORMAT) "
                         "(the CLI's 'edgeprof predict' does this); predict() and Predictor "
                         "take tensor models")
 
@@ -144,9 +144,14 @@ def calibrate_measurements(measurements: str | os.PathLike, target: Any, backend
     if getattr(tgt, "is_host", False):
         raise UserError("--measurements calibrates a board from timings taken on it; for this "
                         "machine run 'edgeprof calibrate --target host --backend B'")
+    reg = get_registry(plugins)
+    if backend in reg.backends and getattr(reg.backend(backend), "workload", "") == "generate":
+        raise UserError(f"{backend} is a generative backend: its llama-bench tests (pp512, "
+                        "tg128) calibrate through edgeprof.api.calibrate_llm_measurements "
+                        "(the CLI's 'calibrate --measurements' takes either)")
     return calibrate_from_measurements(measurements, tgt, backend, precision=precision,
-                                       threads=threads, out=out,
-                                       registry=get_registry(plugins), progress=progress)
+                                       threads=threads, out=out, registry=reg,
+                                       progress=progress)
 
 
 def calibrations_of(target: Any, *, targets_dir=None, plugins=None) -> dict[str, list]:

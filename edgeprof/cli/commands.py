@@ -302,7 +302,12 @@ def _calibrate_measurements(args) -> int:
     """``calibrate --measurements FILE.csv``: the user's own timings refine the shipped
     calibration of the board."""
     from edgeprof.api import calibrate_measurements
+    from edgeprof.core.plugins import get_registry
 
+    reg = get_registry(args.plugins)
+    if args.backend in reg.backends and getattr(reg.backend(args.backend), "workload",
+                                                "") == "generate":
+        return llm.cmd_calibrate_llm_measurements(args)
     progress = Progress(enabled=not args.json)
     try:
         cal, path, summary = calibrate_measurements(

@@ -1,9 +1,10 @@
 """Generative models (``llm:NAME``, a ``.gguf`` file, a Hugging Face folder) on the command
 line: their flags, an argument group of ``profile``, ``estimate``, ``predict``,
-``recommend`` and ``optimize`` (:func:`add_generative_args`), and the command functions those subcommands run
-when the model is a generative one (``edgeprof.cli.common.resolve_kind`` chooses). Parsing
-and printing only: the work is in ``edgeprof.api`` (``profile_llm``, ``estimate_llm``,
-``recommend_llm``); errors and exit codes are main's (``_run``).
+``recommend`` and ``optimize`` (:func:`add_generative_args`), and the command functions
+those subcommands (and ``calibrate`` of a generative backend) run when the model is a
+generative one (``edgeprof.cli.common.resolve_kind`` chooses). Parsing and printing only:
+the work is in ``edgeprof.api`` (``profile_llm``, ``estimate_llm``, ``recommend_llm``,
+``calibrate_llm_measurements``); errors and exit codes are main's (``_run``).
 """
 
 from __future__ import annotations
@@ -130,6 +131,49 @@ def cmd_calibrate_llm(args, fleet=None) -> int:
     return 0
 
 
+def cmd_calibrate_llm_measurements(args) -> int:
+    """``calibrate --target BOARD --backend llama_cpp --measurements FILE.csv``: the user's
+    llama-bench tests on the board fitted as a fleet board's measurements are."""
+    from edgeprof.api import calibrate_llm_measurements
+    from edgeprof.cli.render import _fmt
+
+    cal, summary = calibrate_llm_measurements(
+        args.measurements, args.target, args.backend, precision=args.precision,
+        threads=args.threads, out=args.calibration_out, plugins=args.plugins,
+        targets_dir=args.targets_dir)
+    if args.json:
+        print(json.dumps({"calibration": cal.get("name"), "path": cal.get("path"), **summary,
+                          "calibration_data": cal}, indent=2, allow_nan=False, default=str))
+        return 0
+    st = summary["stages"]
+    at = (f"at {', '.join(map(str, summary['threads']))} thread(s)" if summary["threads"]
+          else "on the GPU (no host threads)")
+    print(f"calibration {cal.get('name')}: {summary['rows']} test(s) ({st['prefill']} pp, "
+          f"{st['decode']} tg) of {', '.join(summary['models'])} on {args.target}'s "
+          f"{summary['device']} {at}; learned {summary['learned']}"
+          + (f"; builds {', '.join(summary['builds'])}" if summary["builds"] else ""))
+    for key, e in (cal.get("entries") or {}).items():
+        for runtime, fit in ((e.get("decode") or {}).get("runtimes") or {}).items():
+            pre = ((e.get("prefill") or {}).get("runtimes") or {}).get(runtime) or {}
+            print(f"{key} {runtime}: decode at {_fmt(fit.get('bandwidth_fraction'))} of "
+                  f"{_fmt((e.get('peak_bandwidth') or 0) / 1e9)} GB/s + "
+                  f"{_fmt(1e3 * (fit.get('per_layer_s') or 0.0))} ms per layer"
+                  + (f"; prefill at {_fmt(pre.get('efficiency'))} of the peak"
+                     if pre.get("efficiency") else "; no pp test: prefill from the prior"))
+    rows = [b for b in (summary["cv"].get("boards") or [])
+            if b.get("board") != "all" and (b.get("n") or 0) >= 2]
+    for b in rows:
+        print(f"leave-one-out {b['stage']} ({b['n']} tests): median |error| "
+              f"{100 * (b.get('median_abs_error') or 0):.0f} %, the interval held "
+              f"{100 * (b.get('coverage') or 0):.0f} % of them, median width "
+              f"{_fmt(b.get('median_width'))}x")
+    if not rows:
+        print("one test per stage: it moves the level only; the interval is the prior's "
+              "(add tests of other models for a leave-one-out error)")
+    print(f"saved to {cal.get('path')}")
+    return 0
+
+
 def cmd_profile_llm(args) -> int:
     from edgeprof.api import llm_exit_code, profile_llm
 
@@ -165,7 +209,8 @@ def cmd_estimate_llm(args) -> int:
                            gen_tokens=args.gen_tokens, depths=args.depth,
                            device=_device(args), plugins=args.plugins,
                            targets_dir=args.targets_dir,
-                           threads=args.threads, build=args.build)
+                           threads=args.threads, build=args.build,
+                           calibration=args.calibration)
     if args.json:
         print(json.dumps(payload, indent=2, allow_nan=False))
     else:
@@ -187,7 +232,7 @@ def cmd_predict_llm(args) -> int:
                            gen_tokens=args.gen_tokens, depths=args.depth,
                            device=_device(args), plugins=args.plugins,
                            targets_dir=args.targets_dir, threads=args.threads,
-                           build=args.runtime_version)
+                           build=args.runtime_version, calibration=args.calibration)
     if args.json:
         print(json.dumps(payload, indent=2, allow_nan=False))
     else:

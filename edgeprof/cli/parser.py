@@ -158,6 +158,12 @@ def _add_profile(sub, common) -> None:
     pr.set_defaults(func=cmd_profile, func_generative=llm.cmd_profile_llm)
 
 
+#: --calibration of predict and estimate (either kind of model)
+CALIBRATION_HELP = ("a calibration file (edgeprof calibrate --measurements ... --out FILE): "
+                    "a tensor model's is used instead of the search, a generative model's "
+                    "before it")
+
+
 def _add_estimate(sub, common) -> None:
     es = sub.add_parser("estimate", parents=[common],
                         help="the analytic estimate (and, with --backend, the prediction); "
@@ -172,9 +178,7 @@ def _add_estimate(sub, common) -> None:
     es.add_argument("--threads", type=_positive_int,
                     help="the board's threads (default: all its big cores; a calibration "
                          "from your measurements: the threads its rows ran)")
-    t.add_argument("--calibration", metavar="FILE.json",
-                   help="a calibration file (edgeprof calibrate --measurements), used "
-                        "instead of the search")
+    es.add_argument("--calibration", metavar="FILE.json", help=CALIBRATION_HELP)
     llm.add_generative_args(g, "estimate")
     es.set_defaults(func=cmd_estimate, func_generative=llm.cmd_estimate_llm)
 
@@ -270,9 +274,7 @@ def _add_predict(sub, common) -> None:
     pd.add_argument("--threads", type=_positive_int,
                     help="the board's threads (default: all its big cores; a calibration "
                          "from your measurements: the threads its rows ran)")
-    t.add_argument("--calibration", metavar="FILE.json",
-                   help="a calibration file (edgeprof calibrate --measurements), used "
-                        "instead of the search")
+    pd.add_argument("--calibration", metavar="FILE.json", help=CALIBRATION_HELP)
     pd.add_argument("--device", type=_device, default=None,
                     help="the board's processor (cpu, cuda ...: 'edgeprof targets show T'; "
                          "default: the one the runtime uses there)")
@@ -352,7 +354,9 @@ def _add_compare_and_calibrate(sub, common) -> None:
                           "smollm2-135m,smollm2-360m,qwen2.5-0.5b)")
     cal.add_argument("--measurements", metavar="FILE.csv",
                      help="your own timings on the board: columns model,latency_ms and "
-                          "optionally input_shape,precision,threads,runtime,source")
+                          "optionally input_shape,precision,threads,runtime,source; a "
+                          "generative backend's: llama-bench tests, model,test,tokens_per_s "
+                          "and optionally precision,threads,runtime_version,device,source")
     cal.add_argument("--threads", type=_positive_int,
                      help="with --measurements: the threads every row ran")
     cal.add_argument("--out", metavar="FILE.json", dest="calibration_out",

@@ -268,8 +268,10 @@ def test_predict_takes_a_generative_model(capsys):
 
 @pytest.mark.parametrize("argv,words", [
     (["--backend", "llama_cpp"], "needs --target BOARD"),
-    (["--target", "jetson_nano", "--backend", "llama_cpp", "--calibration", "c.json"],
-     "--calibration applies to tensor models"),
+    (["--target", "jetson_nano", "--backend", "llama_cpp", "--input-shape", "1x8"],
+     "--input-shape applies to tensor models"),
+    (["--target", "jetson_nano", "--backend", "llama_cpp", "--calibration", "no.json"],
+     "cannot read LLM calibration"),
     (["--target", "jetson_nano", "--backend", "llama_cpp", "--device", "cuda:1"],
      "cpu or cuda")])
 def test_predict_a_generative_model_bad_input(capsys, argv, words):

@@ -88,8 +88,11 @@ reading calibration files), ``host`` (calibrating this machine).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
+
+from edgeprof.core.errors import UserError
 
 from edgeprof.profilers.predict.llm.builds import (BUILD_ERAS, JETPACK_DATES,
                                                    LLAMA_CPP_BUILD_DATES, LLAMA_CPP_PYTHON,
@@ -136,8 +139,6 @@ def _figure(value: float, low: float, high: float, unit: str, prov: str, cal: st
 
 
 def _threads_asked(threads: int | None, board: dict[str, Any], target) -> dict[str, Any]:
-    from edgeprof.core.errors import UserError
-
     if board["kind"] != "cpu":
         return {"value": None, "default": threads is None,
                 "why": "a GPU runs the layers: host threads do not change the prediction"
@@ -174,7 +175,8 @@ def _build_asked(build: str | None, runtime: str, cals: list[dict[str, Any]]
 
 def predict_llm(estimate: Any, target, *, device: str = "cpu", runtime: str = "llama_cpp",
                 threads: int | None = None, build: str | None = None,
-                dirs: list[Path] | None = None) -> dict[str, Any]:
+                dirs: list[Path] | None = None,
+                calibration: str | os.PathLike | None = None) -> dict[str, Any]:
     """Prefill and decode tokens/s, TTFT and TPOT of ``estimate`` (an LLMEstimate or its
     dict) on ``target`` (a mode target, e.g. ``jetson_orin_nano:super``, uses its peaks)'s
     processor ``device`` with ``runtime`` at ``build`` (default: the one installed here, else
@@ -183,12 +185,21 @@ def predict_llm(estimate: Any, target, *, device: str = "cpu", runtime: str = "l
     "basis"}``; ``notes`` say what was transferred or extrapolated, why an interval is wider
     than the 2x goal, or why a figure is only estimated. A corrupted calibration file raises
     :class:`LLMCalibrationError` (exit 2); an unknown device UnknownNameError; a thread count
-    the board does not have UserError (exit 2)."""
+    the board does not have UserError (exit 2). ``calibration``: an LLM calibration file
+    used before the search (``calibrate --measurements --out FILE``); one without an entry
+    for the board's processor is UserError (exit 2)."""
     n = estimate_numbers(estimate)
     board = board_of(target, device)
     th = _threads_asked(threads, board, target)
     cals = llm_calibrations(dirs)
     key = f"{board['base_id']}/{device}"
+    if calibration is not None:
+        mine = load_llm_calibration(calibration)
+        if key not in mine["entries"]:
+            raise UserError(f"LLM calibration '{mine.get('name')}' ({calibration}) has no "
+                            f"entry for {key}: it holds {', '.join(mine['entries']) or 'none'}"
+                            "; give --target/--device accordingly or another calibration")
+        cals = [mine, *cals]
     cal, prior = _select(cals, key)
     b, build_why = _build_asked(build, runtime, [cal] if cal else cals)
     era = (b or {}).get("era")

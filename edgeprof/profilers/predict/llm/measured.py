@@ -1,0 +1,190 @@
+"""An LLM calibration of a board from the user's own llama-bench-style measurements
+(``edgeprof calibrate --target BOARD --backend llama_cpp --measurements FILE.csv``).
+
+Most people who run a small language model on a board have run ``llama-bench`` there. Its
+table gives, per model and weight format, a prompt test ``pp512`` and a generation test
+``tg128`` in tokens per second (``pp512 @ d2048`` with a filled KV cache). A CSV with the
+columns ``model,test,tokens_per_s`` -- and optionally ``precision`` (the weight format),
+``threads``, ``runtime_version`` (the build, ``b9307``), ``device`` (cpu or cuda) and
+``source`` -- one row per test, becomes the records a board of the fleet would have measured
+(:class:`~edgeprof.core.llm.GenerationRecord`, provenance: the user's), and is fitted as the
+fleet's measurements are (``host.calibrate_llm_host``): per runtime, the effective bandwidth
+fraction and per-layer overhead of decode, the prefill efficiency, the thread law where the
+rows ran at several thread counts, with leave-one-out. One row moves the level; rows of
+several model sizes also fit the per-layer overhead.
+
+The calibration is written atomically to ``--out`` or the user's calibration folder, where
+predictions for that board and processor prefer it over the shipped one. Every problem in
+the file is one :class:`MeasurementsError` naming the file and line (exit 2), before anything
+is written.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edgeprof.core.errors import EdgeprofError
+from edgeprof.profilers.predict.measured import MeasurementsError, _bad, _resolve_spec
+
+COLUMNS = ("model", "test", "tokens_per_s")
+OPTIONAL = ("precision", "threads", "runtime_version", "device", "source")
+#: llama-bench's test names: pp512, tg128, pp512 @ d2048
+TEST = re.compile(r"^(pp|tg)\s*(\d+)(?:\s*@\s*d\s*(\d+))?$")
+
+
+@dataclass
+class LLMRow:
+    line: int
+    spec: str
+    stage: str  # prefill | decode
+    tokens: int
+    depth: int
+    rate: float
+    precision: str
+    threads: int | None
+    version: str
+    device: str
+    source: str
+
+
+def _columns_text() -> str:
+    return f"the columns are {','.join(COLUMNS)} and optionally {','.join(OPTIONAL)}"
+
+
+def read_llm_measurements(path: str | os.PathLike, *, precision: str | None = None,
+                          threads: int | None = None, device: str | None = None
+                          ) -> list[LLMRow]:
+    """The rows of a llama-bench-style CSV, validated (:class:`MeasurementsError` names the
+    file and line of the first problem). ``precision``/``threads``/``device``: the flags,
+    filling an empty cell and contradicting a different one."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise _bad(path, None, f"cannot read it ({type(e).__name__}: {e})") from e
+    if not text.strip():
+        raise _bad(path, None, "the file is empty; give a header 'model,test,tokens_per_s' "
+                               "and one row per llama-bench test (pp512, tg128 ...)")
+    reader = csv.DictReader(text.splitlines())
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise _bad(path, 1, f"missing column {', '.join(repr(m) for m in missing)}; "
+                            + _columns_text())
+    unknown = [h for h in header if h not in COLUMNS + OPTIONAL]
+    if unknown:
+        raise _bad(path, 1, f"unknown column {', '.join(repr(u) for u in unknown)}; "
+                            + _columns_text())
+    rows: list[LLMRow] = []
+    seen: dict[tuple, int] = {}
+    for i, raw in enumerate(reader, start=2):
+        r = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None}
+        if not any(r.values()):
+            continue
+        model = r.get("model", "")
+        if not model:
+            raise _bad(path, i, "empty model; give llm:NAME, a .gguf file or a Hugging Face "
+                                "model folder")
+        m = TEST.match(r.get("test", "").lower())
+        if m is None:
+            raise _bad(path, i, f"test {r.get('test')!r} is not a llama-bench test: ppN (the "
+                                "prompt), tgN (generation), optionally '@ dD' (KV cache depth)")
+        try:
+            rate = float(r.get("tokens_per_s", "").split("±")[0])
+        except ValueError:
+            rate = float("nan")
+        if not (math.isfinite(rate) and rate > 0):
+            raise _bad(path, i, f"tokens_per_s {r.get('tokens_per_s')!r} is not a positive "
+                                "finite number of tokens per second")
+        fmt = r.get("precision") or None
+        if precision is not None and fmt is not None and fmt != precision:
+            raise _bad(path, i, f"precision {fmt} contradicts --precision {precision}; remove "
+                                "the row or the flag")
+        fmt = fmt or precision
+        if fmt is None:
+            raise _bad(path, i, "no weight format: give a precision column (q4_0, q4_k_m, "
+                                "int4 ...) or --precision")
+        t: int | None = None
+        t_text = r.get("threads") or ""
+        if t_text:
+            try:
+                t = int(t_text)
+            except ValueError:
+                raise _bad(path, i, f"threads {t_text!r} is not a whole number") from None
+            if t <= 0:
+                raise _bad(path, i, f"threads {t} is not a positive whole number")
+            if threads is not None and t != threads:
+                raise _bad(path, i, f"threads {t} contradicts --threads {threads}; remove the "
+                                    "row or the flag")
+        t = t if t is not None else threads
+        dev = r.get("device") or None
+        if dev is not None and dev not in ("cpu", "cuda"):
+            raise _bad(path, i, f"device {dev!r} is cpu or cuda (the board's processor)")
+        if device is not None and dev is not None and dev != device:
+            raise _bad(path, i, f"device {dev} contradicts --device {device}; remove the row "
+                                "or the flag")
+        dev = dev or device or ""
+        stage = "prefill" if m.group(1) == "pp" else "decode"
+        spec = _resolve_spec(model, path.parent)
+        row = LLMRow(i, spec, stage, int(m.group(2)), int(m.group(3) or 0), rate, fmt, t,
+                     r.get("runtime_version", ""), dev, r.get("source", ""))
+        key = (spec, stage, row.tokens, row.depth, fmt, t, row.version, dev)
+        if key in seen:
+            raise _bad(path, i, f"duplicate of line {seen[key]} (same model, test, precision, "
+                                "threads, build and device); keep one row per test, or their "
+                                "median")
+        seen[key] = i
+        if row.tokens <= 0:
+            raise _bad(path, i, f"test {r.get('test')!r} has no tokens")
+        rows.append(row)
+    if not rows:
+        raise _bad(path, None, "no rows under the header; give one row per llama-bench test")
+    if not any(r.stage == "decode" for r in rows):
+        raise _bad(path, None, "no generation test (tgN): decode is what the calibration "
+                               "fits first; add the tg rows llama-bench printed")
+    return rows
+
+
+def records_of(rows: list[LLMRow], backend: str, models: dict[str, Any], path: Path
+               ) -> list[Any]:
+    """One :class:`GenerationRecord` per row (a pp row: its prefill rate, a tg row: its
+    decode rate), named by the model's spec."""
+    from edgeprof.core.llm import GenerationRecord
+
+    out = []
+    for r in rows:
+        rate = {"median": r.rate}
+        out.append(GenerationRecord(
+            model=models[r.spec].spec.name, backend=backend, format=r.precision,
+            device=r.device or "cpu", n_prompt=r.tokens if r.stage == "prefill" else 0,
+            n_gen=r.tokens if r.stage == "decode" else 0, n_depth=r.depth,
+            n_threads=r.threads or 0, repetitions=1,
+            prefill_tokens_per_s=rate if r.stage == "prefill" else None,
+            decode_tokens_per_s=rate if r.stage == "decode" else None,
+            runtime_version=r.version, provenance="measured (yours)",
+            warnings=[f"{path.name} line {r.line}" + (f": {r.source}" if r.source else "")]))
+    return out
+
+
+def check_rows(rows: list[LLMRow], backend_cls: type, models: dict[str, Any], path: Path,
+               default_device: str) -> None:
+    """Each row's model, format and processor are ones the runtime runs (else the file's
+    line, exit 2)."""
+    for r in rows:
+        dev = r.device or default_device
+        try:
+            reason = backend_cls().supports(models[r.spec], r.precision, dev)
+        except EdgeprofError as e:
+            reason = str(e)
+        if reason:
+            raise _bad(path, r.line, f"{backend_cls.name} {r.precision} on {dev}: {reason}")
+
+
+__all__ = ["COLUMNS", "LLMRow", "MeasurementsError", "OPTIONAL", "check_rows",
+           "read_llm_measurements", "records_of"]

@@ -1,0 +1,130 @@
+"""An LLM calibration of a board from the user's own llama-bench tests
+(``calibrate --target BOARD --backend llama_cpp --measurements FILE.csv``): the fit, its use
+by ``predict``/``estimate``, and every bad file as one line naming the file and line, exit 2,
+nothing written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from edgeprof.cli.main import main
+
+HEADER = "model,precision,test,tokens_per_s,threads,runtime_version,source\n"
+ROWS = ("llm:tinyllama-1.1b,q4_k_m,pp512,61.81 ± 0.12,4,b9307,my pi\n"
+        "llm:tinyllama-1.1b,q4_k_m,tg128,11.07,4,b9307,my pi\n"
+        "llm:qwen2.5-0.5b,q4_k_m,pp512,130,4,b9307,my pi\n"
+        "llm:qwen2.5-0.5b,q4_k_m,tg128,22.5,4,b9307,my pi\n")
+
+
+def _calibrate(csv_path, *extra):
+    return main(["calibrate", "--target", "raspberry_pi_5", "--backend", "llama_cpp",
+                 "--measurements", str(csv_path), *extra])
+
+
+def test_tests_on_the_board_calibrate_it_and_predict_uses_them(tmp_path, capsys, user_dir):
+    csv_path = tmp_path / "bench.csv"
+    csv_path.write_text(HEADER + ROWS)
+    assert _calibrate(csv_path, "--json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["rows"] == 4 and doc["device"] == "cpu" and doc["threads"] == [4]
+    assert doc["builds"] == ["b9307"] and doc["stages"] == {"prefill": 2, "decode": 2}
+    assert doc["models"] == ["qwen2.5-0.5b", "tinyllama-1.1b"]
+    cal = doc["calibration_data"]
+    assert cal["fingerprint"]["source"] == "measurements"
+    assert cal["cv"]["n"] == 4  # leave-one-out over the four tests
+    (path,) = user_dir.glob("llm--raspberry_pi_5--measured-llama_cpp-cpu.json")
+    assert doc["path"] == str(path)
+    # predict finds it in the user's folder, and the decode it learned is the measured one's
+    argv = ["predict", "llm:tinyllama-1.1b", "--target", "raspberry_pi_5", "--backend",
+            "llama_cpp", "-p", "q4_k_m", "--json"]
+    assert main(argv) == 0
+    (pred,) = json.loads(capsys.readouterr().out)["predictions"]
+    assert pred["calibration"] == "llm--raspberry_pi_5--measured-llama_cpp-cpu"
+    decode = pred["decode_tokens_per_s"]
+    assert decode["provenance"] == "predicted"
+    assert 11.07 / 1.3 < decode["value"] < 11.07 * 1.3
+    assert decode["low"] <= 11.07 <= decode["high"]
+
+
+def test_out_writes_there_and_calibration_uses_it(tmp_path, capsys, user_dir):
+    csv_path = tmp_path / "bench.csv"
+    csv_path.write_text(HEADER + ROWS.splitlines(keepends=True)[1])  # one tg test
+    out = tmp_path / "mine.json"
+    assert _calibrate(csv_path, "--out", str(out)) == 0
+    text = capsys.readouterr().out
+    assert "moves the level only" in text and f"saved to {out}" in text
+    assert out.is_file() and not list(user_dir.iterdir())
+    base = ["predict", "llm:tinyllama-1.1b", "--target", "raspberry_pi_5", "--backend",
+            "llama_cpp", "-p", "q4_k_m", "--json"]
+    assert main(base + ["--calibration", str(out)]) == 0
+    (pred,) = json.loads(capsys.readouterr().out)["predictions"]
+    assert pred["calibration"] == "llm--raspberry_pi_5--measured-llama_cpp-cpu"
+    assert main(["estimate", *base[1:], "--calibration", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out)["predictions"] == [pred]
+    assert main(base[:3] + ["raspberry_pi_4"] + base[4:] + ["--calibration", str(out)]) == 2
+    assert "no entry for raspberry_pi_4/cpu" in capsys.readouterr().err
+
+
+BAD = [
+    ("", "the file is empty"),
+    ("model,test\nllm:tinyllama-1.1b,tg128\n", "line 1: missing column 'tokens_per_s'"),
+    (HEADER + "llm:tinyllama-1.1b,q4_k_m,tg128,-3,4,,\n", "line 2: tokens_per_s '-3'"),
+    (HEADER + "llm:tinyllama-1.1b,q4_k_m,tg128,inf,4,,\n", "line 2: tokens_per_s 'inf'"),
+    (HEADER + "llm:no-such-model,q4_k_m,tg128,3,4,,\n", "line 2: model 'llm:no-such-model' "
+                                                        "does not load"),
+    (HEADER + "llm:tinyllama-1.1b,q4_k_m,tg128,3,4,,\nllm:tinyllama-1.1b,q4_k_m,tg128,4,4,,\n",
+     "line 3: duplicate of line 2"),
+    (HEADER + "llm:tinyllama-1.1b,q8_0,tg128,3,4,,\n", "line 2: precision q8_0 contradicts "
+                                                       "--precision q4_k_m"),
+    (HEADER + "llm:tinyllama-1.1b,q4_k_m,tg128,3,2,,\n", "line 2: threads 2 contradicts "
+                                                         "--threads 4"),
+    (HEADER, "no rows under the header"),
+    (HEADER + "llm:tinyllama-1.1b,q4_k_m,bench,3,4,,\n", "line 2: test 'bench' is not a "
+                                                         "llama-bench test"),
+    (HEADER + "llm:tinyllama-1.1b,q4_k_m,pp512,30,4,,\n", "no generation test (tgN)"),
+    ("model,test,tokens_per_s,colour\nllm:tinyllama-1.1b,tg128,3,red\n",
+     "line 1: unknown column 'colour'"),
+]
+
+
+@pytest.mark.parametrize("text,words", BAD)
+def test_a_bad_file_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, user_dir, text,
+                                                          words):
+    csv_path = tmp_path / "bench.csv"
+    csv_path.write_text(text)
+    out = tmp_path / "out.json"
+    assert _calibrate(csv_path, "--precision", "q4_k_m", "--threads", "4",
+                      "--out", str(out)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(csv_path) in err and words in err, err
+    assert not out.exists() and not list(user_dir.iterdir())
+
+
+@pytest.mark.parametrize("row,words", [
+    ("llm:tinyllama-1.1b,int4,tg128,3,4,,", "line 2: llama_cpp int4 on cpu"),
+    ("llm:tinyllama-1.1b,q4_k_m,tg128,3,16,,", "line 2: threads 16: raspberry_pi_5 has 4 "
+                                               "cores on cpu"),
+    ("llm:tinyllama-1.1b,,tg128,3,,,", "line 2: no weight format")])
+def test_rows_the_board_or_runtime_cannot_have(tmp_path, capsys, user_dir, row, words):
+    csv_path = tmp_path / "bench.csv"
+    csv_path.write_text(HEADER + row + "\n")
+    assert _calibrate(csv_path) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and words in err, err
+    assert not list(user_dir.iterdir())
+
+
+def test_the_python_api_and_the_tensor_one_point_at_each_other(tmp_path, user_dir):
+    from edgeprof.api import calibrate_llm_measurements, calibrate_measurements
+    from edgeprof.core.errors import UserError
+
+    csv_path = tmp_path / "bench.csv"
+    csv_path.write_text(HEADER + ROWS)
+    cal, summary = calibrate_llm_measurements(csv_path, "raspberry_pi_5", "llama_cpp",
+                                              out=tmp_path / "c.json")
+    assert summary["learned"].startswith("the level and the per-layer overhead")
+    assert (tmp_path / "c.json").is_file() and cal["path"] == str(tmp_path / "c.json")
+    with pytest.raises(UserError, match="calibrate_llm_measurements"):
+        calibrate_measurements(csv_path, "raspberry_pi_5", "llama_cpp")
