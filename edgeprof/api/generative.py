@@ -190,7 +190,7 @@ def estimate_llm(model: Any, target: Any = None, *, backends: Sequence[str] | st
     from edgeprof.profilers.report.llm_outputs import build_payload
 
     if calibration is not None and target is None:
-        raise UserError("a calibration is for a board's prediction: give a target too")
+        raise UserError("a calibration is for a board's prediction: give --target BOARD too")
     if device is not None:  # a wrong device: exit 2 before any reading
         _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
                     device=device)
@@ -231,7 +231,8 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
                 out: str | os.PathLike | None = None,
                 plugins=None, targets_dir=None, workdir: str | os.PathLike | None = None,
                 progress: Progress | None = None, isolate: bool = False,
-                timeout_s: float | None = None, fleet: Any = None) -> dict[str, Any]:
+                timeout_s: float | None = None, fleet: Any = None,
+                calibration: str | os.PathLike | None = None) -> dict[str, Any]:
     """Measure a generative model per backend and format (llama-bench's pp/tg, TTFT, TPOT,
     load time, peak RSS), beside its estimate and, with a ``target``, the target's
     prediction. Writes ``out`` as a whole when given. Returns the LLM payload;
@@ -245,10 +246,13 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
 
     ``device``: the processor the runs use and the target's figures are for; None: the runs
     on the CPU and, without a ``fleet``, the target's figures for the processor the backends
-    would use there (a Jetson's GPU, as :func:`estimate_llm`), which a note names."""
+    would use there (a Jetson's GPU, as :func:`estimate_llm`), which a note names.
+    ``calibration``: an LLM calibration file the target's figures use before the search."""
     from edgeprof.profilers.measure.generate import check_context
     from edgeprof.profilers.report.llm_outputs import build_payload, write_llm_outputs
 
+    if calibration is not None and target is None:
+        raise UserError("a calibration is for a board's prediction: give --target BOARD too")
     say = progress or (lambda msg: None)
     config = _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
                          repetitions=repetitions, warmup=warmup, threads=threads,
@@ -268,7 +272,8 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
     _check_out(out)
     say(f"estimating {llm.spec.name}")
     estimates, predictions = _llm_estimates(llm, pairs, config, tgt, board_device, notes,
-                                            threads=threads, classes=chosen)
+                                            threads=threads, classes=chosen,
+                                            calibration=calibration)
     from edgeprof.profilers.measure.llm_runs import measure_pairs
 
     runs = measure_pairs(llm, pairs, chosen, config, registry=reg, target=tgt, say=say,
@@ -313,14 +318,16 @@ def recommend_llm(model: Any, target: Any, *, device: str | None = None,
                   context_tokens: int | None = None, tokens_per_s: float | None = None,
                   prompt_tokens: int = 512, gen_tokens: int = 128, plugins=None,
                   targets_dir=None, precisions: Sequence[str] | str | None = None,
-                  threads: int | None = None) -> Any:
+                  threads: int | None = None,
+                  calibration: str | os.PathLike | None = None) -> Any:
     """The format (and backend) for ``model`` on ``target`` (``threads``: of the board's
     cores the predictions are for; default all its big cores): fits the RAM with room for
     ``context_tokens`` (default prompt + generated tokens), meets ``tokens_per_s`` (default:
     the interactive floor of 10 tok/s decode), and keeps the most bits
     (``edgeprof.optimize.llm.choose_llm_format``: an ``LLMChoice`` whose reasons name the
     binding constraint). ``device`` None: the processor the runtimes would use on the board
-    (a Jetson's GPU). ``precisions``: only these formats. Analytic: nothing runs."""
+    (a Jetson's GPU). ``precisions``: only these formats. ``calibration``: an LLM
+    calibration file used before the search. Analytic: nothing runs."""
     from edgeprof.optimize.llm import choose_llm_format
 
     if target is None:
@@ -333,7 +340,7 @@ def recommend_llm(model: Any, target: Any, *, device: str | None = None,
     return choose_llm_format(llm, tgt, device=device, backends=names,
                              context_tokens=context_tokens, tokens_per_s=tokens_per_s,
                              prompt_tokens=prompt_tokens, gen_tokens=gen_tokens,
-                             precisions=precisions, threads=threads)
+                             precisions=precisions, threads=threads, calibration=calibration)
 
 
 def optimize_llm(model: Any, target: Any, *, shortlist: int = 3, repetitions: int = 3,

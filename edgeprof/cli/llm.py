@@ -185,7 +185,7 @@ def cmd_profile_llm(args) -> int:
         repetitions=args.repetitions, warmup=args.warmup, threads=args.threads,
         target=args.target, device=_device(args), out=args.out, plugins=args.plugins,
         targets_dir=args.targets_dir, progress=progress, isolate=bool(args.isolate),
-        timeout_s=args.timeout, fleet=fleet))
+        timeout_s=args.timeout, fleet=fleet, calibration=args.calibration))
     if args.json:
         print(json.dumps(payload, indent=2, allow_nan=False))
     else:
@@ -250,6 +250,7 @@ def cmd_recommend_llm(args) -> int:
                   targets_dir=args.targets_dir, precisions=args.precision)
     if args.command == "recommend":
         choose["threads"] = args.threads  # the board's (optimize's are this machine's)
+        choose["calibration"] = args.calibration
     if args.command == "optimize":  # the choice, then the shortlist measured here
         progress = Progress(enabled=not args.json)
         try:

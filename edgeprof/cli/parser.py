@@ -97,6 +97,12 @@ def _precision_arg(sp, tensor_help: str, **defaults) -> None:
                                    f"{llm.FORMATS_HELP}"), **defaults)
 
 
+#: --calibration of profile, estimate, predict and recommend (either kind of model)
+CALIBRATION_HELP = ("a calibration file (edgeprof calibrate --measurements ... --out FILE): "
+                    "a tensor model's is used instead of the search, a generative model's "
+                    "before it")
+
+
 def _add_profile(sub, common) -> None:
     pr = sub.add_parser("profile", parents=[common],
                         help="estimate + benchmark + summarize a model for a target (a "
@@ -130,9 +136,7 @@ def _add_profile(sub, common) -> None:
                     help="write the artifacts here: CSV/PNG/JSON for a tensor model; "
                          "profile.json, llm_bench.csv, estimate.csv, report.html for a "
                          "generative one")
-    t.add_argument("--calibration", metavar="FILE.json",
-                   help="a calibration file for the board's predictions (edgeprof calibrate "
-                        "--measurements), used instead of the search")
+    pr.add_argument("--calibration", metavar="FILE.json", help=CALIBRATION_HELP)
     t.add_argument("--stream-rate", type=_positive_float, metavar="FPS",
                    help="input stream rate; gives stream_utilization")
     t.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
@@ -156,12 +160,6 @@ def _add_profile(sub, common) -> None:
     add_fleet_flag(pr)  # --fleet SCHEDULER: measure on a board of the target (cli/fleet.py)
     llm.add_generative_args(g, "profile")
     pr.set_defaults(func=cmd_profile, func_generative=llm.cmd_profile_llm)
-
-
-#: --calibration of predict and estimate (either kind of model)
-CALIBRATION_HELP = ("a calibration file (edgeprof calibrate --measurements ... --out FILE): "
-                    "a tensor model's is used instead of the search, a generative model's "
-                    "before it")
 
 
 def _add_estimate(sub, common) -> None:
@@ -206,9 +204,7 @@ def _add_recommend(sub, common) -> None:
     rc.add_argument("--threads", type=_positive_int,
                     help="the board's threads the plan (a generative model: the choice) and "
                          "its predicted figures are for (default: all its big cores)")
-    t.add_argument("--calibration", metavar="FILE.json",
-                   help="a calibration file (edgeprof calibrate --measurements) the plan's "
-                        "figures for its runtime come from")
+    rc.add_argument("--calibration", metavar="FILE.json", help=CALIBRATION_HELP)
     llm.add_generative_args(g, "recommend")
     g.add_argument("--backend", "-b", type=_names, metavar="NAME[,NAME...]",
                    help=f"{llm.BACKENDS_HELP} to choose among (default: all of them)")

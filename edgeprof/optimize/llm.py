@@ -254,14 +254,15 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str | None = None
                       context_tokens: int | None = None, tokens_per_s: float | None = None,
                       prompt_tokens: int = 512, gen_tokens: int = 128,
                       precisions: Sequence[str] | str | None = None,
-                      threads: int | None = None) -> LLMChoice:
+                      threads: int | None = None, calibration: Any = None) -> LLMChoice:
     """The format (and backend) for ``model`` on ``target``'s processor ``device`` (on
     ``threads`` of its cores; default all its big cores): fits the
     RAM with room for ``context_tokens`` (default: prompt + generated tokens), reaches
     ``tokens_per_s`` of predicted decode when given, else keeps the most bits. ``backends``:
     names of generative backends (default: every registered one). Bad input (a context
     longer than the model's maximum, a non-positive budget, an unknown device or backend) is
-    a one-line :class:`UserError`; a model that fits nowhere is a verdict, not an error."""
+    a one-line :class:`UserError`; a model that fits nowhere is a verdict, not an error.
+    ``calibration``: an LLM calibration file used before the search (``predict_llm``)."""
     from edgeprof.profilers.estimate.llm import (estimate_llm, kv_cache_bytes,
                                                  max_context_tokens, parameter_count,
                                                  runtime_overhead_bytes, usable_ram_bytes)
@@ -331,7 +332,8 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str | None = None
                                                           device=device,
                                                           prompt_tokens=prompt_tokens))
             try:
-                pred = predict_llm(est, tgt, device=device, runtime=name, threads=threads)
+                pred = predict_llm(est, tgt, device=device, runtime=name, threads=threads,
+                                   calibration=calibration)
             except UserError:
                 raise
             except EdgeprofError as e:

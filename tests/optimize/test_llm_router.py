@@ -135,7 +135,8 @@ def test_budget_not_met_gives_the_fastest_that_fits(tinyllama):
 
 def _fake_predictor(rates):
     """A stand-in for predict_llm: decode {value, low, high} per format from ``rates``."""
-    def predict(est, target, *, device="cpu", runtime="llama_cpp", threads=None):
+    def predict(est, target, *, device="cpu", runtime="llama_cpp", threads=None,
+                calibration=None):
         v, lo, hi = rates.get(est.format, (1.0, 0.5, 2.0))
         fig = {"value": v, "low": lo, "high": hi, "unit": "tokens/s",
                "provenance": "predicted", "calibration": "fake", "basis": "test"}

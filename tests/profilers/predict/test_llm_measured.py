@@ -128,3 +128,68 @@ def test_the_python_api_and_the_tensor_one_point_at_each_other(tmp_path, user_di
     assert (tmp_path / "c.json").is_file() and cal["path"] == str(tmp_path / "c.json")
     with pytest.raises(UserError, match="calibrate_llm_measurements"):
         calibrate_measurements(csv_path, "raspberry_pi_5", "llama_cpp")
+
+
+def test_a_runtime_your_tests_lack_keeps_the_shipped_rows_of_it(tmp_path, capsys, user_dir):
+    """Your llama.cpp tests on a Pi 5 are for llama.cpp: llamafile there keeps the shipped
+    calibration's rows of it (it was a runtime transfer from yours), as a tensor calibration
+    is chosen per runtime."""
+    csv_path = tmp_path / "bench.csv"
+    csv_path.write_text(HEADER + ROWS)
+    assert _calibrate(csv_path) == 0
+    capsys.readouterr()
+    base = ["predict", "llm:tinyllama-1.1b", "--target", "raspberry_pi_5", "-p", "q8_0",
+            "--json", "--backend"]
+    assert main(base + ["llama_cpp"]) == 0
+    (mine,) = json.loads(capsys.readouterr().out)["predictions"]
+    assert mine["calibration"] == "llm--raspberry_pi_5--measured-llama_cpp-cpu"
+    from edgeprof.profilers.predict.llm import predict_llm
+    from edgeprof.profilers.estimate.llm import estimate_llm
+    from edgeprof.targets import get_target
+    from edgeprof.zoo.llm import resolve_llm
+
+    pi5 = get_target("raspberry_pi_5")
+    est = estimate_llm(resolve_llm("llm:tinyllama-1.1b").spec, "q8_0", target=pi5)
+    p = predict_llm(est, pi5, runtime="llamafile")
+    assert p["calibration"] == "llm--published"
+    assert p["decode_tokens_per_s"]["provenance"] == "predicted"
+
+
+def test_a_named_calibration_without_the_runtime_says_which_one_predicted(tmp_path, user_dir):
+    from edgeprof.profilers.estimate.llm import estimate_llm
+    from edgeprof.profilers.predict.llm import predict_llm
+    from edgeprof.targets import get_target
+    from edgeprof.zoo.llm import resolve_llm
+
+    csv_path = tmp_path / "bench.csv"
+    csv_path.write_text(HEADER + ROWS)
+    out = tmp_path / "mine.json"
+    assert _calibrate(csv_path, "--out", str(out)) == 0
+    pi5 = get_target("raspberry_pi_5")
+    est = estimate_llm(resolve_llm("llm:tinyllama-1.1b").spec, "q8_0", target=pi5)
+    p = predict_llm(est, pi5, runtime="llamafile", calibration=out)
+    assert p["calibration"] == "llm--published"
+    assert ("calibration 'llm--raspberry_pi_5--measured-llama_cpp-cpu' has no llamafile rows "
+            "on raspberry_pi_5/cpu: llamafile is predicted by 'llm--published'") in p["notes"]
+    assert predict_llm(est, pi5, runtime="llama_cpp", calibration=out)["calibration"] == \
+        "llm--raspberry_pi_5--measured-llama_cpp-cpu"
+
+
+def test_profile_and_recommend_take_the_calibration_too(tmp_path, capsys, user_dir):
+    csv_path = tmp_path / "bench.csv"
+    csv_path.write_text(HEADER + ROWS)
+    out = tmp_path / "mine.json"
+    assert _calibrate(csv_path, "--out", str(out)) == 0
+    capsys.readouterr()
+    assert main(["recommend", "llm:tinyllama-1.1b", "--target", "raspberry_pi_5", "--backend",
+                 "llama_cpp", "-p", "q4_k_m", "--calibration", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (cand,) = [c for c in doc["candidates"] if c["status"] == "chosen"]
+    mine = "llm--raspberry_pi_5--measured-llama_cpp-cpu"
+    assert cand["decode_tokens_per_s"]["calibration"] == mine
+    assert main(["recommend", "llm:tinyllama-1.1b", "--target", "raspberry_pi_4", "--backend",
+                 "llama_cpp", "--calibration", str(out)]) == 2
+    assert "no entry for raspberry_pi_4/cpu" in capsys.readouterr().err
+    assert main(["profile", "llm:smollm2-135m", "--backend", "llama_cpp", "--calibration",
+                 str(out)]) == 2
+    assert "give --target BOARD too" in capsys.readouterr().err

@@ -200,7 +200,7 @@ def predict_llm(estimate: Any, target, *, device: str = "cpu", runtime: str = "l
                             f"entry for {key}: it holds {', '.join(mine['entries']) or 'none'}"
                             "; give --target/--device accordingly or another calibration")
         cals = [mine, *cals]
-    cal, prior = _select(cals, key)
+    cal, prior = _select(cals, key, runtime)
     b, build_why = _build_asked(build, runtime, [cal] if cal else cals)
     era = (b or {}).get("era")
     base = {"entries": dict(_entries_for_transfer(cals)), "prior": prior,
@@ -212,6 +212,9 @@ def predict_llm(estimate: Any, target, *, device: str = "cpu", runtime: str = "l
     entry = c["entry"]
     name = cal["name"] if cal else None
     notes: list[str] = []
+    if calibration is not None and cal is not cals[0]:
+        notes.append(f"calibration '{cals[0].get('name')}' has no {runtime} rows on {key}: "
+                     f"{runtime} is predicted by '{name}'")
     if cal is None:
         notes.append(f"no LLM calibration for {board['base_id']} --device {device}: every "
                      "figure is estimated (from a board of the same core where one is "

@@ -169,13 +169,25 @@ def llm_summaries(target_id: str, dirs: list[Path] | None = None) -> list[dict[s
     return out
 
 
-def _select(cals: list[dict[str, Any]], key: str) -> tuple[dict[str, Any] | None, dict]:
-    """The first calibration with an entry for ``key``, and the prior to use (the first
-    calibration's that has one)."""
+def _has_runtime(entry: dict[str, Any], runtime: str | None) -> bool:
+    return runtime is not None and any(
+        runtime in ((entry.get(st) or {}).get("runtimes") or {}) for st in ("decode", "prefill"))
+
+
+def _select(cals: list[dict[str, Any]], key: str, runtime: str | None = None
+            ) -> tuple[dict[str, Any] | None, dict]:
+    """The calibration to predict ``key`` (``board/device``) with: the first with rows of
+    ``runtime`` there, else the first with an entry for ``key`` (a runtime transfer from
+    it); and the prior to use (the first calibration's that has one). A user's calibration
+    of one runtime so leaves the shipped rows of the others in use, as a tensor calibration
+    is chosen per runtime."""
     prior = next((c["prior"] for c in cals if c.get("prior")), None) or fit_prior({})
-    for c in cals:
-        if key in c["entries"]:
+    with_key = [c for c in cals if key in c["entries"]]
+    for c in with_key:
+        if _has_runtime(c["entries"][key], runtime):
             return c, c.get("prior") or prior
+    if with_key:
+        return with_key[0], with_key[0].get("prior") or prior
     return None, prior
 
 
