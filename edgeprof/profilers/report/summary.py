@@ -194,11 +194,19 @@ def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any
                 f"{roofline_ms:.4g} ms x host efficiency ratio {eff:.3g} (measured on host / "
                 f"roofline on host), floored at the roofline; it moves with this host's load")
     else:
+        from edgeprof.core.errors import UserError
         from edgeprof.profilers.predict import predict_latency
+        from edgeprof.profilers.predict.predictor import check_processor
 
+        try:  # a GPU-only runtime on a board without a GPU: no figure, and why
+            runs_there = backend is None or check_processor(target, backend) is None
+        except UserError as e:
+            runs_there, reason = False, f"no prediction: {e}"
         if backend is None:
             provenance = "uncalibrated"
             reason = "no backend named, so no runtime family to predict for"
+        elif not runs_there:
+            provenance = "uncalibrated"
         else:
             prediction = predict_latency(estimate, target, backend, estimate.precision,
                                          threads=threads, calibration=calibration,

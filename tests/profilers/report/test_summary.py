@@ -181,3 +181,15 @@ def test_beating_the_fp32_roofline_with_tf32_says_so(handle):
     (w,) = [w for w in summarize(est, fast, gpu_host).warnings
             if w.code == "measurement_below_roofline"]
     assert "TF32 tensor cores" in w.message and "descriptor figure" not in w.message
+
+
+def test_a_gpu_runtime_on_a_board_without_a_gpu_gets_no_figure_and_says_why(handle, host):
+    """profile --target raspberry_pi_4 --backend tensorrt: the board has no GPU, so no
+    latency is predicted for it (a 'runtime transfer' figure had been given), and the
+    profile's other runs are not stopped."""
+    pi, est = get_target("raspberry_pi_4"), _est(handle, "raspberry_pi_4", "fp32")
+    s = summarize(est, _bench(3.0, backend="tensorrt", precision="fp32", status="unavailable"),
+                  pi, host, _est(handle, "desktop_ddr4", "fp32"))
+    f = s.figures["latency_ms"]
+    assert f.value is None and f.provenance == "uncalibrated"
+    assert "tensorrt runs on a GPU, and raspberry_pi_4 has no GPU" in f.reason
