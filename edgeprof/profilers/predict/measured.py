@@ -89,6 +89,51 @@ def _resolve_spec(spec: str, folder: Path) -> str:
     return spec
 
 
+def csv_rows(path: Path, columns: tuple[str, ...], optional: tuple[str, ...],
+             empty: str) -> list[tuple[int, dict[str, str]]]:
+    """(line, {column: stripped cell}) of a measurements CSV's non-blank rows, after its
+    header is checked: unreadable, empty (``empty`` says what to give), a missing or an
+    unknown column are :class:`MeasurementsError` naming the file (and line 1)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise _bad(path, None, f"cannot read it ({type(e).__name__}: {e})") from e
+    if not text.strip():
+        raise _bad(path, None, f"the file is empty; {empty}")
+    reader = csv.DictReader(text.splitlines())
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    known = (f"the columns are {','.join(columns)} and optionally {','.join(optional)}")
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise _bad(path, 1, f"missing column {', '.join(repr(m) for m in missing)}; {known}")
+    unknown = [h for h in header if h not in columns + optional]
+    if unknown:
+        raise _bad(path, 1, f"unknown column {', '.join(repr(u) for u in unknown)}; {known}")
+    out = []
+    for i, raw in enumerate(reader, start=2):
+        r = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None}
+        if any(r.values()):
+            out.append((i, r))
+    return out
+
+
+def threads_cell(path: Path, line: int, text: str, flag: int | None) -> int | None:
+    """A row's ``threads`` cell: a positive whole number, which ``--threads`` (``flag``)
+    must not contradict; None when empty."""
+    if not text:
+        return None
+    try:
+        t = int(text)
+    except ValueError:
+        raise _bad(path, line, f"threads {text!r} is not a whole number") from None
+    if t <= 0:
+        raise _bad(path, line, f"threads {t} is not a positive whole number")
+    if flag is not None and t != flag:
+        raise _bad(path, line, f"threads {t} contradicts --threads {flag}; remove the row or "
+                               "the flag")
+    return t
+
+
 def read_measurements(path: str | os.PathLike, target, family: str, *,
                       precision: str | None = None, threads: int | None = None) -> list[Row]:
     """The rows of a measurements CSV, validated (:class:`MeasurementsError` names the file
@@ -97,31 +142,13 @@ def read_measurements(path: str | os.PathLike, target, family: str, *,
     from edgeprof.profilers.predict.threads import parse_threads
 
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise _bad(path, None, f"cannot read it ({type(e).__name__}: {e})") from e
-    if not text.strip():
-        raise _bad(path, None, "the file is empty; give a header 'model,latency_ms' and one row "
-                               "per timed model")
-    reader = csv.DictReader(text.splitlines())
-    header = [h.strip() for h in (reader.fieldnames or [])]
-    missing = [c for c in COLUMNS if c not in header]
-    if missing:
-        raise _bad(path, 1, f"missing column {', '.join(repr(m) for m in missing)}; the columns "
-                            f"are model,latency_ms and optionally {','.join(OPTIONAL)}")
-    unknown = [h for h in header if h not in COLUMNS + OPTIONAL]
-    if unknown:
-        raise _bad(path, 1, f"unknown column {', '.join(repr(u) for u in unknown)}; the columns "
-                            f"are model,latency_ms and optionally {','.join(OPTIONAL)}")
+    lines = csv_rows(path, COLUMNS, OPTIONAL, "give a header 'model,latency_ms' and one row "
+                                              "per timed model")
     if precision is not None:
         get_precision(precision)
     rows: list[Row] = []
     seen: dict[tuple, int] = {}
-    for i, raw in enumerate(reader, start=2):
-        r = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None}
-        if not any(r.values()):
-            continue
+    for i, r in lines:
         model = r.get("model", "")
         if not model:
             raise _bad(path, i, "empty model; give a model spec edgeprof accepts "
@@ -149,18 +176,8 @@ def read_measurements(path: str | os.PathLike, target, family: str, *,
             raise _bad(path, i, f"precision {p} contradicts --precision {precision}; remove "
                                 "the row or the flag")
         p = p or precision or "fp32"
-        t_text = r.get("threads") or ""
-        t: int | None
-        if t_text:
-            try:
-                t = int(t_text)
-            except ValueError:
-                raise _bad(path, i, f"threads {t_text!r} is not a whole number") from None
-            if t <= 0:
-                raise _bad(path, i, f"threads {t} is not a positive whole number")
-            if threads is not None and t != threads:
-                raise _bad(path, i, f"threads {t} contradicts --threads {threads}; remove the "
-                                    "row or the flag")
+        t = threads_cell(path, i, r.get("threads") or "", threads)
+        if t is not None:
             t_note = "as measured"
         elif threads is not None:
             t, t_note = threads, "--threads"

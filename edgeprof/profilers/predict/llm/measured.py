@@ -21,7 +21,6 @@ is written.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import re
@@ -30,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.core.errors import EdgeprofError
-from edgeprof.profilers.predict.measured import MeasurementsError, _bad, _resolve_spec
+from edgeprof.profilers.predict.measured import (MeasurementsError, _bad, _resolve_spec,
+                                                 csv_rows, threads_cell)
 
 COLUMNS = ("model", "test", "tokens_per_s")
 OPTIONAL = ("precision", "threads", "runtime_version", "device", "source")
@@ -53,10 +53,6 @@ class LLMRow:
     source: str
 
 
-def _columns_text() -> str:
-    return f"the columns are {','.join(COLUMNS)} and optionally {','.join(OPTIONAL)}"
-
-
 def read_llm_measurements(path: str | os.PathLike, *, precision: str | None = None,
                           threads: int | None = None, device: str | None = None
                           ) -> list[LLMRow]:
@@ -64,29 +60,11 @@ def read_llm_measurements(path: str | os.PathLike, *, precision: str | None = No
     file and line of the first problem). ``precision``/``threads``/``device``: the flags,
     filling an empty cell and contradicting a different one."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise _bad(path, None, f"cannot read it ({type(e).__name__}: {e})") from e
-    if not text.strip():
-        raise _bad(path, None, "the file is empty; give a header 'model,test,tokens_per_s' "
-                               "and one row per llama-bench test (pp512, tg128 ...)")
-    reader = csv.DictReader(text.splitlines())
-    header = [h.strip() for h in (reader.fieldnames or [])]
-    missing = [c for c in COLUMNS if c not in header]
-    if missing:
-        raise _bad(path, 1, f"missing column {', '.join(repr(m) for m in missing)}; "
-                            + _columns_text())
-    unknown = [h for h in header if h not in COLUMNS + OPTIONAL]
-    if unknown:
-        raise _bad(path, 1, f"unknown column {', '.join(repr(u) for u in unknown)}; "
-                            + _columns_text())
+    lines = csv_rows(path, COLUMNS, OPTIONAL, "give a header 'model,test,tokens_per_s' and "
+                                              "one row per llama-bench test (pp512, tg128 ...)")
     rows: list[LLMRow] = []
     seen: dict[tuple, int] = {}
-    for i, raw in enumerate(reader, start=2):
-        r = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None}
-        if not any(r.values()):
-            continue
+    for i, r in lines:
         model = r.get("model", "")
         if not model:
             raise _bad(path, i, "empty model; give llm:NAME, a .gguf file or a Hugging Face "
@@ -110,18 +88,7 @@ def read_llm_measurements(path: str | os.PathLike, *, precision: str | None = No
         if fmt is None:
             raise _bad(path, i, "no weight format: give a precision column (q4_0, q4_k_m, "
                                 "int4 ...) or --precision")
-        t: int | None = None
-        t_text = r.get("threads") or ""
-        if t_text:
-            try:
-                t = int(t_text)
-            except ValueError:
-                raise _bad(path, i, f"threads {t_text!r} is not a whole number") from None
-            if t <= 0:
-                raise _bad(path, i, f"threads {t} is not a positive whole number")
-            if threads is not None and t != threads:
-                raise _bad(path, i, f"threads {t} contradicts --threads {threads}; remove the "
-                                    "row or the flag")
+        t = threads_cell(path, i, r.get("threads") or "", threads)
         t = t if t is not None else threads
         dev = r.get("device") or None
         if dev is not None and dev not in ("cpu", "cuda"):
