@@ -193,3 +193,20 @@ def test_profile_and_recommend_take_the_calibration_too(tmp_path, capsys, user_d
     assert main(["profile", "llm:smollm2-135m", "--backend", "llama_cpp", "--calibration",
                  str(out)]) == 2
     assert "give --target BOARD too" in capsys.readouterr().err
+
+
+def test_the_readme_example(tmp_path, capsys, user_dir):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[3] / "examples" / "llm" / \
+        "raspberry_pi_5_llama_bench.csv"
+    out = tmp_path / "pi5-llama.json"
+    assert _calibrate(example, "--out", str(out)) == 0
+    assert "learned the level (one model" in capsys.readouterr().out
+    assert main(["predict", "llm:qwen2.5-1.5b", "--target", "raspberry_pi_5", "--backend",
+                 "llama_cpp", "-p", "q4_k_m", "--calibration", str(out), "--json"]) == 0
+    (pred,) = json.loads(capsys.readouterr().out)["predictions"]
+    assert pred["calibration"] == "llm--raspberry_pi_5--measured-llama_cpp-cpu"
+    decode = pred["decode_tokens_per_s"]
+    # a model of 1.5 B parameters decodes slower than the 1.1 B one measured (11.07 tok/s)
+    assert decode["provenance"] == "predicted" and decode["value"] < 11.07
