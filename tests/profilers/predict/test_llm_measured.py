@@ -210,3 +210,23 @@ def test_the_readme_example(tmp_path, capsys, user_dir):
     decode = pred["decode_tokens_per_s"]
     # a model of 1.5 B parameters decodes slower than the 1.1 B one measured (11.07 tok/s)
     assert decode["provenance"] == "predicted" and decode["value"] < 11.07
+
+
+def test_a_jetson_gpu_mode_calibrates_from_tests_on_its_gpu(tmp_path, capsys, user_dir):
+    """The Orin Nano's llama.cpp runs its GPU; the rows were checked against this machine's
+    build ('llama_cpp runs on cpu here, not cuda') instead of what the runtime runs on a
+    board."""
+    csv_path = tmp_path / "orin.csv"
+    csv_path.write_text("model,precision,test,tokens_per_s,threads,runtime_version\n"
+                        "llm:tinyllama-1.1b,q4_k_m,pp512,2265,6,b9518\n"
+                        "llm:tinyllama-1.1b,q4_k_m,tg128,66.55,6,b9518\n")
+    assert main(["calibrate", "--target", "jetson_orin_nano:super", "--backend", "llama_cpp",
+                 "--measurements", str(csv_path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["device"] == "cuda" and doc["threads"] == []  # a GPU: no host threads
+    assert list(doc["calibration_data"]["entries"]) == ["jetson_orin_nano/cuda"]
+    assert main(["predict", "llm:tinyllama-1.1b", "--target", "jetson_orin_nano:super",
+                 "--backend", "llama_cpp", "-p", "q4_k_m", "--json"]) == 0
+    (pred,) = json.loads(capsys.readouterr().out)["predictions"]
+    assert pred["calibration"] == "llm--jetson_orin_nano--measured-llama_cpp-cuda"
+    assert 66.55 / 1.25 < pred["decode_tokens_per_s"]["value"] < 66.55 * 1.25

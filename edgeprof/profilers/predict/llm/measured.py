@@ -141,12 +141,13 @@ def records_of(rows: list[LLMRow], backend: str, models: dict[str, Any], path: P
 
 def check_rows(rows: list[LLMRow], backend_cls: type, models: dict[str, Any], path: Path,
                default_device: str) -> None:
-    """Each row's model, format and processor are ones the runtime runs (else the file's
-    line, exit 2)."""
+    """Each row's model, format and processor are ones the runtime runs on a board (its
+    ``supports_on_board``: formats, board devices, architecture; not this machine's build),
+    else the file's line, exit 2."""
     for r in rows:
         dev = r.device or default_device
         try:
-            reason = backend_cls().supports(models[r.spec], r.precision, dev)
+            reason = backend_cls().supports_on_board(models[r.spec], r.precision, dev)
         except EdgeprofError as e:
             reason = str(e)
         if reason:
