@@ -232,3 +232,17 @@ def test_inputs_larger_than_the_available_memory_are_refused_with_the_bytes_need
         resolve_model("builtin:small_cnn", input_shapes=[(99999, 99999, 99999, 99)])
     assert "99999x99999x99999x99 float32" in str(err.value) and "available" in str(err.value)
     assert resolve_model("builtin:small_cnn", input_shapes=[(1, 1, 28, 28)]).input_specs
+
+
+def test_a_module_is_resolved_in_eval_mode_whatever_its_mode():
+    import torch
+
+    from edgeprof.core.models import resolve_model
+
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5))
+    net[1].train()  # one submodule in training mode is enough to need eval()
+    net[0].eval()
+    h = resolve_model(net, input_shapes=[(1, 4)])
+    assert not any(m.training for m in h.torch_module().modules())
+    h = resolve_model(net.eval(), input_shapes=[(1, 4)])  # already in eval: unchanged
+    assert not any(m.training for m in h.torch_module().modules())
