@@ -230,3 +230,22 @@ def test_a_jetson_gpu_mode_calibrates_from_tests_on_its_gpu(tmp_path, capsys, us
     (pred,) = json.loads(capsys.readouterr().out)["predictions"]
     assert pred["calibration"] == "llm--jetson_orin_nano--measured-llama_cpp-cuda"
     assert 66.55 / 1.25 < pred["decode_tokens_per_s"]["value"] < 66.55 * 1.25
+
+
+def test_a_gguf_row_takes_the_files_format(tmp_path, capsys, user_dir):
+    from tests.zoo.test_llm_presets import write_gguf
+
+    write_gguf(tmp_path / "tiny.gguf")  # file type 15: q4_k_m
+    csv_path = tmp_path / "bench.csv"
+    csv_path.write_text("model,test,tokens_per_s\ntiny.gguf,tg128,900\ntiny.gguf,pp512,5000\n")
+    assert _calibrate(csv_path) == 2  # the file's model holds 256 tokens
+    assert ("line 3: the test needs a context of 512 tokens, longer than tiny-llama-test's "
+            "maximum of 256") in capsys.readouterr().err
+    csv_path.write_text("model,test,tokens_per_s\ntiny.gguf,tg128,900\ntiny.gguf,pp64,5000\n")
+    assert _calibrate(csv_path, "--json", "--out", str(tmp_path / "c.json")) == 0
+    cal = json.loads(capsys.readouterr().out)["calibration_data"]
+    assert {s["format"] for s in cal["samples"]} == {"q4_k_m"}
+    csv_path.write_text("model,precision,test,tokens_per_s\ntiny.gguf,q8_0,tg128,900\n")
+    assert _calibrate(csv_path) == 2
+    err = capsys.readouterr().err
+    assert "line 2: precision q8_0 contradicts the file's own format q4_k_m" in err

@@ -84,10 +84,7 @@ def read_llm_measurements(path: str | os.PathLike, *, precision: str | None = No
         if precision is not None and fmt is not None and fmt != precision:
             raise _bad(path, i, f"precision {fmt} contradicts --precision {precision}; remove "
                                 "the row or the flag")
-        fmt = fmt or precision
-        if fmt is None:
-            raise _bad(path, i, "no weight format: give a precision column (q4_0, q4_k_m, "
-                                "int4 ...) or --precision")
+        fmt = fmt or precision or ""  # "": a .gguf's own format, else an error (below)
         t = threads_cell(path, i, r.get("threads") or "", threads)
         t = t if t is not None else threads
         dev = r.get("device") or None
@@ -143,8 +140,22 @@ def check_rows(rows: list[LLMRow], backend_cls: type, models: dict[str, Any], pa
                default_device: str) -> None:
     """Each row's model, format and processor are ones the runtime runs on a board (its
     ``supports_on_board``: formats, board devices, architecture; not this machine's build),
-    else the file's line, exit 2."""
+    else the file's line, exit 2. A row without a format takes its .gguf file's."""
     for r in rows:
+        own = getattr(models[r.spec], "file_format", None)
+        if not r.precision:
+            if not own:
+                raise _bad(path, r.line, "no weight format: give a precision column (q4_0, "
+                                         "q4_k_m, int4 ...) or --precision")
+            r.precision = own
+        elif own and r.precision != own:
+            raise _bad(path, r.line, f"precision {r.precision} contradicts the file's own "
+                                     f"format {own}")
+        spec = models[r.spec].spec
+        limit = getattr(spec, "max_position_embeddings", None)
+        if limit and r.depth + r.tokens > limit:
+            raise _bad(path, r.line, f"the test needs a context of {r.depth + r.tokens} tokens, "
+                                     f"longer than {spec.name}'s maximum of {limit}")
         dev = r.device or default_device
         try:
             reason = backend_cls().supports_on_board(models[r.spec], r.precision, dev)
