@@ -243,7 +243,18 @@ def cmd_compare(args) -> int:
 
 def cmd_calibrate(args) -> int:  # predict helper: edgeprof calibrate
     if args.measurements is not None:
+        measuring = [flag for flag, given in (
+            ("--fleet", args.fleet is not None), ("--models", args.models is not None),
+            ("--kernels", args.kernels is not None), ("--runs", args.runs is not None),
+            ("--isolate", bool(args.isolate)), ("--timeout", args.timeout is not None))
+            if given]
+        if measuring:
+            raise UserError(f"{', '.join(measuring)} measure (here or on a board of the "
+                            "fleet); --measurements fits timings you took: give one or the "
+                            "other")
         return _calibrate_measurements(args)
+    args.kernels = args.kernels or "default"
+    args.runs = 20 if args.runs is None else args.runs
     if args.threads is not None or args.calibration_out is not None:
         raise UserError("--threads and --out go with --measurements FILE.csv (a calibration "
                         "from your own timings)")

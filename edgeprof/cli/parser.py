@@ -343,8 +343,10 @@ def _add_compare_and_calibrate(sub, common) -> None:
     cal.add_argument("--backend", required=True, help="the runtime to calibrate")
     cal.add_argument("--precision", default=None,
                      help="default fp32; a generative backend: q4_0 or int4 where it makes it")
-    cal.add_argument("--kernels", default="default", help="kernel set: default or tiny")
-    cal.add_argument("--runs", type=int, default=20, help="minimum timed runs per kernel")
+    cal.add_argument("--kernels", default=None, help="kernel set: default or tiny (default: "
+                                                     "default)")
+    cal.add_argument("--runs", type=int, default=None,
+                     help="minimum timed runs per kernel (default 20)")
     cal.add_argument("--models", type=_names, default=None,
                      help="generative backends: the presets to measure (default "
                           "smollm2-135m,smollm2-360m,qwen2.5-0.5b)")

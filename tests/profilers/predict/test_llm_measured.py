@@ -249,3 +249,18 @@ def test_a_gguf_row_takes_the_files_format(tmp_path, capsys, user_dir):
     assert _calibrate(csv_path) == 2
     err = capsys.readouterr().err
     assert "line 2: precision q8_0 contradicts the file's own format q4_k_m" in err
+
+
+@pytest.mark.parametrize("flags,named", [
+    (["--fleet", "127.0.0.1:1"], "--fleet"), (["--models", "smollm2-135m"], "--models"),
+    (["--kernels", "tiny", "--runs", "3"], "--kernels, --runs"), (["--isolate"], "--isolate")])
+def test_measuring_flags_with_measurements_are_refused(tmp_path, capsys, user_dir, flags,
+                                                       named):
+    """--measurements fits timings taken elsewhere; a flag of a measuring calibration given
+    beside it was silently ignored."""
+    csv_path = tmp_path / "bench.csv"
+    csv_path.write_text(HEADER + ROWS)
+    assert _calibrate(csv_path, *flags) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{named} measure" in err and "--measurements" in err
+    assert not list(user_dir.iterdir())
