@@ -253,8 +253,6 @@ def cmd_calibrate(args) -> int:  # predict helper: edgeprof calibrate
                             "fleet); --measurements fits timings you took: give one or the "
                             "other")
         return _calibrate_measurements(args)
-    args.kernels = args.kernels or "default"
-    args.runs = 20 if args.runs is None else args.runs
     if args.threads is not None or args.calibration_out is not None:
         raise UserError("--threads and --out go with --measurements FILE.csv (a calibration "
                         "from your own timings)")
@@ -269,7 +267,15 @@ def cmd_calibrate(args) -> int:  # predict helper: edgeprof calibrate
 
     reg = get_registry(args.plugins)
     if getattr(reg.backend(args.backend), "workload", "tensor") == "generate":
+        if args.kernels is not None or args.runs is not None:
+            raise UserError("--kernels and --runs go with a tensor backend's kernels; a "
+                            f"generative backend ({args.backend}) measures presets: --models")
         return llm.cmd_calibrate_llm(args, spec)  # here, isolated, or on a board of the fleet
+    if args.models is not None:
+        raise UserError(f"--models names the presets a generative backend measures; "
+                        f"{args.backend} calibrates from kernels (--kernels default or tiny)")
+    args.kernels = args.kernels or "default"
+    args.runs = 20 if args.runs is None else args.runs
     if args.isolate or args.timeout is not None:
         raise UserError("--isolate and --timeout go with a generative backend (e.g. "
                         "--backend llama_cpp); a tensor calibration measures its kernels here "

@@ -264,3 +264,16 @@ def test_measuring_flags_with_measurements_are_refused(tmp_path, capsys, user_di
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and f"{named} measure" in err and "--measurements" in err
     assert not list(user_dir.iterdir())
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--backend", "tflite", "--models", "smollm2-135m"], "--models names the presets"),
+    (["--backend", "llama_cpp", "--kernels", "tiny"], "--kernels and --runs go with a tensor"),
+    (["--backend", "llama_cpp", "--runs", "3"], "--kernels and --runs go with a tensor")])
+def test_a_flag_of_the_other_kind_of_calibration_is_refused(capsys, user_dir, argv, words):
+    """They were silently ignored (a tflite host calibration ran, and was saved, with
+    --models given)."""
+    assert main(["calibrate", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and words in err
+    assert not list(user_dir.iterdir())
