@@ -53,9 +53,10 @@ _MODEL_HELP = ("builtin:NAME, package.module:factory, file.py:factory, or a mode
                ".tflite, .xml, .keras)")
 
 
-def _model_args(sp, tensor=None) -> None:
+def _model_args(sp, tensor=None, *, layers: bool = False) -> None:
     """The model and the tensor model's input flags. ``tensor``: the tensor group of a
-    command that takes either kind of model (its --target is then added by the command)."""
+    command that takes either kind of model (its --target is then added by the command);
+    ``layers``: the command prints the layer table (--max-layers)."""
     if tensor is None:
         sp.add_argument("model", help=_MODEL_HELP)
         sp.add_argument("--target", "-t", default="host", help="target id (default: host)")
@@ -72,8 +73,10 @@ def _model_args(sp, tensor=None) -> None:
                         "(repeat for several inputs)")
     g.add_argument("--input-dtype", type=_dtype, action="append", metavar="DTYPE",
                    help="input dtype, e.g. float32 or int64 (repeat per input)")
-    g.add_argument("--max-layers", type=_positive_int, default=40,
-                   help="layers shown in the terminal table (all are in the CSV; default 40)")
+    if layers:
+        g.add_argument("--max-layers", type=_positive_int, default=40,
+                       help="layers shown in the terminal table (all are in the CSV; default "
+                            "40)")
 
 
 def _target_arg(sp, generative: str) -> None:
@@ -109,7 +112,7 @@ def _add_profile(sub, common) -> None:
                              "generative model: llama-bench's pp/tg measured here beside the "
                              "estimate and the target's prediction)")
     t, g = kind_groups(pr)
-    _model_args(pr, t)
+    _model_args(pr, t, layers=True)
     _target_arg(pr, "none, or the board to predict too (e.g. raspberry_pi_5)")
     _backend_arg(pr, "backend name(s), comma-separated, or 'all' (default torch_eager)",
                  f"{llm.BACKENDS_HELP} (default llama_cpp)",
@@ -167,7 +170,7 @@ def _add_estimate(sub, common) -> None:
                         help="the analytic estimate (and, with --backend, the prediction); "
                              "builds and runs nothing")
     t, g = kind_groups(es)
-    _model_args(es, t)
+    _model_args(es, t, layers=True)
     _target_arg(es, "the board to predict, with the fit verdict")
     _backend_arg(es, "the runtime family on the board: adds its prediction (default none)",
                  f"{llm.BACKENDS_HELP} (default llama_cpp)", generative="llama_cpp")

@@ -130,3 +130,15 @@ def test_no_import_circle_inside_the_cli():
         visit(start, [start])
     assert circles == [], "import circles in edgeprof/cli:\n" + "\n".join(sorted(set(circles)))
     assert "main" not in graph["llm"] | graph["fleet"] | graph["common"]
+
+
+@pytest.mark.parametrize("command", ["predict", "recommend", "optimize", "batch"])
+def test_max_layers_is_only_where_a_layer_table_is_printed(capsys, command):
+    """--max-layers was accepted, and did nothing, by commands that print no layer table."""
+    argv = [command, "builtin:small_cnn", "--max-layers", "5"]
+    if command == "predict":
+        argv += ["--backend", "tflite"]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert "unrecognized arguments: --max-layers 5" in capsys.readouterr().err
