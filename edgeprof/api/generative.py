@@ -509,6 +509,7 @@ def calibrate_llm_measurements(measurements: str | os.PathLike, target: Any, bac
     check_rows(rows, cls, models, path, dev)
     board = board_of(tgt, dev)
     for r in rows:
+        r.device = dev
         if board["kind"] != "cpu":
             r.threads = None  # a GPU's kernels: host threads do not apply
         elif r.threads is None:

@@ -131,7 +131,7 @@ def records_of(rows: list[LLMRow], backend: str, models: dict[str, Any], path: P
             n_threads=r.threads or 0, repetitions=1,
             prefill_tokens_per_s=rate if r.stage == "prefill" else None,
             decode_tokens_per_s=rate if r.stage == "decode" else None,
-            runtime_version=r.version, provenance="measured (yours)",
+            runtime_version=r.version, provenance="measured",
             warnings=[f"{path.name} line {r.line}" + (f": {r.source}" if r.source else "")]))
     return out
 
