@@ -271,15 +271,15 @@ def cmd_calibrate(args) -> int:  # predict helper: edgeprof calibrate
             raise UserError("--kernels and --runs go with a tensor backend's kernels; a "
                             f"generative backend ({args.backend}) measures presets: --models")
         return llm.cmd_calibrate_llm(args, spec)  # here, isolated, or on a board of the fleet
-    if args.models is not None:
-        raise UserError(f"--models names the presets a generative backend measures; "
-                        f"{args.backend} calibrates from kernels (--kernels default or tiny)")
     args.kernels = args.kernels or "default"
     args.runs = 20 if args.runs is None else args.runs
     if args.isolate or args.timeout is not None:
         raise UserError("--isolate and --timeout go with a generative backend (e.g. "
                         "--backend llama_cpp); a tensor calibration measures its kernels here "
                         "or, with --fleet, on a board")
+    if args.models is not None:
+        raise UserError(f"--models names the presets a generative backend measures; "
+                        f"{args.backend} calibrates from kernels (--kernels default or tiny)")
     progress = Progress(enabled=not args.json)
     try:
         if spec is not None:

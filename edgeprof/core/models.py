@@ -252,7 +252,8 @@ def in_eval(module: Any) -> Any:
     """``module.eval()``, skipped where every submodule is in eval mode already (``eval``
     sets ``training`` through ``nn.Module.__setattr__`` on each of them: 0.95 ms of a
     NAS-Bench-201 network's ~15 ms screening, the check 0.32 ms)."""
-    if any(m.training for m in module.modules()):
+    modules = getattr(module, "modules", None)  # a duck-typed module may have eval() only
+    if modules is None or any(m.training for m in modules()):
         module.eval()
     return module
 
