@@ -221,23 +221,12 @@ def cmd_estimate_llm(args) -> int:
 def cmd_predict_llm(args) -> int:
     """``predict`` of a generative model: the board's prefill and decode tokens/s for the
     backend and format(s) asked (``estimate_llm`` with a target: nothing built or run)."""
-    from edgeprof.api import estimate_llm
-
     if args.target is None:
         raise UserError(f"predict {args.model} needs --target BOARD (e.g. raspberry_pi_5): a "
                         "prediction is for a board; 'edgeprof estimate' gives the analytic "
                         "figures without one")
-    payload = estimate_llm(args.model, args.target, backends=args.backend,
-                           precisions=args.precision, prompt_tokens=args.prompt_tokens,
-                           gen_tokens=args.gen_tokens, depths=args.depth,
-                           device=_device(args), plugins=args.plugins,
-                           targets_dir=args.targets_dir, threads=args.threads,
-                           build=args.runtime_version, calibration=args.calibration)
-    if args.json:
-        print(json.dumps(payload, indent=2, allow_nan=False))
-    else:
-        render_llm(payload, _console())
-    return 0
+    args.build = args.runtime_version  # predict's name for the build, both kinds'
+    return cmd_estimate_llm(args)
 
 
 def cmd_recommend_llm(args) -> int:
