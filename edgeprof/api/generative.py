@@ -286,10 +286,10 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
     if tgt is not None and known:  # analytic, a fraction of a second: the report's card
         from edgeprof.optimize.llm import choose_llm_format
 
-        recommendation = choose_llm_format(
+        recommendation = choose_llm_format(  # the figures the payload's predictions give
             llm, tgt, device=board_device, backends=known,
             context_tokens=config.context_needed(), prompt_tokens=prompt_tokens,
-            gen_tokens=gen_tokens).to_dict()
+            gen_tokens=gen_tokens, threads=threads, calibration=calibration).to_dict()
     host = _host_info(None)
     if any(r["status"] == "ok" for r in runs):  # the roof the measured points sit under
         try:

@@ -277,3 +277,27 @@ def test_a_flag_of_the_other_kind_of_calibration_is_refused(capsys, user_dir, ar
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and words in err
     assert not list(user_dir.iterdir())
+
+
+def test_a_profiles_recommendation_uses_the_calibration_its_predictions_use(tmp_path,
+                                                                            monkeypatch,
+                                                                            user_dir):
+    """profile llm:X --target B --calibration F: the report's recommendation card had
+    predicted with the shipped calibration beside a tokens/s table from F."""
+    import edgeprof.profilers.measure.llm_runs as runs
+    from edgeprof.api import profile_llm
+
+    csv_path = tmp_path / "bench.csv"
+    csv_path.write_text(HEADER + ROWS)
+    out = tmp_path / "mine.json"
+    assert _calibrate(csv_path, "--out", str(out)) == 0
+    monkeypatch.setattr(runs, "measure_pairs", lambda *a, **k: [])  # nothing run here
+    payload = profile_llm("llm:tinyllama-1.1b", backends="llama_cpp", precisions="q4_k_m",
+                          target="raspberry_pi_5", calibration=out, threads=2)
+    (pred,) = payload["predictions"]
+    rec = payload["recommendation"]
+    (cand,) = [c for c in rec["candidates"] if c["format"] == "q4_k_m"]
+    assert cand["decode_tokens_per_s"]["calibration"] == pred["calibration"] == \
+        "llm--raspberry_pi_5--measured-llama_cpp-cpu"
+    assert cand["decode_tokens_per_s"]["value"] == pytest.approx(
+        pred["decode_tokens_per_s"]["value"])
