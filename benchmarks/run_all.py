@@ -28,6 +28,8 @@ RUNS = [
     ("conversion_routes", ["conversion_routes.py"]),
     ("openvino_vs_benchmark_app", ["openvino_vs_benchmark_app.py"]),
     ("predict_boards", ["predict_boards.py"]),
+    ("predict_nb201", ["predict_nb201.py", "--networks", "300"]),
+    ("in_eval", ["in_eval.py"]),
     ("html_report", ["html_report.py"]),
     ("sweep_vs_profile", ["sweep_vs_profile.py"]),
     # generative models (issue 14)
