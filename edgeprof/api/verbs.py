@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from typing import Any
 
 from edgeprof.api.common import _target, _target_registry
-from edgeprof.core.backend import RunConfig, option_specs
+from edgeprof.core.backend import (RunConfig, check_backend_options, option_specs,
+                                   run_config_options)
 from edgeprof.core.models import resolve_model
 from edgeprof.core.plugins import get_registry
 from edgeprof.core.precision import get_precision
@@ -65,17 +67,22 @@ def estimate(model: Any, target: Any = "host", precision: str = "fp32", *,
 
 
 def benchmark(model: Any, backend: str = "torch_eager", precision: str = "fp32", *,
-              config: RunConfig | None = None, batch_size: int | None = None,
-              input_shapes=None, input_dtypes=None, plugins=None) -> BenchmarkResult:
+              config: RunConfig | None = None, run_options: dict[str, Any] | None = None,
+              batch_size: int | None = None, input_shapes=None, input_dtypes=None,
+              plugins=None) -> BenchmarkResult:
     """Measure ``model`` on ``backend`` on this host (latency percentiles, memory ...).
 
-    Isolated in a worker process when ``config.isolate`` or ``config.timeout_s`` is set."""
+    ``run_options``: the dict ``profile`` takes (the flags' names: ``runs``, ``min_time``,
+    ``max_time``, ``warmup``, ``device``, ``isolate``, ``timeout``, ``options`` ..., or
+    RunConfig's fields), applied over ``config`` (which is left unchanged). Isolated in a
+    worker process when ``isolate`` or ``timeout`` is set."""
+    opts = run_config_options(run_options, reserved=("precision", "batch_size"))
     reg = get_registry(plugins)
+    check_backend_options(opts.get("options") or {}, [reg.backend(backend)])
     handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
                            batch_size=batch_size, registry=reg)
-    config = config or RunConfig(precision=precision)
-    config.precision = precision
-    config.batch_size = handle.batch_size
+    config = dataclasses.replace(config or RunConfig(), **opts, precision=precision,
+                                 batch_size=handle.batch_size)
     return measure(MeasureRequest.for_handle(backend, handle, config, plugins_file=plugins),
                    registry=reg)
 
