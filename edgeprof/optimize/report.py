@@ -214,7 +214,8 @@ class OptimizeReport:
             lines.append(self.plan.to_text())
             lines.append("")
         where = "measured on this host" if self.on_host else \
-            f"measured on this host; latency on {self.target.id} estimated"
+            (f"timed on this host; latency on {self.target.id} as its 'prov' column says: "
+             "pred predicted, est estimated, uncal uncalibrated")
         lines.append(f"Candidates ({where}; accuracy measured on {self.dataset.get('name')} "
                      f"test split, {self.dataset.get('test')} samples):")
         df = self.strategies_frame()

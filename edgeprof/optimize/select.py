@@ -179,12 +179,20 @@ def overruled(plan_res: CandidateResult | None, chosen: CandidateResult | None
     if plan_res.ok and plan_res.accepted and plan_res.latency_ms and chosen.latency_ms:
         ratio = plan_res.latency_ms / chosen.latency_ms
         tie = abs(1 - chosen.latency_ms / plan_res.latency_ms) < TIE_FRACTION
-        msg = (f"the router said {pc.label}, but {cc.label} measured faster: "
-               f"{chosen.latency_ms:.4g} ms vs {plan_res.latency_ms:.4g} ms "
-               f"({ratio:.2f}x{', within noise' if tie else ''}), both accepted")
+        # each figure under its own provenance: a board's predictions are not measurements
+        cp, pp = chosen.latency_provenance or "measured", plan_res.latency_provenance or \
+            "measured"
+        if cp == pp:
+            msg = (f"the router said {pc.label}, but {cc.label} {cp} faster: "
+                   f"{chosen.latency_ms:.4g} ms vs {plan_res.latency_ms:.4g} ms")
+        else:
+            msg = (f"the router said {pc.label}, but {cc.label} is faster: "
+                   f"{chosen.latency_ms:.4g} ms ({cp}) vs {plan_res.latency_ms:.4g} ms ({pp})")
+        msg += f" ({ratio:.2f}x{', within noise' if tie else ''}), both accepted"
         out.append({"kind": "faster_alternative", "plan": pc.label, "chosen": cc.label,
                     "differences": diffs, "plan_latency_ms": plan_res.latency_ms,
-                    "chosen_latency_ms": chosen.latency_ms, "speedup": ratio,
+                    "plan_provenance": pp, "chosen_latency_ms": chosen.latency_ms,
+                    "chosen_provenance": cp, "speedup": ratio,
                     "within_noise": tie, "message": msg})
     else:
         out.append({"kind": "replaced", "plan": pc.label, "chosen": cc.label,
@@ -223,7 +231,11 @@ def _verdict(results: list[CandidateResult], chosen: CandidateResult | None, ctx
                          "measured": sum(r.ok for r in results), "candidates": len(results),
                          "accepted": sum(r.accepted for r in results)}
     on_host = bool(getattr(ctx.target, "is_host", False))
-    prov = "measured" if on_host else f"estimated for {ctx.target.id}"
+
+    def prov(r: CandidateResult) -> str:  # the figure's own provenance, for whom
+        p = r.latency_provenance or "measured"
+        return p if on_host else f"{p} for {ctx.target.id}"
+
     if baseline is not None and baseline.ok:
         v["baseline"] = baseline.candidate.label
         v["baseline_latency_ms"] = baseline.latency_ms
@@ -234,7 +246,7 @@ def _verdict(results: list[CandidateResult], chosen: CandidateResult | None, ctx
         v.update(status="ok", chosen=chosen.candidate.label, latency_ms=chosen.latency_ms,
                  latency_provenance=chosen.latency_provenance, accuracy=chosen.accuracy,
                  speedup_vs_baseline=speed)
-        msg = (f"Chosen: {chosen.candidate.label} - {chosen.latency_ms:.4g} ms ({prov}), "
+        msg = (f"Chosen: {chosen.candidate.label} - {chosen.latency_ms:.4g} ms ({prov(chosen)}), "
                f"accuracy {chosen.accuracy:.4f} (drop {chosen.accuracy_drop_pp:.2f} pp), "
                f"{(chosen.memory_bytes or 0) / 1e6:.3g} MB estimated")
         if speed:
@@ -263,7 +275,7 @@ def _verdict(results: list[CandidateResult], chosen: CandidateResult | None, ctx
     acc = "-" if closest.accuracy is None else f"{closest.accuracy:.4f}"
     v["message"] = (f"no candidate meets every constraint: {first} fails "
                     f"({closest.failing.get(first, '')}); closest: {closest.candidate.label} at "
-                    f"{closest.latency_ms:.4g} ms ({prov}), accuracy {acc}"
+                    f"{closest.latency_ms:.4g} ms ({prov(closest)}), accuracy {acc}"
                     + (f"; it also fails {', '.join(k for k in closest.failing if k != first)}"
                        if len(closest.failing) > 1 else "")
                     + (f"; every measured candidate fails {', '.join(binding)}"
