@@ -9,33 +9,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from edgeprof.api.common import Progress, _target
-from edgeprof.core.errors import UnknownNameError, UserError
+from edgeprof.core.errors import UserError
 from edgeprof.core.models import ModelHandle, resolve_model
 from edgeprof.core.plugins import get_registry
 from edgeprof.core.precision import get_precision
 from edgeprof.core.results import Estimate
-
-
-def on_device(target: Any, device: str | None) -> Any:
-    """``target`` as seen from processor ``device`` (a Jetson's CPU cluster, say): its peaks,
-    bandwidth and cores. The processor the target's kind implies is the target itself."""
-    if device is None or getattr(target, "is_host", False):
-        return target
-    proc = target.get_processor(device)  # UnknownNameError (exit 2) for a device it lacks
-    if device == target.implied_device:
-        return target
-    import dataclasses
-
-    changes: dict[str, Any] = {"peak_compute": dict(proc.peak_compute), "cores": proc.cores,
-                               "kind": "edge_cpu" if proc.kind == "cpu" else target.kind}
-    if proc.bandwidth is not None:
-        changes["bandwidth"] = proc.bandwidth
-    if proc.frequency is not None:
-        changes["frequency"] = proc.frequency
-    fields = {f.name for f in dataclasses.fields(target)}
-    if "big_cores_figure" in fields:
-        changes["big_cores_figure"] = proc.cores
-    return dataclasses.replace(target, **{k: v for k, v in changes.items() if k in fields})
+from edgeprof.profilers.predict.config import ConfigPredictor, on_device  # noqa: F401
 
 
 def _tensor_only(model: Any) -> None:
@@ -60,44 +39,32 @@ class Predictor:
                  calibration: str | os.PathLike | Any = None, plugins=None, targets_dir=None,
                  runtime_version: str | None = None):
         from edgeprof.profilers.predict.calibration import load_calibration
-        from edgeprof.profilers.predict.predictor import check_processor, check_threads
 
         get_precision(precision)
         self.registry = get_registry(plugins)
-        from edgeprof.profilers.predict.threads import known_families
-
-        if backend not in self.registry.backends and backend not in known_families():
-            raise UnknownNameError(  # exit 2
-                "backend or runtime family", backend,
-                set(self.registry.backends) | set(known_families()),
-                "A prediction takes an edgeprof backend ('edgeprof backends') or a runtime "
-                "family the published board rows name (ncnn, xcubeai, tinyengine ...)")
         board = _target(target, targets_dir, plugins)
-        check_processor(board, backend, device)  # a GPU runtime on a CPU: exit 2
-        self.target = on_device(board, device)
-        check_threads(threads, self.target)
-        self.backend, self.precision, self.threads = backend, precision, threads
-        self.runtime_version = runtime_version  # the board's build: warned about if it differs
+        # the one call every command that shows a board figure makes (recommend's plan,
+        # optimize, a sweep): one configuration, one number, one label
+        self._config = ConfigPredictor(board, backend, precision, threads=threads,
+                                       device=device, registry=self.registry,
+                                       runtime_version=runtime_version)
         self.calibration = (load_calibration(calibration)
                             if isinstance(calibration, (str, os.PathLike)) else calibration)
+        self._config.calibration = self.calibration
+        self.target = self._config.target
+        self.backend, self.precision, self.threads = backend, precision, threads
+        self.runtime_version = runtime_version  # the board's build: warned about if it differs
+
+    def _handle(self, model: Any, input_shapes=None, input_dtypes=None) -> ModelHandle:
+        _tensor_only(model)
+        return model if isinstance(model, ModelHandle) else resolve_model(
+            model, input_shapes=input_shapes, input_dtypes=input_dtypes, registry=self.registry)
 
     def estimate(self, model: Any, *, input_shapes=None, input_dtypes=None) -> Estimate:
-        from edgeprof.profilers.estimate.analytic import estimate_model
-
-        _tensor_only(model)
-        handle = model if isinstance(model, ModelHandle) else resolve_model(
-            model, input_shapes=input_shapes, input_dtypes=input_dtypes, registry=self.registry)
-        return estimate_model(handle, self.target, self.precision, registry=self.registry)
+        return self._config.estimate(self._handle(model, input_shapes, input_dtypes))
 
     def __call__(self, model: Any, *, input_shapes=None, input_dtypes=None) -> Any:
-        from edgeprof.profilers.predict import predict_latency
-
-        est = self.estimate(model, input_shapes=input_shapes, input_dtypes=input_dtypes)
-        pred = predict_latency(est, self.target, self.backend, self.precision,
-                               threads=self.threads, calibration=self.calibration,
-                               runtime_version=self.runtime_version)
-        pred.model = est.model
-        return pred
+        return self._config(self._handle(model, input_shapes, input_dtypes))
 
 
 def predict(model: Any, target: Any, backend: str, precision: str = "fp32", *,

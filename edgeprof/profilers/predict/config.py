@@ -1,0 +1,101 @@
+"""One configuration's board prediction: :class:`ConfigPredictor`, the call every command
+that shows a board figure makes (``edgeprof.predict`` / ``Predictor`` in the API, the plan of
+``recommend``/``optimize``, a sweep's board figure), so that one configuration gets one number
+with one label wherever it is shown.
+
+A configuration is (target and its processor, runtime, precision, threads, calibration); the
+model comes with each call. What cannot be predicted is refused here, the same way for every
+command (a :class:`~edgeprof.core.errors.UserError`: an unknown runtime or precision, a GPU
+runtime on a CPU, a processor or thread count the board lacks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgeprof.core.errors import UnknownNameError
+from edgeprof.core.precision import get_precision
+
+
+def on_device(target: Any, device: str | None) -> Any:
+    """``target`` as seen from processor ``device`` (a Jetson's CPU cluster, say): its peaks,
+    bandwidth and cores. The processor the target's kind implies is the target itself."""
+    if device is None or getattr(target, "is_host", False):
+        return target
+    proc = target.get_processor(device)  # UnknownNameError (exit 2) for a device it lacks
+    if device == target.implied_device:
+        return target
+    import dataclasses
+
+    changes: dict[str, Any] = {"peak_compute": dict(proc.peak_compute), "cores": proc.cores,
+                               "kind": "edge_cpu" if proc.kind == "cpu" else target.kind}
+    if proc.bandwidth is not None:
+        changes["bandwidth"] = proc.bandwidth
+    if proc.frequency is not None:
+        changes["frequency"] = proc.frequency
+    fields = {f.name for f in dataclasses.fields(target)}
+    if "big_cores_figure" in fields:
+        changes["big_cores_figure"] = proc.cores
+    return dataclasses.replace(target, **{k: v for k, v in changes.items() if k in fields})
+
+
+class ConfigPredictor:
+    """Predictions for one (target, backend, precision, threads, device, calibration), many
+    models: checked once (a configuration that cannot be predicted raises a UserError here),
+    then ``estimate(handle)`` and ``from_estimate(est)`` (or both: ``self(handle)``).
+
+    ``target`` is a target object (a descriptor, not a name); ``calibration`` a loaded
+    :class:`~edgeprof.profilers.predict.Calibration` or None (the search ``predict`` makes);
+    ``registry`` the plugin registry (its backends, besides the runtime families the
+    published rows name)."""
+
+    def __init__(self, target: Any, backend: str, precision: str = "fp32", *,
+                 threads: int | None = None, device: str | None = None,
+                 calibration: Any = None, registry: Any = None,
+                 runtime_version: str | None = None):
+        from edgeprof.profilers.predict.predictor import check_processor, check_threads
+        from edgeprof.profilers.predict.threads import known_families
+
+        get_precision(precision)
+        if registry is None:
+            from edgeprof.core.plugins import get_registry
+
+            registry = get_registry()
+        self.registry = registry
+        if backend not in registry.backends and backend not in known_families():
+            raise UnknownNameError(  # exit 2
+                "backend or runtime family", backend,
+                set(registry.backends) | set(known_families()),
+                "A prediction takes an edgeprof backend ('edgeprof backends') or a runtime "
+                "family the published board rows name (ncnn, xcubeai, tinyengine ...)")
+        check_processor(target, backend, device)  # a GPU runtime on a CPU: exit 2
+        self.target = on_device(target, device)
+        check_threads(threads, self.target)
+        self.backend, self.precision, self.threads = backend, precision, threads
+        self.device = device
+        self.runtime_version = runtime_version  # the board's build: warned about if it differs
+        self.calibration = calibration
+
+    def estimate(self, handle: Any) -> Any:
+        """The analytic estimate the prediction rests on (the model on this processor at
+        this precision)."""
+        from edgeprof.profilers.estimate.analytic import estimate_model
+
+        return estimate_model(handle, self.target, self.precision, registry=self.registry)
+
+    def from_estimate(self, est: Any) -> Any:
+        """The prediction from :meth:`estimate`'s result (a
+        :class:`~edgeprof.profilers.predict.Prediction`)."""
+        from edgeprof.profilers.predict.predictor import predict_latency
+
+        pred = predict_latency(est, self.target, self.backend, self.precision,
+                               threads=self.threads, calibration=self.calibration,
+                               runtime_version=self.runtime_version)
+        pred.model = est.model
+        return pred
+
+    def __call__(self, handle: Any) -> Any:
+        return self.from_estimate(self.estimate(handle))
+
+
+__all__ = ["ConfigPredictor", "on_device"]
