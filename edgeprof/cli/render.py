@@ -95,9 +95,23 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
     table = Table(title=f"Runs (host: measured · {tgt.id}: "
                         f"{'measured' if tgt.is_host else ', '.join(provs) or 'no figure'})",
                   title_justify="left")
+    # the rates, utilization and reading come from the target's latency: each column (or,
+    # where the rows' labels differ, each cell) carries that latency's provenance
+    derived = {"achieved_bandwidth_gbps": "GB/s", "bandwidth_utilization": "BW util",
+               "achieved_gmacs": "GMAC/s", "latency_ms": "reading"}
+    shared = {k: _shared_provenance(report.runs, k) for k in derived}
     for col in ("backend", "precision", "ran as", "status", "host median ms [95% CI]",
-                "p90 ms", f"{tgt.id} ms", "GB/s", "BW util", "GMAC/s", "reading"):
+                "p90 ms", f"{tgt.id} ms"):
         table.add_column(col)
+    for key, name in derived.items():  # the reading names its latency's label itself
+        table.add_column(f"{tgt.id} {name}" + (f" ({shared[key]})" if shared[key]
+                                                and key != "latency_ms" else ""))
+
+    def cell(s, key: str, text: str) -> str:
+        f = s.figures.get(key) if s else None
+        if key == "latency_ms" or f is None or f.value is None:  # the reading names its own
+            return text if key == "latency_ms" else "-"
+        return text if shared[key] else f"{text} ({f.provenance})"
     for r in report.runs:
         b, s = r.benchmark, r.summary
         st = b.stats
@@ -112,9 +126,12 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
             b.status if b.status == "ok" else f"[red]{b.status}[/red]", med,
             _fmt(st.p90_ms) if st else "-",
             (f"{_fmt(lat.value)} ({lat.provenance})" if lat and lat.value is not None else "-"),
-            _fmt(s.value("achieved_bandwidth_gbps")) if s else "-",
-            _pct(s.value("bandwidth_utilization")) if s else "-",
-            _fmt(s.value("achieved_gmacs")) if s else "-", s.reading if s and st else "-")
+            cell(s, "achieved_bandwidth_gbps", _fmt(s.value("achieved_bandwidth_gbps")) if s
+                 else "-"),
+            cell(s, "bandwidth_utilization", _pct(s.value("bandwidth_utilization")) if s
+                 else "-"),
+            cell(s, "achieved_gmacs", _fmt(s.value("achieved_gmacs")) if s else "-"),
+            cell(s, "latency_ms", s.reading if s else "-"))
     console.print(table)
     for r in report.runs:
         tag = f"{r.backend} {r.requested_precision}"
@@ -159,6 +176,14 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
                           f"{w.code}: {w.message}")
     for w in report.warnings:
         console.print(f"[yellow]warning[/yellow] {w.code}: {w.message}")
+
+
+def _shared_provenance(runs, key: str) -> str | None:
+    """The provenance every run's figure ``key`` has, where they all have one value's."""
+    provs = {r.summary.figures[key].provenance for r in runs
+             if r.summary is not None and key in r.summary.figures
+             and r.summary.figures[key].value is not None}
+    return provs.pop() if len(provs) == 1 else None
 
 
 def _pct(v: float | None) -> str:

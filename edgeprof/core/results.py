@@ -403,7 +403,7 @@ class Summary:
     precision: str
     on_host: bool
     figures: dict[str, Figure]
-    reading: str  # memory-bound / balanced / compute-bound or inefficient / unknown
+    reading: str  # <bound>-bound / <bound>-bound, below roof / inefficient, <bound>-bound / unknown
     warnings: list[WarningRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     prediction: dict[str, Any] | None = None  # the predictor's answer (calibration, interval)

@@ -21,8 +21,15 @@ Figures and where they come from (each :class:`Figure` carries its provenance):
   (the host's from its measured calibration, a board's from its datasheet: each roofline
   uses its own target's convention).
 
-The seeds' reading of bandwidth utilization: above 80% memory-bound, below 20% compute-bound
-or inefficient, balanced in between. The roofline is a lower bound: a host measurement below
+The reading is one classification with the estimate's ``bottleneck``: the roofline says which
+roof binds (memory or compute, analytic), the latency says how close the run comes to it
+(``roofline / latency``, the fraction of the roofline's speed, with the latency's provenance):
+above 80% ``<bound>-bound``, 20-80% ``<bound>-bound, below roof``, under 20%
+``inefficient`` (time goes where the roofline counts none: dispatch, small kernels, poor
+access patterns). The seeds read bandwidth utilization alone (above 80% memory-bound, below
+20% "compute-bound or inefficient"), which named a compute bound for a model the roofline
+calls memory-bound; the bandwidth utilization figure keeps its seed formula. The roofline
+is a lower bound: a host measurement below
 the host's roofline (by more than the median's confidence interval) means a descriptor figure
 is wrong; the warning ``measurement_below_roofline`` says so, in the host's summary and in
 the target's.
@@ -36,19 +43,25 @@ from edgeprof.core.errors import UserError
 from edgeprof.core.precision import get_precision
 from edgeprof.core.results import BenchmarkResult, Estimate, Figure, Summary, WarningRecord
 
-MEMORY_BOUND_ABOVE = 0.80
-COMPUTE_BOUND_BELOW = 0.20
+NEAR_ROOF_ABOVE = 0.80
+INEFFICIENT_BELOW = 0.20
 
 
-def reading_of(bandwidth_utilization: float | None) -> str:
-    """The seeds' reading of a bandwidth utilization fraction."""
-    if bandwidth_utilization is None:
-        return "unknown"
-    if bandwidth_utilization > MEMORY_BOUND_ABOVE:
-        return "memory-bound"
-    if bandwidth_utilization < COMPUTE_BOUND_BELOW:
-        return "compute-bound or inefficient"
-    return "balanced"
+def reading_of(bound: str, roofline_ms: float | None, latency_ms: float | None,
+               provenance: str | None = None) -> str:
+    """The reading of a run: the roofline's ``bound`` (``memory`` or ``compute``, what the
+    estimate's ``bottleneck`` says) and how close ``latency_ms`` comes to the roofline's
+    speed (``roofline_ms / latency_ms``); ``provenance`` is the latency's, named in the
+    text so the reading carries the label of the figure it comes from."""
+    if latency_ms is None or not latency_ms > 0 or roofline_ms is None:
+        return f"unknown (no latency); the roofline says {bound}-bound"
+    fraction = roofline_ms / latency_ms
+    of = f"{100 * fraction:.0f}% of roofline" + (f", {provenance}" if provenance else "")
+    if fraction > NEAR_ROOF_ABOVE:
+        return f"{bound}-bound ({of})"
+    if fraction >= INEFFICIENT_BELOW:
+        return f"{bound}-bound, below roof ({of})"
+    return f"inefficient, {bound}-bound ({of})"
 
 
 def seed_bytes(estimate: Estimate) -> float:
@@ -198,8 +211,10 @@ def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any
         from edgeprof.profilers.predict import predict_latency
         from edgeprof.profilers.predict.predictor import check_processor
 
-        try:  # a GPU-only runtime on a board without a GPU: no figure, and why
-            runs_there = backend is None or check_processor(target, backend) is None
+        try:  # a runtime on no processor of the board, or a precision it does not offer
+            # (a row 'not offered'): no figure, and why
+            runs_there = backend is None or check_processor(
+                target, backend, precision=estimate.precision) is None
         except UserError as e:
             runs_there, reason = False, f"no prediction: {e}"
         if backend is None:
@@ -286,10 +301,7 @@ def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any
         notes.append(f"figures marked 'measured' were measured on this host; figures for "
                      f"{target.id} are '{provenance}' or 'analytic'")
 
-    bw_util = figures["bandwidth_utilization"].value
-    reading = reading_of(bw_util)
-    if bw_util is None:
-        reading = f"unknown (no latency); the roofline says {estimate.bound}-bound"
+    reading = reading_of(estimate.bound, roofline_ms, latency_ms, provenance)
     return Summary(target=target.id, backend=backend, precision=precision, on_host=on_host,
                    figures=figures, reading=reading, warnings=warnings, notes=notes,
                    prediction=prediction.to_dict() if prediction is not None else None)

@@ -193,3 +193,28 @@ def test_a_gpu_runtime_on_a_board_without_a_gpu_gets_no_figure_and_says_why(hand
     f = s.figures["latency_ms"]
     assert f.value is None and f.provenance == "uncalibrated"
     assert "tensorrt runs on a GPU, and raspberry_pi_4 has no GPU" in f.reason
+
+
+@pytest.mark.parametrize("factor", [1.05, 3.0, 12.0])
+@pytest.mark.parametrize("model,board,bound", [("builtin:small_cnn", "raspberry_pi_4", "memory"),
+                                               ("builtin:small_resnet", "jetson_nano", "compute")])
+def test_the_reading_uses_the_roofline_bound_the_estimate_prints(registry, model, board, bound,
+                                                                 factor):
+    """The row's reading and the estimate's 'bottleneck' are one classification: the
+    roofline says which roof binds, the latency says how close to it the run comes. (A
+    memory-bound small_cnn on a Pi 4 read 'compute-bound or inefficient' at 15% of the
+    bandwidth, under 'bottleneck: memory'.)"""
+    from edgeprof.core.models import resolve_model
+    from edgeprof.profilers.estimate.analytic import estimate_model
+
+    host = get_target(board)  # the board's figures, as if edgeprof ran on it
+    est = estimate_model(resolve_model(model, registry=registry), host, "fp32")
+    other = {"memory": "compute", "compute": "memory"}[est.bound]
+    assert est.edge_constraints["bottleneck"] == est.bound == bound
+    host_like = type("H", (), {"is_host": True, "id": "host",
+                               "bandwidth_bytes_per_s": host.bandwidth_bytes_per_s,
+                               "peak_macs": host.peak_macs, "typical_power": host.typical_power})
+    s = summarize(est, _bench(est.roofline_latency_ms * factor, precision="fp32"), host_like())
+    assert f"{est.bound}-bound" in s.reading and f"{other}-bound" not in s.reading
+    assert ("inefficient" in s.reading) == (factor > 5)
+    assert "measured" in s.reading  # the latency the reading comes from
