@@ -478,8 +478,10 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str | None = None
                        f"weights; below 4 bits small models lose clearly more quality "
                        f"(perplexity) than at 4 bits or more, which edgeprof does not measure "
                        f"(random weights): check it on your task")
-    if chosen is not None:
-        other = next((d for d in tgt.devices if d != device), None)
+    if chosen is not None:  # the board's other processor, where the chosen runtime runs
+        cls = next((c for n, c, _ in tables if n == chosen.backend), None)
+        other = next((d for d in tgt.devices if d != device
+                      and not _unsupported(cls, model, chosen.format, d)), None)
         if other is not None:
             try:
                 est = estimate_llm(spec, next(t[chosen.format] for n, _, t in tables
