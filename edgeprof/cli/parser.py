@@ -258,6 +258,20 @@ def _add_optimize(sub, common) -> None:
     op.set_defaults(func=cmd_optimize, func_generative=llm.cmd_recommend_llm)
 
 
+def _board_device(text: str) -> str:
+    """A board's processor (``--device`` of predict): a device name a target descriptor may
+    give (cpu, cuda[:N], gpu, npu); whether the board has it is the target's to say."""
+    import re
+
+    from edgeprof.targets.descriptor import DEVICES
+
+    if not re.fullmatch(rf"(?:{'|'.join(DEVICES)})|cuda:\d+", text):
+        raise argparse.ArgumentTypeError(f"device must be one of {', '.join(DEVICES)} (a "
+                                         f"board's processors: 'edgeprof targets show T'), "
+                                         f"got '{text}'")
+    return text
+
+
 def _add_predict(sub, common) -> None:
     pd = sub.add_parser("predict", parents=[common],
                         help="predicted latency on a board, without building or running (a "
@@ -274,8 +288,8 @@ def _add_predict(sub, common) -> None:
                     help="the board's threads (default: all its big cores; a calibration "
                          "from your measurements: the threads its rows ran)")
     pd.add_argument("--calibration", metavar="FILE.json", help=CALIBRATION_HELP)
-    pd.add_argument("--device", type=_device, default=None,
-                    help="the board's processor (cpu, cuda ...: 'edgeprof targets show T'; "
+    pd.add_argument("--device", type=_board_device, default=None,
+                    help="the board's processor (cpu, cuda, gpu, npu: 'edgeprof targets show T'; "
                          "default: the one the runtime uses there)")
     pd.add_argument("--runtime-version", metavar="VERSION",
                     help="the runtime build on the board (a generative model's, e.g. b9307); "

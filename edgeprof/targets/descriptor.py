@@ -31,8 +31,10 @@ FIGURES: dict[str, dict[str, tuple[str, bool]]] = {
 TOP_KEYS = {"name", "kind", "strategy_class", "processor", "description",
             "supported_precisions", "preferred_backends", "compute", "memory", "power",
             "strategy", "processors", "modes"}
-#: the device names a processor table may have (what ``--device`` chooses)
-DEVICES = ("cpu", "cuda", "npu")
+#: the device names a processor table may have (what ``--device`` chooses): ``cuda`` an
+#: NVIDIA GPU (CUDA runtimes), ``gpu`` another GPU (Vulkan/OpenCL runtimes: a Raspberry Pi 5's
+#: VideoCore VII), ``npu`` a neural accelerator
+DEVICES = ("cpu", "cuda", "gpu", "npu")
 PROCESSOR_KINDS = ("cpu", "gpu", "npu")
 #: the device a target's top-level figures describe, by the target's kind
 IMPLIED_DEVICE = {"cpu": "cpu", "edge_cpu": "cpu", "mcu": "cpu", "gpu": "cuda",

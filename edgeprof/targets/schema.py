@@ -35,7 +35,7 @@ base units, the unit spelled out, and where the figure comes from)::
     # Jetson's GPU and its CPU cluster. The figures above describe the processor the
     # target's kind implies (cpu for cpu/edge_cpu/mcu, cuda for gpu/edge_gpu, npu for npu);
     # a table for that device overrides them, a table for another device adds one.
-    [processors.cpu]
+    [processors.cpu]               # device: cpu | cuda (NVIDIA) | gpu (Vulkan/OpenCL) | npu
     kind = "cpu"                   # cpu | gpu | npu
     name = "4x Arm Cortex-A57 @ 1.43 GHz"
     cores = { value = 4, unit = "count", source = "..." }

@@ -18,7 +18,7 @@ def _t(name: str):
 
 def test_raspberry_pi_5_facts():
     t = _t("raspberry_pi_5")
-    assert t.kind == "edge_cpu" and t.devices == ("cpu",)
+    assert t.kind == "edge_cpu" and t.devices == ("cpu", "gpu")  # + VideoCore VII
     assert t.cores.value == 4 and t.frequency.value == 2.4e9
     assert t.ram.value == 8 * 1024 ** 3
     assert t.bandwidth.value == pytest.approx(4267e6 * 4)  # LPDDR4X-4267, 32-bit bus
@@ -66,7 +66,7 @@ def test_raspberry_pi_4_cpu_table_carries_the_theoretical_bandwidth():
 def test_rk3588_facts():
     """Orange Pi 5 / ROCK 5B class: all 8 cores at the top level, the A76 cluster as the cpu."""
     t = _t("rk3588")
-    assert t.kind == "edge_cpu" and t.devices == ("cpu",) and t.modes == {}
+    assert t.kind == "edge_cpu" and t.devices == ("cpu", "npu") and t.modes == {}
     assert t.cores.value == 8 and t.big_cores == 4 and t.frequency.value == 2.4e9
     assert t.bandwidth.value == pytest.approx(4224e6 * 8)  # LPDDR4X-4224, 64-bit
     a76 = {"fp32": 4 * 8 * 2.4e9, "fp16": 4 * 16 * 2.4e9, "int8": 4 * 32 * 2.4e9}
