@@ -89,6 +89,9 @@ class GraphWalk:
     #: ``numel`` over ``parameters()``, as torchinfo and ptflops report), used by this
     #: forward or not; None when the graph is all there is (ONNX, TFLite, IR)
     total_parameter_count: int | None = None
+    #: convolutions whose weights show a batch-norm folded into them (the graph reader's
+    #: evidence: names an exporter gives folded constants); None where nothing shows it
+    folded_batchnorms: int | None = None
 
 
 @dataclass

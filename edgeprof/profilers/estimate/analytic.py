@@ -218,13 +218,6 @@ def precision_memory(parameter_count: int, peak_live_elements: int,
     return rows
 
 
-#: op types that are a convolution / a batch-norm, per graph format (ONNX, TFLite, IR)
-CONV_OPS = {"Conv", "ConvTranspose", "QLinearConv", "ConvInteger", "CONV_2D", "CONV_3D",
-            "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "Convolution", "GroupConvolution",
-            "ConvolutionBackpropData", "GroupConvolutionBackpropData"}
-BATCHNORM_OPS = {"BatchNormalization", "BatchNormInference"}
-
-
 def parameter_counts(walk_result: GraphWalk, forward_count: int) -> tuple[int, str | None]:
     """(the model's parameter count, a note when the forward uses fewer of them).
 
@@ -242,17 +235,17 @@ def parameter_counts(walk_result: GraphWalk, forward_count: int) -> tuple[int, s
 
 
 def batchnorm_folding_note(walk_result: GraphWalk, fmt: str) -> str | None:
-    """A note for a graph format (ONNX, TFLite, IR) with convolutions and no batch-norm node:
-    exporters fold a batch-norm that follows a convolution into its weights and bias."""
-    if fmt == "torch":
+    """A note for a graph (ONNX, TFLite, IR) whose reader saw batch-norms folded into
+    convolutions (``walk_result.folded_batchnorms``: the names an exporter gives the folded
+    weights): its parameter count is lower than the framework's. Nothing for a graph that
+    shows none (a Conv/ReLU/Pool/Linear model never had one to fold)."""
+    folded = walk_result.folded_batchnorms
+    if fmt == "torch" or not folded:
         return None
-    ops = {g.op_type for g in walk_result.layers}
-    if not ops & CONV_OPS or ops & BATCHNORM_OPS:
-        return None
-    return (f"this {fmt} graph has convolutions and no batch-norm node: a batch-norm that "
-            "followed a convolution in the source model was folded into the convolution's "
-            "weights and bias by the exporter, so parameter_count is the graph's, lower than "
-            "the framework's (torch counts 2 parameters per channel of each batch-norm; "
+    return (f"{folded} convolution{'s' if folded != 1 else ''} of this {fmt} graph carry a "
+            "batch-norm the exporter folded into their weights and bias (their weights are "
+            "the exporter's computed constants), so parameter_count is the graph's, lower "
+            "than the framework's (torch counts 2 parameters per channel of each batch-norm; "
             "folding adds a bias to a convolution that had none)")
 
 

@@ -20,6 +20,7 @@ Peak live elements come from producer/consumer lifetimes, model inputs included.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,12 @@ GLOBAL_OPS = {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "ReduceMean"
               "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceL1", "ReduceLogSumExp",
               "ReduceSumSquare"}
 PARAM_TYPES = {1, 2, 3, 10, 11, 16}  # FLOAT, UINT8, INT8, FLOAT16, DOUBLE, BFLOAT16
+CONV_NODES = {"Conv", "ConvTranspose", "QLinearConv", "ConvInteger"}
+#: a convolution's constant input that shows a batch-norm folded into it: the TorchScript
+#: exporter names a constant it computed ``onnx::Conv_<n>`` (an eval-mode export folds the
+#: batch-norm after a convolution into new weights and bias; a plain convolution keeps its
+#: parameters' names, ``conv1.weight``), and tf2onnx keeps the fused batch-norm's name
+FOLDED_BATCHNORM_NAME = re.compile(r"^onnx::Conv_\d+$|batch_?norm", re.IGNORECASE)
 
 
 def _numel(shape) -> int:
@@ -207,8 +214,10 @@ def walk(model: Any) -> GraphWalk:
         peak = max(peak, live)
     # at one step births sort before frees: a node's inputs and its output are alive together
     input_elements = sum(_numel(s.shape) for s in model.input_specs)
+    folded = sum(1 for n in nodes if n.op_type in CONV_NODES
+                 and any(i in inits and FOLDED_BATCHNORM_NAME.search(i) for i in n.input[1:]))
     return GraphWalk(layers=layers, peak_live_elements=int(peak), input_elements=input_elements,
-                     notes=notes)
+                     notes=notes, folded_batchnorms=folded or None)
 
 
 def _work(n, shapes: dict, out_el: int, in_el: int, ins: list[str]) -> tuple[int, int]:

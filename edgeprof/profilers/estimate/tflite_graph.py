@@ -228,6 +228,10 @@ def _dedupe_names(layers: list[GraphLayer]) -> None:
                 layer.name = f"{name}#{k}"
 
 
+CONV_TYPES = {"CONV_2D", "CONV_3D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV"}
+FOLDED_BATCHNORM_NAME = re.compile(r"batch_?norm", re.IGNORECASE)
+
+
 def walk(model: Any) -> GraphWalk:
     """Walk a ``.tflite`` model (a ModelHandle with ``path``, or a path) op by op."""
     path = getattr(model, "path", None) or model
@@ -341,9 +345,15 @@ def walk(model: Any) -> GraphWalk:
                                  output_elements=out_elems, input_elements=act_in,
                                  parameter_count=params, macs=int(macs), other_ops=int(other)))
     _dedupe_names(layers)
+    # a batch-norm folded into a convolution leaves its name in the fused weights' name
+    # (litert-torch: '...BatchNorm2d_bn1;;...Conv2d_conv1;', TF: '.../FusedBatchNormV3;...')
+    folded = sum(1 for op, op_type in zip(operators, op_types) if op_type in CONV_TYPES
+                 and any(int(i) >= 0 and constant[int(i)] and
+                         FOLDED_BATCHNORM_NAME.search(_name(sg.tensors[int(i)]))
+                         for i in op.inputs))
     return GraphWalk(layers=layers, peak_live_elements=int(peak),
                      input_elements=sum(_n(_shape(sg.tensors[i])) for i in model_inputs),
-                     notes=notes)
+                     notes=notes, folded_batchnorms=folded or None)
 
 
 __all__ = ["input_specs", "layer_name", "walk"]

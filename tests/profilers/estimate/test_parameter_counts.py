@@ -75,3 +75,33 @@ def test_folded_batchnorm_is_said_for_an_onnx_graph(registry):
     assert not any("batch-norm" in n for n in in_torch.notes)
     assert any("folded" in n and "batch-norm" in n for n in in_onnx.notes)
     assert in_onnx.parameter_count < in_torch.parameter_count
+
+
+def test_no_batchnorm_note_for_a_graph_that_never_had_one(registry):
+    """A self-exported Conv/ReLU/Pool/Linear .onnx (small_cnn has no batch-norm) was told a
+    batch-norm following a convolution had been folded: the note is for a graph that shows
+    a folded batch-norm, and only for it."""
+    from edgeprof.backends.onnx_export import export_onnx
+
+    handle = resolve_model("builtin:small_cnn", registry=registry)
+    onnx_handle = resolve_model(str(export_onnx(handle).path))
+    est = estimate_model(onnx_handle, target(), "fp32")
+    assert {r.op_type for r in est.layers} >= {"Conv", "Relu", "MaxPool", "Gemm"}
+    assert not any("batch-norm" in n for n in est.notes), est.notes
+    assert est.parameter_count == estimate_model(handle, target(), "fp32").parameter_count
+
+
+def test_a_tflite_graph_says_a_folded_batchnorm_only_where_its_weights_show_one(registry,
+                                                                                tmp_path):
+    import litert_torch
+
+    def tflite_of(spec):
+        handle = resolve_model(spec, registry=registry)
+        sample = tuple(torch.from_numpy(a) for a in handle.make_inputs(0))
+        path = tmp_path / f"{spec.split(':')[1]}.tflite"
+        litert_torch.convert(handle.torch_module().eval(), sample).export(str(path))
+        return estimate_model(resolve_model(str(path)), target(), "fp32")
+
+    with_bn, without = tflite_of("builtin:small_resnet"), tflite_of("builtin:small_cnn")
+    assert any("folded" in n and "batch-norm" in n for n in with_bn.notes)
+    assert not any("batch-norm" in n for n in without.notes)
