@@ -114,13 +114,14 @@ def recommend_plan(model: Any, target: Any = "host", *, latency_budget_ms: float
 def latency_figures(handle: Any, tgt: Any, backends: dict[str, type], *,
                     threads: int | None = None, calibration: Any = None):
     """``latency_of(precision, backend)`` for the router: the board prediction of that
-    configuration (``predict_latency``: calibrated, else the roofline x the prior, labelled
-    so), cached; with backend None, the best figure among the backends that run on the
+    configuration (:class:`~edgeprof.profilers.predict.config.ConfigPredictor`, the call
+    ``edgeprof.predict`` makes: calibrated, else the roofline x the prior, labelled so),
+    cached; with backend None, the best figure among the backends that run on the
     target and run that precision. None for this machine (nothing is measured by a plan)."""
+    from edgeprof.core.errors import UserError
     from edgeprof.core.provenance import sort_key
     from edgeprof.optimize.router import LatencyFigure, runs_on_target
-    from edgeprof.profilers.estimate.analytic import estimate_model
-    from edgeprof.profilers.predict import predict_latency
+    from edgeprof.profilers.predict.config import ConfigPredictor
 
     if getattr(tgt, "is_host", False):
         return None
@@ -139,17 +140,22 @@ def latency_figures(handle: Any, tgt: Any, backends: dict[str, type], *,
             out = min(figs, key=lambda f: sort_key(f.provenance, f.value_ms)) if figs else None
         elif backend in runnable and precision in tuple(
                 getattr(runnable[backend].capabilities, "precisions", ()) or ()):
-            if precision not in ests:
-                ests[precision] = estimate_model(handle, tgt, precision)
             # a user's calibration speaks for the runtimes it measured; the others search
             mine = calibration is not None and any(
                 e.get("family") == backend for e in calibration.runtimes.values())
-            p = predict_latency(ests[precision], tgt, backend, precision, threads=threads,
-                                calibration=calibration if mine else None)
-            out = LatencyFigure(p.value_ms, p.provenance, p.low_ms, p.high_ms,
-                                basis=f"{backend} {precision}, {p.method}"
-                                      + (f" by {p.calibration}" if p.calibration else ""),
-                                backend=backend)
+            try:  # the call edgeprof.predict makes: its number under its label
+                pred = ConfigPredictor(tgt, backend, precision, threads=threads,
+                                       calibration=calibration if mine else None)
+            except UserError:  # a configuration predict refuses gets no figure
+                pred = None
+            if pred is not None:
+                if precision not in ests:
+                    ests[precision] = pred.estimate(handle)
+                p = pred.from_estimate(ests[precision])
+                out = LatencyFigure(p.value_ms, p.provenance, p.low_ms, p.high_ms,
+                                    basis=f"{backend} {precision}, {p.method}"
+                                          + (f" by {p.calibration}" if p.calibration else ""),
+                                    backend=backend)
         cache[key] = out
         return out
 
@@ -162,7 +168,10 @@ def _plan(handle: Any, tgt: Any, constraints: Any, reg: Any, precision: str = "f
     from edgeprof.profilers.estimate.analytic import estimate_model
 
     est = estimate_model(handle, tgt, precision)
-    backends = {n: e.cls for n, e in reg.backends_for("tensor").items()}
+    from edgeprof.optimize.candidates import runtime_classes
+
+    # the runtimes the board's processors run, prediction-only families included (labelled)
+    backends = runtime_classes(reg)
     figures_threads = threads
     if figures_threads is None and calibration is not None:
         from edgeprof.profilers.predict.threads import big_cores

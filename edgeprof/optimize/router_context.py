@@ -12,7 +12,7 @@ from typing import Any
 
 from edgeprof.core.errors import UserError
 from edgeprof.core.precision import PRECISIONS
-from edgeprof.core.provenance import budget_verdict, sort_key
+from edgeprof.core.provenance import budget_verdict, rank, sort_key
 from edgeprof.core.results import WarningRecord, clean
 
 STEP_KINDS = ("backend", "precision", "pruning", "layout", "threads", "batch_size",
@@ -427,10 +427,15 @@ class RouterContext:
         lo = fig.low_ms * scale if fig.low_ms is not None else None
         hi = fig.high_ms * scale if fig.high_ms is not None else None
         throughput = batch / f_ms * 1e3 if f_ms > 0 else None
+        scaled = abs(scale - 1) > 1e-9
         basis = fig.basis + (f"; x{scale:.3g} for the steps it does not see (roofline)"
-                             if abs(scale - 1) > 1e-9 else "")
+                             if scaled else "")
+        # scaled (or with a batch's wait) it is no longer the configuration's prediction but
+        # a figure derived from it: estimated (a guess or a roofline keeps its lower rank)
+        prov = fig.provenance if not (scaled or wait_ms) else \
+            max((fig.provenance, "estimated"), key=rank)
         return Projection(f_ms + wait_ms, f_ms, throughput, weights, acts, max(drop, 0.0), prec,
-                          batch, fits, why, latency_provenance=fig.provenance,
+                          batch, fits, why, latency_provenance=prov,
                           latency_low_ms=lo + wait_ms if lo is not None else None,
                           latency_high_ms=hi + wait_ms if hi is not None else None,
                           latency_basis=basis, backend=fig.backend or backend)

@@ -191,8 +191,17 @@ class PrecisionRule:
         budget = ctx.constraints.max_accuracy_drop
         base_fail = ctx.failing(ctx.project())
         allowed, too_risky = [], []
+        def with_runner(p: str) -> list[Step]:
+            # a precision is projected on the backend that would run it (the one the step
+            # switches to), so its figure is that configuration's prediction, and the step's
+            # "after" is the next step's "before"
+            steps = [Step("precision", p, "")]
+            if runner.get(p):
+                steps.insert(0, Step("backend", runner[p], ""))
+            return steps
+
         for p in runner:
-            proj = ctx.project([Step("precision", p, "")])
+            proj = ctx.project(with_runner(p))
             (too_risky if proj.accuracy_drop_pp > budget + 1e-12 else allowed).append((p, proj))
         if not allowed:
             ctx.note(f"every lower precision's expected accuracy drop exceeds max_accuracy_drop "
@@ -229,11 +238,17 @@ class PrecisionRule:
             if fm.get("quantization_method"):
                 method = fm["quantization_method"]
         what = ", ".join(sorted(base_fail))
+        if meets and ctx.undecided(proj):  # a roofline under a budget: not met, undecided
+            verdict = f"its roofline, a lower bound, cannot decide {what}"
+        elif meets:
+            verdict = f"meets {what}"
+        else:
+            verdict = f"the closest to {what}"
         reason = (f"{ctx.bound}-bound; {p} brings the projected latency "
-                  f"{_fmt_ms(before.latency_ms)} -> {_fmt_ms(proj.latency_ms)} and memory "
+                  f"{_fmt_ms(before.latency_ms)} -> {_fmt_ms(proj.latency_ms)} "
+                  f"({proj.latency_provenance}) and memory "
                   f"{before.memory_bytes / 1e6:.3g} -> {proj.memory_bytes / 1e6:.3g} MB "
-                  f"({'meets' if meets else 'the closest to'} {what}), expected drop "
-                  f"{proj.accuracy_drop_pp:.2g} pp")
+                  f"({verdict}), expected drop {proj.accuracy_drop_pp:.2g} pp")
         if p == ctx.target.strategy.precision:
             reason += "; it is also the target's recommended precision"
         steps = [Step("precision", p, reason, method=method, details={"bits": bits})]
