@@ -20,7 +20,12 @@ from edgeprof.zoo.llm import (
 ISSUE_PRESETS = ("tinyllama-1.1b", "smollm-135m", "smollm2-135m", "smollm2-360m",
                  "smollm2-1.7b", "qwen1.5-1.8b", "qwen2.5-0.5b", "qwen2.5-1.5b",
                  "llama-3.2-1b", "llama-3.2-3b", "gemma-2b", "gemma-2-2b", "gemma-3-1b",
-                 "phi-3.5-mini")
+                 "phi-3.5-mini",
+                 # issue 30
+                 "qwen2.5-3b", "gemma-3-270m", "phi-4-mini", "llama-2-7b")
+#: issue 30's presets and the size each is published as (model page / model card, rounded)
+ISSUE_30_PUBLISHED = {"qwen2.5-3b": 3.09e9, "gemma-3-270m": 268e6, "phi-4-mini": 3.84e9,
+                      "llama-2-7b": 6.74e9}
 
 
 def test_the_issues_presets_are_all_there():
@@ -79,6 +84,30 @@ def test_transformers_meta_model_has_the_same_count(name, transformers_meta):
     if spec.sliding_window:
         slides = [t == "sliding_attention" for t in cfg.layer_types]
         assert slides == [spec.layer_slides(i) for i in range(spec.num_layers)]
+
+
+@pytest.mark.parametrize("name", sorted(ISSUE_30_PUBLISHED))
+def test_issue_30_presets_have_their_published_size(name):
+    """Each count is the published one (rounded as the model page gives it), and its
+    random-weight model config builds (transformers and the GenAI builders load it)."""
+    spec = get_preset(f"llm:{name}")
+    assert parameter_count(spec) == pytest.approx(ISSUE_30_PUBLISHED[name], rel=0.005)
+    cfg = hf_config(spec)
+    assert cfg["model_type"] == spec.family and cfg["edgeprof_random_weights"] is True
+    assert cfg["num_hidden_layers"] == spec.num_layers and cfg["vocab_size"] == spec.vocab_size
+    m = resolve_llm(f"llm:{name}")
+    assert m.random_weights and m.spec is spec
+
+
+def test_issue_30_shapes():
+    q, g, phi, llama2 = (get_preset(n) for n in ("qwen2.5-3b", "gemma-3-270m", "phi-4-mini",
+                                                 "llama-2-7b"))
+    assert (q.num_heads, q.num_kv_heads, q.qkv_bias, q.tie_word_embeddings) == (16, 2, True, True)
+    assert [g.layer_slides(i) for i in range(18)] == ([True] * 5 + [False]) * 3
+    assert (g.head_dim, g.num_kv_heads, g.vocab_size) == (256, 1, 262144)
+    assert phi.fused_qkv and phi.tie_word_embeddings and (phi.num_heads, phi.num_kv_heads) == (24, 8)
+    assert phi.num_heads * phi.head_dim == phi.hidden_size  # the phi3 GGUF path needs it
+    assert llama2.num_kv_heads == llama2.num_heads == 32 and not llama2.tie_word_embeddings
 
 
 def test_family_coverage():
