@@ -7,6 +7,7 @@ defaults that differ by kind. Imports nothing of the CLI but ``render``; the com
 from __future__ import annotations
 
 import argparse
+import errno
 import re
 from typing import Any
 
@@ -39,7 +40,12 @@ def _in_flag_words(text: str) -> str:
 def _console(stderr: bool = False):
     from rich.console import Console
 
-    console = Console(stderr=stderr, highlight=False, soft_wrap=False)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # rich's own exits 1: let main end quietly (141)
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "the output's reader has gone")
+
+    console = _Console(stderr=stderr, highlight=False, soft_wrap=False)
     if not console.is_terminal:  # logs and pipes: wide enough that tables stay readable
         console.width = 160
     return console

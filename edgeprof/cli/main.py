@@ -11,7 +11,8 @@ stay importable from here.
 
 Exit codes (docs/design.md): 0 complete; 2 user input or configuration error; 3 partial (a
 backend named explicitly is unavailable, or a requested run produced no measurement);
-4 constraints cannot be met; 1 internal error.
+4 constraints cannot be met; 1 internal error; 130/143 interrupted; 141 the output pipe was
+closed (``| head``: quiet, as a Unix tool; ``cli/signals.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from edgeprof.cli.commands import (cmd_backends, cmd_batch, cmd_calibrate, cmd_c
                                    cmd_profile, cmd_recommend, cmd_targets)
 from edgeprof.cli.common import _in_flag_words, resolve_kind
 from edgeprof.cli.parser import build_parser
-from edgeprof.cli.signals import Interrupted, handling_signals
+from edgeprof.cli.signals import (Interrupted, end_on_closed_output, handling_signals,
+                                  output_closed)
 from edgeprof.core.errors import EdgeprofError
 
 
@@ -32,9 +34,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     from edgeprof.cli.quiet import quieted
 
-    # the runtimes' own log noise off the terminal unless --debug (cli/quiet.py)
-    with quieted(debug="--debug" in argv):
-        return _main(argv)
+    try:
+        # the runtimes' own log noise off the terminal unless --debug (cli/quiet.py)
+        with quieted(debug="--debug" in argv):
+            try:
+                return _main(argv)
+            finally:  # a closed pipe shows here, not as "Exception ignored" at exit
+                sys.stdout.flush()
+    except BrokenPipeError:  # e.g. '| head -1': the reader has gone; quiet, exit 141
+        if not output_closed():
+            raise
+        return end_on_closed_output()
 
 
 def _main(argv: list[str]) -> int:
@@ -68,8 +78,8 @@ def _run(args) -> int:
         print("edgeprof: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # internal error: one line, exit 1; --debug shows the traceback
-        if args.debug:
-            raise
+        if args.debug or (isinstance(e, BrokenPipeError) and output_closed()):
+            raise  # the output's reader has gone: main ends quietly
         print(f"edgeprof: internal error: {type(e).__name__}: {e} (rerun with --debug for the "
               "traceback, and please report it)", file=sys.stderr)
         return 1

@@ -1,4 +1,5 @@
-"""Ctrl-C and SIGTERM on the command line: one line, exit 130 / 143, nothing half-written.
+"""Ctrl-C and SIGTERM on the command line: one line, exit 130 / 143, nothing half-written;
+and a closed output pipe (``edgeprof ... | head -1``): quiet, exit 141.
 
 While a command runs, edgeprof's own handlers turn SIGINT and SIGTERM into
 :class:`Interrupted`, a ``KeyboardInterrupt``: ``finally`` blocks and cleanup written for
@@ -10,10 +11,17 @@ there is printed as "Exception ignored" and dropped. JAX registers a gc callback
 long enough to catch about a third of all Ctrl-Cs, which then vanished and the run finished
 with exit 0. :func:`handling_signals` hooks ``sys.unraisablehook``: an :class:`Interrupted`
 dropped there is delivered again a moment later, in ordinary code.
+
+Python ignores SIGPIPE, so a write to a pipe whose reader has gone (``head`` has read its
+line) raises ``BrokenPipeError`` wherever the output is flushed: in a command, in rich, or
+at interpreter exit ("Exception ignored ..."). :func:`output_closed` tells that case from a
+broken pipe to a worker (an internal error), and :func:`end_on_closed_output` ends the
+command as a Unix tool that SIGPIPE ended: nothing on stderr, exit 141 (128 + SIGPIPE).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -23,6 +31,41 @@ from contextlib import contextmanager
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: seconds before a dropped interrupt is delivered again (the gc callback has returned)
 REDELIVER_S = 0.02
+
+
+#: exit status when the reader of the output has gone: what the shell reports for a tool that
+#: SIGPIPE ended (128 + 13)
+CLOSED_OUTPUT_EXIT = 128 + getattr(signal, "SIGPIPE", 13)
+
+
+def output_closed() -> bool:
+    """Whether stdout is a pipe (or socket) whose reader has gone: a ``BrokenPipeError`` is
+    then the closed output, not an internal error (a worker's pipe)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture): not ours
+        return False
+    try:
+        import select
+
+        poller = select.poll()
+    except (ImportError, AttributeError):  # no poll (Windows): trust the error
+        return True
+    poller.register(fd, select.POLLOUT)
+    return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+
+
+def end_on_closed_output() -> int:
+    """The reader of stdout has gone: point stdout at the null device, so what is still
+    buffered is dropped (not reported as "Exception ignored" at exit), and return
+    :data:`CLOSED_OUTPUT_EXIT`."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass
+    return CLOSED_OUTPUT_EXIT
 
 
 class Interrupted(KeyboardInterrupt):
