@@ -241,6 +241,8 @@ def render_batch(rep, console) -> None:
                       *([_si(row.get("gpu_peak_memory_bytes"), "B")] if gpu else []),
                       _fmt(row["meets_budget"]))
     console.print(table)
+    if rep.frame.attrs.get("memory_baseline"):
+        console.print(f"peak memory: {rep.frame.attrs['memory_baseline']}", markup=False)
     for line in batch_problems(rep):
         console.print(line, markup=False)
     if rep.frame.attrs.get("stop_reason"):
