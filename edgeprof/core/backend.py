@@ -437,11 +437,17 @@ class Backend:
             raise BackendUnavailableError(cls.name, a.reason, a.hint)
 
     @classmethod
+    def offers(cls, precision: str) -> bool:
+        """Whether the backend offers ``precision`` (``capabilities.precisions``: the data a
+        board prediction is also checked against)."""
+        return precision in cls.capabilities.precisions
+
+    @classmethod
     def check_precision(cls, precision: str) -> None:
-        if precision not in cls.capabilities.precisions:
+        if not cls.offers(precision):
             raise UnsupportedError(
-                f"backend '{cls.name}' cannot run precision '{precision}'; "
-                f"it supports {', '.join(cls.capabilities.precisions)}",
+                f"not offered: {cls.name} does not offer {precision}; it offers "
+                f"{', '.join(cls.capabilities.precisions)}",
                 backend=cls.name,
                 precision=precision,
             )

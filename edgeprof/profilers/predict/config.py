@@ -68,7 +68,10 @@ class ConfigPredictor:
                 set(registry.backends) | set(known_families()),
                 "A prediction takes an edgeprof backend ('edgeprof backends') or a runtime "
                 "family the published board rows name (ncnn, xcubeai, tinyengine ...)")
-        check_processor(target, backend, device)  # a GPU runtime on a CPU: exit 2
+        # a runtime on a processor it does not run on, or at a precision it does not offer:
+        # exit 2 (runtimes.py); without --device the prediction moves to the runtime's own
+        # processor on the board (predict_latency) and says so
+        check_processor(target, backend, device, precision=precision, registry=registry)
         self.target = on_device(target, device)
         check_threads(threads, self.target)
         self.backend, self.precision, self.threads = backend, precision, threads

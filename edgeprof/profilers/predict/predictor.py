@@ -92,10 +92,15 @@ class Prediction:
     threads: int | None = None
     threads_note: str = ""
     model: str = ""
+    #: the board's processor the figure is for (``cpu``, ``cuda`` ...: ``runtimes.py``)
+    device: str | None = None
+    #: the precision that runs there (the requested one unless the processor falls back)
+    executed_precision: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in (
-            "model", "target", "backend", "precision", "threads", "threads_note", "value_ms",
+            "model", "target", "device", "backend", "precision", "executed_precision",
+            "threads", "threads_note", "value_ms",
             "low_ms", "high_ms", "provenance", "method", "roofline_ms", "calibration",
             "calibration_path", "extrapolated_layers", "note", "notes")}
         d["warnings"] = [w.to_dict() for w in self.warnings]
@@ -476,42 +481,76 @@ def resolve_threads(threads: int | None, target, backend: str,
                "--threads N for another)")
 
 
-def check_processor(target, backend: str, device: str | None = None) -> None:
-    """:class:`UserError` (exit 2) where a GPU-only runtime family (TensorRT, OpenCV's CUDA
-    target, ncnn's Vulkan ...) is asked of a CPU: a board without a GPU, a board's CPU
-    (``device`` 'cpu') or this machine's CPU (``--target host``)."""
-    if not is_gpu_family(backend):
-        return
-    dev = device or getattr(target, "implied_device", "cpu")
-    on_gpu = device is None and getattr(target, "kind", "") in ("gpu", "edge_gpu")
-    if on_gpu or dev.startswith("cuda"):
-        return
-    if getattr(target, "is_host", False):
-        raise UserError(f"{backend} runs on a GPU, not on this machine's CPU (--target host): "
-                        "give --target host_gpu on a machine with an NVIDIA GPU, or a CPU "
-                        "runtime ('edgeprof backends')")
-    board, devices = base_id(target), tuple(getattr(target, "devices", ()) or ())
-    if any(d.startswith("cuda") for d in devices):
-        raise UserError(f"{backend} runs on a GPU, not on {board}'s {dev}: give --device cuda "
-                        "(or leave --device out)")
-    raise UserError(f"{backend} runs on a GPU, and {board} has no GPU (its processors: "
-                    f"{', '.join(devices) or 'cpu'}); give a target with one ('edgeprof "
-                    "targets') or a CPU runtime")
+def check_processor(target, backend: str, device: str | None = None, *,
+                    precision: str | None = None, registry: Any = None) -> None:
+    """:class:`UserError` (exit 2) where runtime ``backend`` cannot be predicted on
+    ``target``: it runs on none of the board's processors (TensorRT on a Raspberry Pi, X-CUBE-AI
+    on a Jetson), or not on the ``device`` asked (OpenVINO on a Jetson's GPU, TensorRT on its
+    CPU), or it does not offer ``precision``. Which runtime runs where and at which precision
+    is data (``runtimes.py``, ``data/runtimes.toml``, the backends' declared precisions)."""
+    from edgeprof.profilers.predict.runtimes import check_offered, processor_for
+
+    processor_for(target, backend, device, registry)
+    if precision is not None:
+        check_offered(backend, precision, registry)
 
 
 def predict_latency(estimate, target, backend: str, precision: str | None = None, *,
                     threads: int | None = None, calibration: Any = None,
                     runtime_version: str | None = None,
-                    dirs: list[Path] | None = None) -> Prediction:
+                    dirs: list[Path] | None = None, device: str | None = None) -> Prediction:
     """Latency of the model behind ``estimate`` on ``target`` with runtime ``backend`` at
     ``precision`` (default: the estimate's) on ``threads`` of the board's cores (default:
     see :func:`resolve_threads`). ``estimate`` must be the estimate on ``target`` at that
     precision. ``calibration``: a :class:`Calibration` or a path, used instead of the
     search. A corrupted calibration file raises
-    :class:`~edgeprof.profilers.predict.calibration.CalibrationError` (exit 2)."""
-    check_processor(target, backend)
+    :class:`~edgeprof.profilers.predict.calibration.CalibrationError` (exit 2).
+
+    The processor is the runtime's (``runtimes.processor_for``): ``device`` where given,
+    else its default on the board (a CPU-only runtime on a Jetson: its CPU cluster, the
+    estimate restated there, and a note says so); a runtime on none of the board's
+    processors, or a precision it does not offer, is a :class:`UserError` (exit 2). A
+    precision the processor has no rate for is predicted as the one it falls back to
+    (``executed_precision``), the same figure, and the note says so."""
+    from edgeprof.profilers.predict.runtimes import (check_offered, executed_precision,
+                                                     on_device, processor_for, restate)
+
     precision = precision or estimate.precision
+    device, where = processor_for(target, backend, device)
+    check_offered(backend, precision)
+    prelude: list[str] = []
+    if not getattr(target, "is_host", False) and device != target.implied_device:
+        # the runtime's processor on this board is not the one the target's figures describe
+        target = on_device(target, device)
+        estimate = restate(estimate, target, estimate.precision)
+        prelude.append(f"processor: {where}")
     compute = get_precision(precision).compute
+    executed = executed_precision(target, precision)
+    if executed != compute:  # no rate for it here: the runtime runs (and is predicted as) that
+        estimate = restate(estimate, target, executed)
+        prelude.append(
+            f"{precision} falls back: {base_id(target)} gives no {compute} rate (it runs "
+            f"{', '.join(target.supported_precisions)}; {device} peaks: "
+            f"{', '.join(target.peak_compute)}), so a runtime runs {executed}: predicted as "
+            f"{executed}, the same figure (executed precision {executed})")
+        compute = executed
+    p = _predict(estimate, target, backend, compute, threads=threads, calibration=calibration,
+                 runtime_version=runtime_version, dirs=dirs)
+    p.precision = precision
+    p.executed_precision = precision if compute == get_precision(precision).compute else compute
+    p.device = None if getattr(target, "is_host", False) else device
+    if prelude:
+        p.notes = p.notes[:1] + prelude + p.notes[1:]
+        p.note = "; ".join(p.notes)
+    return p
+
+
+def _predict(estimate, target, backend: str, compute: str, *, threads: int | None,
+             calibration: Any, runtime_version: str | None,
+             dirs: list[Path] | None) -> Prediction:
+    """The prediction on ``target`` (the runtime's processor) at ``compute``, a precision
+    the processor has a rate for (``estimate`` is at it)."""
+    precision = compute
     roof = float(estimate.roofline_latency_ms)
     cal, src = _resolve(calibration, target, backend, compute, dirs)
     t, why = resolve_threads(threads, target, backend, cal)
