@@ -142,6 +142,39 @@ def wants_pruning(candidates: Sequence[Candidate] | None, compressions: Sequence
     return any(m in PRUNING_METHODS for m in methods)
 
 
+# ------------------------------------------------------------------------ the runtimes
+def prediction_only_class(name: str) -> type:
+    """A runtime family no edgeprof backend runs (xcubeai, tinyengine, ncnn_vulkan ...) as the
+    router sees a backend: its precisions from ``data/runtimes.toml``, no device of this
+    machine, ``prediction_only`` True: it predicts on a board, it can't run here."""
+    from edgeprof.core.backend import Capabilities
+    from edgeprof.profilers.predict.runtimes import family_processors, offered_precisions
+
+    precisions, _ = offered_precisions(name)
+    kinds, source = family_processors(name)
+    return type(f"PredictionOnly_{name}", (), {
+        "name": name, "prediction_only": True, "workload": "tensor",
+        "description": f"prediction-only: runs on {'/'.join(kinds)} ({source})",
+        "capabilities": Capabilities(precisions=tuple(precisions or ()), devices=(),
+                                     model_formats=())})
+
+
+def runtime_classes(reg: Any, target: Any = None) -> dict[str, type]:
+    """The runtimes a plan may choose, by name: the registry's tensor backends, then the
+    prediction-only families of ``data/runtimes.toml``; with ``target``, only those that
+    run on one of its processors (the data ``predict`` reads)."""
+    from edgeprof.profilers.predict.runtimes import families, runs_on
+
+    out: dict[str, type] = {}
+    for name in families(reg):
+        entry = reg.backends_for("tensor").get(name)
+        if target is not None and not getattr(target, "is_host", False) and \
+                not runs_on(target, name, registry=reg):
+            continue
+        out[name] = entry.cls if entry is not None else prediction_only_class(name)
+    return out
+
+
 # ------------------------------------------------------------------------ the default list
 def converts(cls: type) -> bool:
     """True when a backend converts a torch module into its own graph format (it also loads
@@ -219,6 +252,8 @@ def default_candidates(plan: Any, reg: Any, handle: Any, target: Any, *,
     if ref:
         add(Candidate(ref, "fp32", source="baseline"))
     pc = plan_candidate(plan, reg) if plan is not None else None
+    if pc is not None and pc.backend not in reg.backends:
+        pc = None  # a prediction-only runtime: its figure is the plan's, nothing to measure
     if pc is not None and (backends is None or pc.backend in backends):
         add(pc)
     names = list(backends) if backends else list(reg.backends_for("tensor"))
@@ -239,4 +274,5 @@ def default_candidates(plan: Any, reg: Any, handle: Any, target: Any, *,
 
 __all__ = ["COMPRESSIONS", "Candidate", "DEFAULT_PRUNE_RATIO", "PRUNING_METHODS",
            "converts", "default_candidates", "parse_backends", "parse_compressions",
-           "plan_candidate", "reference_backend", "sweep_precisions", "wants_pruning"]
+           "plan_candidate", "prediction_only_class", "reference_backend", "runtime_classes",
+           "sweep_precisions", "wants_pruning"]

@@ -101,28 +101,46 @@ def collect_rules(registry: Any = None, extra: list[Any] | None = None) -> list[
 
 def runs_on_target(cls: type, name: str, target: Any,
                    data: dict[str, Any] | None = None) -> str | None:
-    """Why runtime ``name`` cannot run on ``target``, or None where it can: its declared
-    devices meet the target's processors (the kind's devices and the descriptor's
-    ``[processors]``), or the descriptor lists it among its preferred backends (the family
-    that deploys there: TFLite for TFLite Micro on an MCU). This machine runs what it can."""
+    """Why runtime ``name`` cannot run on ``target``, or None where it can: one of the
+    target's processors is of a kind the runtime runs on (``data/runtimes.toml``, the data
+    ``predict`` reads: TFLite Micro on an MCU, OpenVINO on a Jetson's CPU cluster, TensorRT
+    only on a GPU). This machine runs what its registered backends can; a prediction-only
+    family runs nowhere here. ``data`` is accepted for compatibility and unused."""
+    from edgeprof.core.errors import UserError
+    from edgeprof.profilers.predict.runtimes import processor_for
+
     if getattr(target, "is_host", False):
+        if getattr(cls, "prediction_only", False):
+            return f"{name} is prediction-only: edgeprof predicts it on a board, it can't run here"
         return None
-    if name in (getattr(target, "preferred_backends", ()) or ()):
-        return None
-    kinds = (data or load_strategies()).get("kind_devices", {})
-    devices = set(kinds.get(target.kind, [])) | set(getattr(target, "processors", {}) or {})
-    declared = set(getattr(getattr(cls, "capabilities", None), "devices", ()) or ())
-    if declared & devices:
-        return None
-    return (f"{name} runs on {', '.join(sorted(declared)) or 'no declared device'}; "
-            f"{target.id} ({target.kind}) offers {', '.join(sorted(devices)) or 'none'} and "
-            f"deploys {', '.join(target.preferred_backends) or 'no listed runtime'}")
+    try:
+        processor_for(target, name, cls=cls)
+    except UserError as e:
+        return str(e)
+    return None
 
 
 def _registry_backends() -> dict[str, type]:
     from edgeprof.core.plugins import get_registry
+    from edgeprof.optimize.candidates import runtime_classes
 
-    return {n: e.cls for n, e in get_registry().backends_for("tensor").items()}
+    return runtime_classes(get_registry())
+
+
+def label_prediction_only(ctx: RouterContext) -> None:
+    """A plan whose runtime is prediction-only says so: its step and a note (it predicts on
+    the board; edgeprof can't build or run it, the vendor's tool deploys it)."""
+    step = ctx.step("backend")
+    cls = ctx.backends.get(str(step.value)) if step is not None else None
+    if cls is None or not getattr(cls, "prediction_only", False):
+        return
+    label = "prediction-only"
+    if label not in step.reason:
+        step.reason = f"{step.reason} ({label}: predicted on {ctx.target.id}; edgeprof " \
+                      f"can't build or run it, its vendor's tool deploys it)"
+    step.details["prediction_only"] = True
+    ctx.note(f"{step.value} is a prediction-only runtime: the plan's figures are predictions "
+             f"for {ctx.target.id}; 'edgeprof optimize' measures only the runtimes it runs")
 
 
 def recommend(estimate: Any, target: Any, constraints: Constraints | None = None,
@@ -175,6 +193,7 @@ def recommend(estimate: Any, target: Any, constraints: Constraints | None = None
                 ctx.replace_step(s)
             else:
                 ctx.steps.append(s)
+    label_prediction_only(ctx)
     final = ctx.project()
     failing = ctx.failing(final)
     undecided = ctx.undecided(final)
@@ -213,5 +232,5 @@ def check_feasible(plan: Plan) -> Plan:
 
 __all__ = ["CONSTRAINT_NAMES", "Constraints", "LatencyFigure", "Plan", "Projection",
            "RouterContext", "STAGES", "STEP_KINDS", "STRATEGIES_FILE",
-           "Step", "check_feasible", "collect_rules", "load_strategies", "precision_bits",
-           "recommend", "runs_on_target"]
+           "Step", "check_feasible", "collect_rules", "label_prediction_only",
+           "load_strategies", "precision_bits", "recommend", "runs_on_target"]

@@ -312,10 +312,15 @@ class RouterContext:
 
     # -- backends -----------------------------------------------------------------
     def suitable_backends(self) -> list[tuple[str, type]]:
-        """Registered backends whose devices run on this target's kind, preferred first."""
-        devices = self.device_names
+        """The runtimes (registered backends and prediction-only families) that run on one of
+        this target's processors (``data/runtimes.toml``, as ``predict`` reads it), preferred
+        first."""
+        from edgeprof.profilers.predict.runtimes import runs_on
+
+        host = getattr(self.target, "is_host", False)
         ok = {n: c for n, c in self.backends.items()
-              if set(getattr(getattr(c, "capabilities", None), "devices", ()) or ()) & set(devices)}
+              if (host and not getattr(c, "prediction_only", False))
+              or (not host and runs_on(self.target, n, cls=c))}
         preferred = [n for n in self.target.preferred_backends if n in ok]
         others = sorted(n for n in ok if n not in preferred)
         return [(n, ok[n]) for n in preferred + others]
