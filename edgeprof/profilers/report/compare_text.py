@@ -79,6 +79,18 @@ def format_comparison(rows: list[Comparison] | list[GenerativeComparison], label
                      "-" if r.cliffs_delta is None else f"{r.cliffs_delta:+.2f}",
                      _verdict_cell(r)])
     lines = _table(header, body)
+    lines += _row_notes(rows)
     lines.append(f"significant = Mann-Whitney p < {ALPHA:g}, |change| >= "
                  f"{MIN_REL_CHANGE:.0%} and |cliff's d| >= {MIN_CLIFFS_DELTA:g}")
     return "\n".join(lines)
+
+
+def _row_notes(rows: list[Comparison]) -> list[str]:
+    """Each row's notes under the table (what explains its verdict: a speed_drift, block
+    sizes that differ), naming the row; a note every row carries (a forced comparison's)
+    once."""
+    every = set.intersection(*(set(r.notes) for r in rows)) if len(rows) > 1 else set()
+    lines = [f"note: {n}" for n in rows[0].notes if n in every] if rows else []
+    for r in rows:
+        lines += [f"note: {r.backend} {r.precision}: {n}" for n in r.notes if n not in every]
+    return lines

@@ -123,9 +123,14 @@ def test_a_side_whose_machine_changed_speed_is_noted():
     (r,) = compare_results(doc(a), doc(b))
     assert r.verdict == "slower"
     assert [n for n in r.notes if n.startswith("B: the machine changed speed")]
+    # the terminal's table says it too (it had shown "slower" and dropped the note)
+    text = format_comparison([r])
+    assert "B: the machine changed speed" in text and "speed_drift" in text
+    assert [line for line in text.splitlines() if line.startswith("ort") and "slower" in line]
     b["benchmark"]["warnings"] = []
     (r,) = compare_results(doc(a), doc(b))
     assert not [n for n in r.notes if "speed_drift" in n]
+    assert "speed_drift" not in format_comparison([r])
 
 
 def test_real_benchmark_results_can_be_compared():
