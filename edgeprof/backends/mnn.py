@@ -1,0 +1,221 @@
+"""MNN backend: Alibaba's MNN (the ``mnn`` wheel) on the CPU, through its Module API.
+
+Conversion: .onnx -> .mnn with MNN's own converter (the wheel's MNNConvert, run in its own
+process so a converter abort is one line), an edge of the conversion graph; a torch model
+reaches it through torch -> onnx. Cached like the others.
+
+Precisions:
+
+- ``fp32``: MNN's ``precision=normal`` (``high`` on a CPU with fp16 arithmetic, where
+  ``normal`` would compute in fp16).
+- ``fp16``: fp16 weights on disk (``MNNConvert --fp16``) and ``precision=low``; only a CPU
+  with fp16 arithmetic (ARMv8.2) computes in fp16, elsewhere MNN unpacks the weights and
+  computes in fp32, and the executed precision says so.
+- ``int8_weight``: int8 weights (``MNNConvert --weightQuantBits 8``), dequantized at load.
+- ``int8`` / ``int8_static``: not offered; MNN's calibration tool (``mnnquant``) in the
+  3.6.1 wheel aborts on non-image calibration data (``std::length_error``).
+
+Threads: ``RunConfig.threads`` as MNN's ``numThread``. MNN prints to stdout on import and at
+load; edgeprof sends that to stderr (``--json`` stays a document).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from edgeprof.backends.native_runtimes import OfferedPrecisions
+from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig
+from edgeprof.core.errors import InputSpecError, ModelError, UnsupportedError
+from edgeprof.core.formats import Converter, Format
+from edgeprof.core.hookspecs import hookimpl
+
+INSTALL_HINT = "pip install 'edgeprof[mnn]'"
+PRECISIONS = ("fp32", "fp16", "int8_weight")
+FORMATS = [Format("mnn", "MNN models (.mnn)", (".mnn",))]
+CONVERTERS = [
+    Converter("onnx", "mnn", "MNNConvert", "mnn", "edgeprof.backends.mnn:onnx_to_mnn",
+              PRECISIONS, cost=1.0, modules=("MNN",), install_hint=INSTALL_HINT),
+]
+#: MNNConvert flags per stored precision
+_CONVERT_FLAGS = {"fp32": [], "fp16": ["--fp16"], "int8_weight": ["--weightQuantBits", "8"]}
+_CONVERT = ("import sys, _tools; ok = _tools.mnnconvert(['MNNConvert'] + sys.argv[1:]); "
+            "sys.exit(0 if ok in (True, 0, None) else 1)")
+
+
+def mnn_version() -> str:
+    try:
+        return metadata.version("mnn")
+    except metadata.PackageNotFoundError:  # pragma: no cover - availability checks first
+        return "unknown"
+
+
+def onnx_to_mnn(source: Any, out: Path, precision: str) -> dict[str, Any]:
+    """MNNConvert -f ONNX (fp16 / int8 weights as the precision asks)."""
+    from edgeprof.backends.native_runtimes import last_lines, python_tool
+    from edgeprof.backends.onnx_export import load_onnx
+
+    load_onnx(source.path, check=False)  # one-line ModelError for a broken file
+    dst = out / "model.mnn"
+    rc, text = python_tool(_CONVERT, "-f", "ONNX", "--modelFile", str(source.path),
+                           "--MNNModel", str(dst), "--bizCode", "edgeprof",
+                           *_CONVERT_FLAGS[precision])
+    if rc != 0 or not dst.is_file() or dst.stat().st_size == 0 or "Converted Success" not in text:
+        import re
+
+        ops = sorted(set(re.findall(r"(?:not support|unsupported)\w*\s*(?:op\w*)?[\s:=]*"
+                                    r"([A-Za-z_][\w]*)", text, flags=re.I)))
+        raise UnsupportedError(
+            f"MNNConvert cannot convert '{source.spec}' to MNN"
+            + (f" (operator {', '.join(ops)})" if ops else "")
+            + f": exit {rc}: {last_lines(text)}", backend="mnn", precision=precision)
+    return {"entry": "model.mnn", "stored_precision": precision}
+
+
+class MnnBackend(OfferedPrecisions, Backend):
+    name = "mnn"
+    description = "Alibaba MNN on the CPU (models converted from ONNX by MNNConvert)"
+    capabilities = Capabilities(precisions=PRECISIONS, devices=("cpu",),
+                                model_formats=("mnn",))
+    requires = ("MNN",)
+    install_hint = INSTALL_HINT
+    unoffered = {p: "MNN's calibration tool (mnnquant) in the mnn 3.6.1 wheel aborts with "
+                    "std::length_error on non-image calibration data; int8_weight "
+                    "(MNNConvert --weightQuantBits 8) is offered, or calibrate on images with "
+                    "mnnquant model.mnn int8.mnn config.json"
+                 for p in ("int8", "int8_static")}
+
+    @classmethod
+    def check_request(cls, model, config: RunConfig) -> None:
+        from edgeprof.backends.native_runtimes import single_batch
+
+        super().check_request(model, config)
+        single_batch(model, cls.name)
+
+    def build(self, model, precision: str, calibration: Any = None):
+        """torch / .onnx -> .mnn by the conversion graph (the last step stores the
+        precision)."""
+        from edgeprof.backends.common import ensure_agreement
+        from edgeprof.core.formats import get_graph
+
+        self.check_precision(precision)
+        route = self.route(model.format, precision)
+        artifact = get_graph().convert(model, route, backend=self.name,
+                                       requested_precision=precision)
+        stored = artifact.manifest.stored_precision or "fp32"
+        if not artifact.manifest.route and precision != "fp32":
+            raise UnsupportedError(f"'{Path(model.path).name}' is an .mnn file; edgeprof does "
+                                   "not re-quantize .mnn files, ask for fp32 (or give the "
+                                   ".onnx)", backend=self.name, precision=precision)
+        artifact.manifest.backend, artifact.manifest.requested_precision = self.name, precision
+        ensure_agreement(self, artifact, model, stored)  # tolerance of what is stored
+        return artifact
+
+    @staticmethod
+    def _executed(stored: str) -> tuple[str, str | None]:
+        from edgeprof.backends.native_runtimes import cpu_has_fp16_arithmetic
+
+        if stored != "fp16" or cpu_has_fp16_arithmetic():
+            return stored, None
+        return "fp32", ("fp16 weights: this CPU has no fp16 arithmetic (ARMv8.2), so MNN "
+                        "unpacked them and computed in fp32")
+
+    def load(self, artifact, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
+        """An MNN Module on the artifact's .mnn (imports only MNN and numpy)."""
+        import numpy as np
+
+        from edgeprof.backends.common import describe_artifact, physical_cores
+        from edgeprof.backends.native_runtimes import cpu_has_fp16_arithmetic, stdout_to_stderr
+
+        t0 = time.perf_counter()
+        path = Path(artifact.entry_path)
+        stored = artifact.manifest.stored_precision or config.precision
+        threads = int(config.threads or physical_cores())
+        mode = "low" if stored == "fp16" else ("high" if cpu_has_fp16_arithmetic() else "normal")
+        with stdout_to_stderr():
+            import MNN
+            import MNN.expr as F
+            import MNN.nn as nn
+
+            try:
+                rt = nn.create_runtime_manager(({"backend": "CPU", "precision": mode,
+                                                 "numThread": threads},))
+                meta = _model_io(path)
+                module = nn.load_module_from_file(str(path), meta["inputNames"],
+                                                  meta["outputNames"], runtime_manager=rt)
+            except (RuntimeError, ValueError, TypeError) as e:
+                raise ModelError(f"MNN cannot load '{path}': {e}; the file is truncated or not "
+                                 "an MNN model", spec=str(path)) from None
+        in_names = meta["inputNames"]
+        if len(in_names) != len(inputs):
+            raise InputSpecError(f"'{path.name}' takes {len(in_names)} input(s), got "
+                                 f"{len(inputs)}")
+
+        def feed(xs: Sequence[Any]) -> list:
+            """numpy -> MNN variables (NCHW), outside the timed run."""
+            out = []
+            for x in xs:
+                a = np.ascontiguousarray(np.asarray(x, dtype=np.float32))
+                out.append(F.const(a, list(a.shape), F.NCHW))
+            return out
+
+        def run(vs):
+            ys = module.forward(vs)
+            return [y.read() for y in ys]  # read() waits for the result: the work is timed
+
+        def to_numpy(outputs) -> list:
+            return [np.array(y) for y in outputs]
+
+        executed, note = self._executed(stored)
+        notes = [note] if note else []
+        if stored == "int8_weight":
+            notes.append("int8 weights (MNNConvert --weightQuantBits 8) are dequantized at load "
+                         "and computed in float")
+        load_time = time.perf_counter() - t0
+
+        def close():
+            nonlocal module
+            module = None
+
+        prepared = PreparedModel(
+            run=run, inputs=feed(inputs), runtime="mnn", runtime_version=mnn_version(),
+            executed_precision=executed, threads={"intra_op": threads}, device="cpu",
+            load_time_s=load_time, notes=notes, close=close, to_numpy=to_numpy, feed=feed,
+            extra={"requested_precision": config.precision, "mnn_precision_mode": mode,
+                   "stored_precision": stored, "mnn": getattr(MNN, "version", lambda: "")()})
+        describe_artifact(prepared, artifact, self.name)
+        return prepared
+
+    def operator_profile(self, prepared: PreparedModel, runs: int = 10,
+                         trace_path: str | None = None):
+        """None: MNN's Python Module API exposes no per-operator timing."""
+        return None
+
+
+def _model_io(path: Path) -> dict[str, Any]:
+    """Input and output names of an .mnn file (MNN's own reader)."""
+    import MNN.nn as nn
+
+    module = nn.load_module_from_file(str(path), [], [])
+    info = module.get_info() if hasattr(module, "get_info") else {}
+    if not info.get("inputNames") or not info.get("outputNames"):
+        raise ModelError(f"MNN cannot read the inputs/outputs of '{path}'", spec=str(path))
+    return info
+
+
+@hookimpl
+def edgeprof_register_formats():
+    return list(FORMATS)
+
+
+@hookimpl
+def edgeprof_register_converters():
+    return list(CONVERTERS)
+
+
+@hookimpl
+def edgeprof_register_backends():
+    return [MnnBackend]

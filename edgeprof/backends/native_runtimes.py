@@ -1,0 +1,124 @@
+"""What the ncnn, MNN and ExecuTorch backends share: their converters' processes, their
+native output kept off stdout, the CPU's fp16 arithmetic, and precisions a backend names
+as not offered (with the reason and what would make them).
+
+Nothing here imports a runtime.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from edgeprof.core.errors import UnsupportedError
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """While a runtime's native code runs, send file descriptor 1 to 2: MNN prints its CPU
+    features ("The device supports: ...") and its precision to stdout, which would corrupt
+    ``--json`` output."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except (OSError, ValueError):  # no real stdout (an embedding host): leave it alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+        _flush_c_stdio()  # C's stdout is block-buffered into a file or pipe: empty it here
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _flush_c_stdio() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):  # no C library to ask (not POSIX)
+        pass
+
+
+def run_tool(argv: Sequence[str], *, cwd: str | Path | None = None,
+             timeout: float = 600.0) -> tuple[int, str]:
+    """A converter's process: (exit status, its stdout and stderr together). A converter
+    that aborts (MNN's C++ ``std::terminate``) cannot take edgeprof down with it."""
+    try:
+        r = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True,
+                           timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or "") if isinstance(e.stdout, str) else ""
+        return 124, out + f"\n(timed out after {timeout:.0f} s)"
+    return r.returncode, (r.stdout or "") + (r.stderr or "")
+
+
+def python_tool(code: str, *args: str, cwd: str | Path | None = None,
+                timeout: float = 600.0) -> tuple[int, str]:
+    """``python -c code args...`` with this interpreter (a converter inside a wheel's
+    Python module, run in its own process)."""
+    return run_tool([sys.executable, "-c", code, *args], cwd=cwd, timeout=timeout)
+
+
+def last_lines(text: str, n: int = 3, limit: int = 300) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return " | ".join(lines[-n:])[:limit]
+
+
+def cpu_has_fp16_arithmetic() -> bool:
+    """True where the CPU computes in fp16 natively (ARMv8.2 ``asimdhp``/``fphp``); x86 CPUs
+    without AVX512-FP16 only convert (F16C), so runtimes there compute fp16 models in fp32."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    flags = set(text.split())
+    return bool(flags & {"asimdhp", "fphp", "avx512fp16"})
+
+
+class OfferedPrecisions:
+    """A backend mixin: precisions the backend names as not offered, with the reason and
+    what would make them (``unoffered``), refused in one line instead of the generic
+    "supports ..." message."""
+
+    unoffered: Mapping[str, str] = {}
+
+    @classmethod
+    def check_precision(cls, precision: str) -> None:
+        reason = cls.unoffered.get(precision)
+        if reason is not None:
+            raise UnsupportedError(f"backend '{cls.name}' does not offer {precision}: {reason}; "  # type: ignore[attr-defined]
+                                   f"it runs {', '.join(cls.capabilities.precisions)}",  # type: ignore[attr-defined]
+                                   backend=cls.name, precision=precision)  # type: ignore[attr-defined]
+        super().check_precision(precision)  # type: ignore[misc]
+
+
+def single_batch(handle: Any, backend: str) -> None:
+    """ncnn and MNN-by-name take one sample per call where the graph has no batch axis;
+    refuse a batch above 1 before converting."""
+    for spec in handle.input_specs:
+        if spec.shape and spec.shape[0] != 1:
+            raise UnsupportedError(f"backend '{backend}' runs one sample per inference (its "
+                                   f"tensors have no batch axis); got batch {spec.shape[0]}, "
+                                   "use batch 1", backend=backend)
+
+
+def numpy_inputs(inputs: Sequence[Any]) -> list:
+    import numpy as np
+
+    return [np.ascontiguousarray(np.asarray(x)) for x in inputs]
+
+
+def describe(d: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in d.items())
