@@ -451,14 +451,14 @@ def calibrate_llm(backend: str, precision: str | None = None, *,
 
 def _save_llm_calibration(cal: dict[str, Any], path: str | os.PathLike | None
                           ) -> dict[str, Any]:
-    """Write ``cal`` atomically to ``path`` (default: the user's calibration folder, where
-    predictions look first); its ``path`` set."""
-    from edgeprof.core.io import write_json
+    """Write ``cal`` atomically to ``path`` (into it, as the calibration folder names it, when
+    it is a folder; default: the user's calibration folder, where predictions look first);
+    its ``path`` set."""
+    from edgeprof.core.io import out_file, write_json
     from edgeprof.profilers.predict.calibration import user_file
 
-    if path is None:
-        path = user_file(cal["name"])
-    write_json(Path(path), cal)
+    path = user_file(cal["name"]) if path is None else out_file(path, f"{cal['name']}.json")
+    write_json(path, cal)
     cal["path"] = str(path)
     return cal
 
@@ -489,6 +489,10 @@ def calibrate_llm_measurements(measurements: str | os.PathLike, target: Any, bac
         _llm_config(prompt_tokens=1, gen_tokens=1, depths=(0,), device=device)
     reg = get_registry(plugins)
     cls = _generative_backends(backend, reg)[backend]
+    if out is not None:  # before the fit: an unusable out is one line, exit 2
+        from edgeprof.core.io import prepare_out_file
+
+        prepare_out_file(out)
     path = Path(measurements)
     rows = read_llm_measurements(path, precision=precision, threads=threads, device=device)
     models: dict[str, Any] = {}

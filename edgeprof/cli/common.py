@@ -183,6 +183,19 @@ def _html_file(text: str) -> str:  # html helper: --html FILE, checked before an
 
     if not text or text.endswith(("/", "\\")) or Path(text).is_dir():
         raise argparse.ArgumentTypeError(f"--html needs a file name, got the folder '{text}'")
+    return _out_file(text, folder_ok=False)
+
+
+def _out_file(text: str, *, folder_ok: bool = True) -> str:
+    """An output FILE option (``calibrate --out FILE.json``, ``--html FILE``), checked when
+    parsed, before any work: under a file, read-only, a device ... is one line, exit 2
+    (``core.io.prepare_out_file``); an existing folder means "write the file in it"."""
+    from edgeprof.core.io import prepare_out_file
+
+    try:  # argparse's message names the flag ("argument --out: ...")
+        prepare_out_file(text, flag=None, folder_ok=folder_ok)
+    except OutputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     return text
 
 

@@ -13,8 +13,9 @@ from edgeprof.cli.commands import (cmd_backends, cmd_batch, cmd_calibrate, cmd_c
                                    cmd_estimate, cmd_optimize, cmd_plugins, cmd_predict,
                                    cmd_profile, cmd_recommend, cmd_targets)
 from edgeprof.cli.common import (_batch_list, _device, _dtype, _html_file, _key_value, _names,
-                                 _non_negative_int, _Parser, _positive_float, _positive_int,
-                                 _shape, add_isolation_flags, for_kinds, kind_groups)
+                                 _non_negative_int, _out_file, _Parser, _positive_float,
+                                 _positive_int, _shape, add_isolation_flags, for_kinds,
+                                 kind_groups)
 from edgeprof.cli.fleet import add_fleet_flag, add_parsers as add_fleet_parsers
 
 
@@ -374,9 +375,10 @@ def _add_compare_and_calibrate(sub, common) -> None:
                           "and optionally precision,threads,runtime_version,device,source")
     cal.add_argument("--threads", type=_positive_int,
                      help="with --measurements: the threads every row ran")
-    cal.add_argument("--out", metavar="FILE.json", dest="calibration_out",
-                     help="with --measurements: where to write the calibration (default: your "
-                          "calibration folder, where it is preferred over the shipped one)")
+    cal.add_argument("--out", metavar="FILE.json", dest="calibration_out", type=_out_file,
+                     help="with --measurements: where to write the calibration, a file or a "
+                          "folder to write it in (default: your calibration folder, where it "
+                          "is preferred over the shipped one)")
     llm.add_calibrate_args(cal)  # a generative backend's --isolate, --timeout
     add_fleet_flag(cal)  # --fleet SCHEDULER: measure the kernels on a board of --target
     cal.set_defaults(func=cmd_calibrate)

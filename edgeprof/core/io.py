@@ -203,19 +203,21 @@ def _parent_locked(parent: Path, *, wait: bool = True) -> Iterator[bool]:
         os.close(fd)  # releases the lock
 
 
-def _probe(folder: Path, out: object) -> None:
+def _probe(folder: Path, out: object, name: str | None = None) -> None:
     """Create, write, sync and remove a small file in ``folder``: proves it is writable and
-    that the disk is not full, before any measuring."""
+    that the disk is not full, before any measuring. ``name``: how the message names ``out``
+    (default ``--out 'OUT'``)."""
+    name = name or f"--out '{out}'"
     try:
         fd, tmp = tempfile.mkstemp(prefix=".edgeprof-probe-", dir=folder)
     except OSError as e:
-        raise OutputError(f"--out '{out}' cannot be written: {_why(e)} in '{folder}'; give a "
+        raise OutputError(f"{name} cannot be written: {_why(e)} in '{folder}'; give a "
                           "folder you can write", path=out) from None
     try:
         os.write(fd, b"\0" * PROBE_BYTES)
         os.fsync(fd)
     except OSError as e:
-        raise OutputError(f"--out '{out}' cannot be written: {_why(e)} in '{folder}'",
+        raise OutputError(f"{name} cannot be written: {_why(e)} in '{folder}'",
                           path=out) from None
     finally:
         os.close(fd)
@@ -264,6 +266,44 @@ def prepare_out_dir(out: str | os.PathLike) -> Path:
     else:
         _probe(existing, shown)
     return path
+
+
+def prepare_out_file(out: str | os.PathLike, *, flag: str | None = "--out",
+                     folder_ok: bool = True) -> Path:
+    """Check, before any work, that the output FILE ``out`` can be written: the file output's
+    :func:`prepare_out_dir`. An existing folder (or a path ending in a separator) means "write
+    the file in it" (:func:`out_file` names it) unless not ``folder_ok``; an existing regular
+    file is replaced; missing folders above it are created when it is written. Raises
+    :class:`OutputError` (exit 2) naming the path when ``out`` lies under a file, is something
+    other than a file or a folder (a device, a pipe), or cannot be written (read-only,
+    permission, full disk). ``flag`` names the option in the message."""
+    shown = os.fspath(out)
+    name = f"{flag} '{shown}'" if flag else f"'{shown}'"
+    give = "give a file name or a folder" if folder_ok else "give a file name"
+    try:
+        path = Path(out).expanduser().resolve()
+    except (OSError, RuntimeError) as e:
+        raise OutputError(f"{name} cannot be resolved: {e}", path=shown) from None
+    folder = path.is_dir() or shown.endswith(("/", os.sep))
+    if folder and not folder_ok:
+        raise OutputError(f"{name} is a folder; {give}", path=shown)
+    if path.exists() and not folder and not path.is_file():
+        raise OutputError(f"{name} is not a regular file; {give}", path=shown)
+    existing = path if folder else path.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise OutputError(f"{name} lies under a file ('{existing}'); {give}", path=shown)
+    _probe(existing, shown, name)
+    return path
+
+
+def out_file(out: str | os.PathLike, name: str) -> Path:
+    """The file an output FILE option names: ``out`` itself, or ``name`` inside it when
+    ``out`` is a folder (or ends in a separator), as ``--out DIR`` of profile writes in DIR."""
+    shown = os.fspath(out)
+    path = Path(out).expanduser()
+    return path / name if path.is_dir() or shown.endswith(("/", os.sep)) else path
 
 
 def _exchange(a: Path, b: Path) -> bool:

@@ -119,9 +119,10 @@ class Calibration:
                    path=path)
 
     def save(self, path: str | os.PathLike) -> Path:
-        from edgeprof.core.io import write_json
+        """Write atomically to ``path``, or into it as ``<name>.json`` when it is a folder."""
+        from edgeprof.core.io import out_file, write_json
 
-        return write_json(path, self.to_dict())
+        return write_json(out_file(path, f"{self.name}.json"), self.to_dict())
 
 
 _LOADED: dict[tuple[str, int, int], Calibration] = {}
