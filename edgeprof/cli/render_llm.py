@@ -168,9 +168,32 @@ def render_llm(payload: dict[str, Any], console) -> None:
                           f"{r['reason']}", markup=False)
     for c in checks:
         console.print(c, markup=False)
+    for line in prediction_lines(payload.get("predictions") or []):
+        console.print(line, markup=False)
     for n in payload.get("notes") or []:
         if n != model.get("note"):
             console.print(f"note: {n}", markup=False)
+
+
+def prediction_lines(predictions: list[dict[str, Any]]) -> list[str]:
+    """What the JSON says of each prediction that its table row cannot: the calibration it
+    used and its notes (what was transferred or estimated, and why an interval is wide).
+    A note every prediction carries is printed once."""
+    if not predictions:
+        return []
+    shared = (set.intersection(*(set(p.get("notes") or []) for p in predictions))
+              if len(predictions) > 1 else set())
+    lines = []
+    for p in predictions:
+        cal = p.get("calibration")
+        lines.append(f"{p.get('backend')} {p.get('format')} d{p.get('depth', 0)} on "
+                     f"{p.get('target')}: "
+                     + (f"calibration {cal}" + (f" ({p['calibration_path']})"
+                                                if p.get("calibration_path") else "")
+                        if cal else "no calibration (estimated)"))
+        lines += [f"  {n}" for n in p.get("notes") or [] if n not in shared]
+    lines += [f"predictions: {n}" for n in predictions[0].get("notes") or [] if n in shared]
+    return lines
 
 
 def _prov(d: dict[str, Any], name: str, default: str) -> str:

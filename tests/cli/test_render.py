@@ -57,3 +57,21 @@ def test_the_row_reading_agrees_with_the_bottleneck_line(pi_report):
     reading = row[header.index(next(h for h in header if "reading" in h))]
     other = {"memory": "compute", "compute": "memory"}[bottleneck]
     assert f"{bottleneck}-bound" in reading and f"{other}-bound" not in reading
+
+
+def test_a_generative_prediction_shows_its_calibration_and_why_its_interval_is_wide():
+    """predict llm:X showed a 4x decode interval; its reason and the calibration used were
+    only in --json."""
+    from edgeprof.api import estimate_llm
+    from edgeprof.cli.render_llm import render_llm
+
+    payload = estimate_llm("llm:tinyllama-1.1b", "raspberry_pi_4", backends="llama_cpp",
+                           precisions="q4_k_m", threads=1)
+    (p,) = payload["predictions"]
+    assert p["calibration"] == "llm--published"
+    wide = [n for n in p["notes"] if "interval" in n and "wide" in n]
+    assert wide
+    text = _text(render_llm, payload)
+    assert "calibration llm--published" in text
+    for n in wide:
+        assert n in text.replace("\n", " ") or n in text
