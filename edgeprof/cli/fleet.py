@@ -171,19 +171,21 @@ def cmd_sweep(args) -> int:
     stamp = f"{report.ran} job(s) run, {report.skipped} resumed, {report.wall_s:.1f} s"
     out = _console()
     if tensor or not generative:
-        table = Table("model", "target", "best", "median ms", "95% CI ms", "runner-up",
-                      "clearly faster", "measured on",
+        # ranked by the figure on the target (measured on a board of it, else predicted for
+        # it); the host's own median stays beside it, under the machine that measured it
+        table = Table("model", "target", "best", "on target ms", "interval ms", "runner-up",
+                      "clearly faster", "measured (ms, where)",
                       title=f"best configuration per model and target ({stamp})",
                       title_justify="left")
         for r in tensor:
             table.add_row(str(r["model"]), str(r["target"]),
                           f"{r['backend']} {r['precision']} b{_count(r['batch_size'])}",
-                          _fmt(r["median_ms"]),
-                          f"{_fmt(r['ci_low_ms'])}–{_fmt(r['ci_high_ms'])}",
+                          f"{_fmt(r.get('target_ms'))} ({r.get('target_provenance') or '-'})",
+                          f"{_fmt(r.get('target_low_ms'))}–{_fmt(r.get('target_high_ms'))}",
                           str(r["runner_up"] or "-"),
-                          {True: "yes", False: "no (CIs overlap)"}.get(r["clearly_faster"],
-                                                                       "-"),
-                          str(r["measured_on"] or "-"))
+                          {True: "yes", False: "no (intervals overlap)"}.get(
+                              r["clearly_faster"], "-"),
+                          f"{_fmt(r['median_ms'])}, {r['measured_on'] or '-'}")
         out.print(table)
     if generative:
         table = Table("model", "target", "test", "fastest decode", "tg tok/s", "pp tok/s",

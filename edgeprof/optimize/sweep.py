@@ -59,8 +59,13 @@ measurement: no build of the next job, no scheduler, no Dask worker. (A LocalClu
 measure each job in a fresh process under a Dask worker, while this process built the next
 job and polled the scheduler: on a 2-core machine its medians differed from ``profile``'s by
 up to 1.6x, and a process per job made it 2.5x slower.) Its results are measurements of this
-host, and say so (board ``local``). On a fleet, a board measures each job in a fresh process
-there: that path must differ, and its records say ``isolated`` and name the board.
+host, and say so (board ``local``, ``measured on this host``): nothing here emulates a board.
+For a board target, the job's figure on the target (``target_*`` in results.csv, what best.csv
+and the page rank) is then the board's prediction, the one ``edgeprof predict`` gives
+(:func:`board_prediction`), or none where the predictor refuses the configuration. On a fleet,
+a board measures each job in a fresh process there (its figure on the target is that
+measurement, as is an ``--emulate`` worker's, which says so): that path must differ, and its
+records say ``isolated`` and name the board.
 
 This module runs the jobs (here, or on the fleet); the rest lives beside it, each importing
 only the ones after it: ``sweep_outputs`` (:class:`SweepReport`, results.csv, best.csv,
@@ -164,7 +169,7 @@ def run_sweep(path: str | os.PathLike, *, fleet=None, resume: bool = False,
         say(f"{len(todo)} job(s) to run on " + (f"the {where}" if fleet is not None else where) +
             (f"; {skipped} already in {spec.store}" if skipped else ""))
         if todo and fleet is None:
-            _drive_here(spec, todo, record, plugins, steps)
+            _drive_here(spec, todo, record, plugins, steps, targets_dir)
         elif todo:
             tensor_todo = [j for j in todo if isinstance(j, Job)]
             gen_todo = [j for j in todo if isinstance(j, GenJob)]
@@ -213,16 +218,51 @@ def _step_of(steps: Steps | None, key: str) -> Callable[[str], None] | None:
     return lambda line: steps(key, line)
 
 
+def board_prediction(handle, target, backend: str, precision: str, *, threads=None,
+                     device: str | None = None, registry=None,
+                     cache: dict | None = None) -> dict[str, Any]:
+    """The board figure of one configuration that was not measured on the board: the
+    prediction ``edgeprof.predict`` gives (``ConfigPredictor``: its number, interval and
+    label), or, where the predictor refuses the configuration (a runtime the target's
+    processors do not run, a thread count it lacks ...), no figure and why."""
+    from edgeprof.core.errors import EdgeprofError
+    from edgeprof.profilers.predict import config
+
+    dev = None if device in (None, "cpu") and getattr(target, "implied_device", "cpu") == "cpu" \
+        else str(device or "cpu").split(":")[0]
+    key = (target.id, backend, precision, threads, dev)
+    try:
+        pred = (cache or {}).get(key)
+        if pred is None:
+            pred = config.ConfigPredictor(target, backend, precision, threads=threads,
+                                          device=dev, registry=registry)
+            if cache is not None:
+                cache[key] = pred
+        p = pred(handle)
+    except EdgeprofError as e:
+        return {"value_ms": None, "provenance": None,
+                "source": f"no board figure: {e}"}
+    return {"value_ms": p.value_ms, "low_ms": p.low_ms, "high_ms": p.high_ms,
+            "provenance": p.provenance,
+            "source": f"{p.provenance} by {p.calibration or p.method} for {target.id} "
+                      "(as edgeprof predict gives it; not measured on the board)"}
+
+
 def _drive_here(spec: SweepSpec, todo: list[Job], record, plugins,
-                steps: Steps | None = None) -> None:
+                steps: Steps | None = None, targets_dir=None) -> None:
     """Measure each job here, one at a time, by the call ``profile`` makes (see the module
-    docstring); store each record the moment it is made."""
+    docstring); store each record the moment it is made. The measurement is this host's and
+    says so; a board target's figure is its prediction (:func:`board_prediction`), kept
+    beside it in the record (``extra["target_figure"]``)."""
     from edgeprof.core.plugins import get_registry
-    from edgeprof.profilers.measure.fleet import emulation_note, fingerprint
+    from edgeprof.profilers.measure.fleet import fingerprint
     from edgeprof.profilers.measure.measure import measure
+    from edgeprof.targets import get_target_registry
 
     reg = get_registry(plugins)
-    here = fingerprint("host", "local", True)
+    treg = get_target_registry(targets_dir, plugins)
+    predictors: dict = {}
+    here = fingerprint("host", "local", False)
     for job in todo:
         if isinstance(job, GenJob):
             rec = measure(_generative_request(spec, job, plugins), registry=reg,
@@ -237,14 +277,20 @@ def _drive_here(spec: SweepSpec, todo: list[Job], record, plugins,
             rec = measure(request, registry=reg,  # the runner rule of profile
                           progress=_step_of(steps, job.key))
             rec.model = job.model
-        emulating = job.target != "host"
-        board = dict(here, target=job.target, emulating=emulating)
-        rec.notes.append(emulation_note(board) if emulating else "measured on this host")
+        # the host's timing is the host's: nothing here emulates a board
+        rec.notes.append("measured on this host" + ("" if job.target == "host" else
+                                                    f", not on {job.target}"))
         if spec.run.get("device", "cpu") != "cpu":
             rec.notes.append(f"run on this host's {spec.run['device']} device")
-        rec.extra = dict(rec.extra or {}, fleet={"board": "local", "target": job.target,
-                                                 "emulating": emulating,
-                                                 "fingerprint": board})
+        extra = dict(rec.extra or {}, fleet={"board": "local", "target": "host",
+                                             "emulating": False, "fingerprint": here})
+        if isinstance(job, Job) and job.target != "host" and rec.ok:
+            tgt = treg.get(job.target)
+            if not getattr(tgt, "is_host", False):
+                extra["target_figure"] = board_prediction(
+                    handle, tgt, job.backend, job.precision, threads=spec.run.get("threads"),
+                    device=spec.run.get("device"), registry=reg, cache=predictors)
+        rec.extra = extra
         record(job, rec, "local", 1)
 
 
@@ -357,4 +403,5 @@ def _prepare(spec: SweepSpec, job: Job, d, reg, shipments, record, build_shipmen
 
 __all__ = ["BEST_COLUMNS", "COLUMNS", "GEN_COLUMNS", "GEN_KEYS", "LOCAL_WHERE", "RUN_KEYS",
            "TOP_KEYS", "GenJob", "GenerateGrid", "Job", "Steps", "SweepReport", "SweepSpec",
+           "board_prediction",
            "SweepStore", "best_frame", "load_sweep", "results_frame", "run_sweep", "sweep_html"]

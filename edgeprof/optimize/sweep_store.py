@@ -32,15 +32,23 @@ GEN_COLUMNS = ["n_threads", "n_prompt", "n_gen", "n_depth", "repetitions", "pp_m
                "pp_stddev_ts", "pp_min_ts", "pp_max_ts", "tg_median_ts", "tg_stddev_ts",
                "tg_min_ts", "tg_max_ts", "ttft_ms", "tpot_ms", "model_size", "build_commit"]
 #: the DataFrame the HTML report renders (one row per job)
+#: the figure a job is ranked by on its target (``target_*``): the measurement where a board
+#: of the target (or a worker started with ``--emulate``) or, for target ``host``, this
+#: machine measured it; otherwise the board's prediction (predict's number, interval and
+#: label), or none where the predictor refuses the configuration (``target_source`` says why)
+TARGET_COLUMNS = ["target_ms", "target_low_ms", "target_high_ms", "target_provenance",
+                  "target_source"]
+#: the DataFrame the HTML report renders (one row per job); ``median_ms``/``ci_*``/
+#: ``provenance`` are the measurement, on the machine ``measured_on`` names
 COLUMNS = ["model", "target", "backend", "precision", "batch_size", "device", "status",
            "reason", "median_ms", "ci_low_ms", "ci_high_ms", "provenance", "board", "measured_on",
-           "attempts", "job_key", "workload", *GEN_COLUMNS]
+           *TARGET_COLUMNS, "attempts", "job_key", "workload", *GEN_COLUMNS]
 #: a generative row: ``precision`` is the format; the tensor figures are empty, the ``tg_`` /
 #: ``pp_`` ones filled (runner-up and ``clearly_faster`` by decode: the best's slowest
 #: repetition beats the runner-up's fastest)
-BEST_COLUMNS = ["model", "target", "backend", "precision", "batch_size", "median_ms",
-                "ci_low_ms", "ci_high_ms", "board", "measured_on", "runner_up",
-                "runner_up_median_ms", "clearly_faster", "ok_jobs", "workload", "n_threads",
+BEST_COLUMNS = ["model", "target", "backend", "precision", "batch_size", *TARGET_COLUMNS[:4],
+                "median_ms", "ci_low_ms", "ci_high_ms", "board", "measured_on", "runner_up",
+                "runner_up_target_ms", "runner_up_median_ms", "clearly_faster", "ok_jobs", "workload", "n_threads",
                 "n_prompt", "n_gen", "n_depth", "tg_median_ts", "tg_stddev_ts", "pp_median_ts",
                 "pp_stddev_ts", "ttft_ms", "tpot_ms", "runner_up_tg_median_ts", "best_prefill",
                 "best_prefill_pp_median_ts"]
@@ -133,6 +141,7 @@ def results_frame(store: SweepStore | str | os.PathLike):
                 rows.append(_generative_row(r, rec))
                 continue
             stats = rec.get("stats") or {}
+            measured_on = _measured_on(rec)
             rows.append({
                 "model": r["model"], "target": r["target"], "backend": r["backend"],
                 "precision": r["precision"],
@@ -142,7 +151,8 @@ def results_frame(store: SweepStore | str | os.PathLike):
                 "median_ms": stats.get("median_ms"), "ci_low_ms": stats.get("ci_low_ms"),
                 "ci_high_ms": stats.get("ci_high_ms"),
                 "provenance": rec.get("provenance", "measured") if stats else None,
-                "board": r["board"], "measured_on": _measured_on(rec),
+                "board": r["board"], "measured_on": measured_on,
+                **_target_figure(r, rec, stats, measured_on),
                 "attempts": r["attempts"], "job_key": r["job_key"], "workload": "tensor"})
     finally:
         if own:
@@ -211,15 +221,47 @@ def _generative_row(r: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _generative_measured_on(rec: dict[str, Any]) -> str | None:
-    from edgeprof.profilers.measure.fleet import measured_on
-
-    return measured_on(rec)
+    return _where(rec)
 
 
 def _measured_on(rec: dict[str, Any]) -> str | None:
+    return _where(rec) if rec.get("stats") else None
+
+
+def _where(rec: dict[str, Any]) -> str | None:
+    """Where a record was measured: a board (or an emulating worker) says which; a job of a
+    sweep without a fleet (board ``local``, including stores written when such jobs were
+    said to emulate their target) was measured on this host, whatever its target."""
     from edgeprof.profilers.measure.fleet import measured_on
 
-    return measured_on(rec) if rec.get("stats") else None
+    fleet = (rec.get("extra") or {}).get("fleet") or {}
+    if fleet.get("board") == "local":
+        fp = fleet.get("fingerprint") or {}
+        who = ", ".join(str(v) for v in (fp.get("hostname"), fp.get("cpu_model")) if v)
+        return f"measured on this host (local{': ' + who if who else ''})"
+    return measured_on(rec)
+
+
+def _target_figure(r: dict[str, Any], rec: dict[str, Any], stats: dict[str, Any],
+                   measured_on: str | None) -> dict[str, Any]:
+    """The job's figure on its target (:data:`TARGET_COLUMNS`)."""
+    none = dict.fromkeys(TARGET_COLUMNS)
+    if r["status"] != "ok" or not stats:
+        return none
+    extra = rec.get("extra") or {}
+    tf = extra.get("target_figure")
+    if tf is not None:  # a prediction, made when the job was measured elsewhere
+        return {"target_ms": tf.get("value_ms"), "target_low_ms": tf.get("low_ms"),
+                "target_high_ms": tf.get("high_ms"), "target_provenance": tf.get("provenance"),
+                "target_source": tf.get("source")}
+    fleet = extra.get("fleet") or {}
+    if (fleet and fleet.get("board") != "local") or r["target"] == "host":
+        return {"target_ms": stats.get("median_ms"), "target_low_ms": stats.get("ci_low_ms"),
+                "target_high_ms": stats.get("ci_high_ms"),
+                "target_provenance": rec.get("provenance", "measured"),
+                "target_source": measured_on or "measured on this host"}
+    return dict(none, target_source=f"no board figure: measured on this host only, by a sweep "
+                                    f"that did not yet predict {r['target']}; run it again")
 
 
 def best_frame(frame):
@@ -227,25 +269,33 @@ def best_frame(frame):
     best is clearly faster (its CI's upper end below the runner-up's lower end)."""
     import pandas as pd
 
-    ok = frame[(frame["status"] == "ok") & frame["median_ms"].notna()]
+    from edgeprof.core.provenance import sort_key
+
+    ok = frame[(frame["status"] == "ok") & frame["target_ms"].notna()]
     if "workload" in ok:
         ok = ok[ok["workload"] != "generate"]
     rows = []
     for (model, target), g in ok.groupby(["model", "target"], sort=False):
-        g = g.sort_values("median_ms")
+        # the best-founded figure first (measured, predicted, estimated, uncalibrated), then
+        # the fastest: the order recommend and optimize rank by
+        order = sorted(range(len(g)), key=lambda i: sort_key(g.iloc[i]["target_provenance"],
+                                                             g.iloc[i]["target_ms"]))
+        g = g.iloc[order]
         best = g.iloc[0]
         row = {k: best[k] for k in ("model", "target", "backend", "precision", "batch_size",
-                                    "median_ms", "ci_low_ms", "ci_high_ms", "board",
-                                    "measured_on")}
+                                    *TARGET_COLUMNS[:4], "median_ms", "ci_low_ms",
+                                    "ci_high_ms", "board", "measured_on")}
         row["ok_jobs"] = len(g)
         if len(g) > 1:
             ru = g.iloc[1]
             row["runner_up"] = f"{ru['backend']} {ru['precision']} b{ru['batch_size']}"
+            row["runner_up_target_ms"] = ru["target_ms"]
             row["runner_up_median_ms"] = ru["median_ms"]
-            hi, lo = best["ci_high_ms"], ru["ci_low_ms"]
+            hi, lo = best["target_high_ms"], ru["target_low_ms"]
             row["clearly_faster"] = bool(pd.notna(hi) and pd.notna(lo) and hi < lo)
         else:
-            row.update(runner_up=None, runner_up_median_ms=None, clearly_faster=None)
+            row.update(runner_up=None, runner_up_target_ms=None, runner_up_median_ms=None,
+                       clearly_faster=None)
         row["workload"] = "tensor"
         rows.append(row)
     rows.extend(_best_generative(frame))
@@ -297,5 +347,5 @@ def _best_generative(frame) -> list[dict[str, Any]]:
     return rows
 
 
-__all__ = ["BEST_COLUMNS", "COLUMNS", "GEN_COLUMNS", "SweepStore", "best_frame",
-           "results_frame"]
+__all__ = ["BEST_COLUMNS", "COLUMNS", "GEN_COLUMNS", "SweepStore", "TARGET_COLUMNS",
+           "best_frame", "results_frame"]

@@ -34,9 +34,17 @@ def render_sweep_html(frame, *, title: str | None = None, command: str | None = 
         raise ValueError(f"render_sweep_html needs the sweep columns; missing: "
                          f"{', '.join(missing)}")
     records = [{k: _json_safe(v) for k, v in r.items()} for r in frame.to_dict(orient="records")]
+    # the figure each job has on its target: a sweep's target_* columns (its measurement on
+    # a board of the target, or the board's prediction), else the frame's own median
+    on_target = "target_ms" in getattr(frame, "columns", [])
+    keys = (("target_ms", "target_low_ms", "target_high_ms", "target_provenance") if on_target
+            else ("median_ms", "ci_low_ms", "ci_high_ms", "provenance"))
     for r in records:
         r["config"] = _config_label(r)
-        r["median_ms"] = _num(r.get("median_ms")) if r.get("status") == "ok" else None
+        r["host_ms"] = _num(r.get("median_ms")) if on_target else None
+        r["median_ms"] = _num(r.get(keys[0])) if r.get("status") == "ok" else None
+        r["fig_low"], r["fig_high"] = _num(r.get(keys[1])), _num(r.get(keys[2]))
+        r["fig_prov"] = r.get(keys[3])
     targets = list(dict.fromkeys(str(r.get("target")) for r in records))
     charts: dict[str, str | None] = {}
     heat_info: dict[str, Any] = {}
@@ -65,11 +73,14 @@ def render_sweep_html(frame, *, title: str | None = None, command: str | None = 
                     v = r["median_ms"]
                     zr.append(v / best if best else None)
                     tr.append(_g(v, 3))
-                    ci = (f"<br>95% CI {_g(r['ci_low_ms'])}–{_g(r['ci_high_ms'])} ms"
-                          if _num(r.get("ci_low_ms")) is not None and
-                          _num(r.get("ci_high_ms")) is not None else "")
-                    hr.append(f"<b>{_esc(m)}</b> · {_esc(c)}<br>median {_g(v)} ms "
-                              f"({_esc(r.get('provenance'))}){ci}<br>board: "
+                    what = "interval" if r["fig_prov"] != "measured" else "95% CI"
+                    ci = (f"<br>{what} {_g(r['fig_low'])}–{_g(r['fig_high'])} ms"
+                          if r["fig_low"] is not None and r["fig_high"] is not None else "")
+                    host = (f"<br>this host: median {_g(r['host_ms'])} ms (measured; "
+                            f"{_esc(r.get('measured_on'))})" if r["host_ms"] is not None
+                            and r["fig_prov"] != "measured" else "")
+                    hr.append(f"<b>{_esc(m)}</b> · {_esc(c)}<br>{_esc(t)}: {_g(v)} ms "
+                              f"({_esc(r['fig_prov'])}){ci}{host}<br>board: "
                               f"{_esc(r.get('board'))}<br>{v / best:.2f}× the fastest")
             z.append(zr), text.append(tr), hover.append(hr)
             if best is not None:
@@ -82,8 +93,8 @@ def render_sweep_html(frame, *, title: str | None = None, command: str | None = 
             texttemplate="%{text}", customdata=hover, hovertemplate="%{customdata}<extra></extra>",
             colorscale="RdYlGn_r", zmin=1, colorbar=dict(title="× fastest"), hoverongaps=True,
             xgap=1, ygap=1))
-        provs = sorted({str(r.get("provenance")) for r in rows if r["median_ms"] is not None})
-        fig.update_layout(title=f"{_esc(t)}: median latency (ms; "
+        provs = sorted({str(r["fig_prov"]) for r in rows if r["median_ms"] is not None})
+        fig.update_layout(title=f"{_esc(t)}: latency (ms; "
                                 f"{_esc(', '.join(provs) or 'nothing ran')}) per model × "
                                 f"configuration", height=max(260, 60 + 40 * len(models)),
                           xaxis=dict(tickangle=-30))
@@ -92,12 +103,22 @@ def render_sweep_html(frame, *, title: str | None = None, command: str | None = 
     best_chart, bars = _latency_bars(
         [{**b, "label": f"{b.get('target')} · {b.get('model')} · {b['config']}"}
          for b in best_rows], "Best configuration per target and model", "best",
-        [("median (as in the sweep's provenance)", "median_ms", "ci_low_ms", "ci_high_ms")])
+        [("on the target (each bar's provenance in the table)", "median_ms", "fig_low",
+          "fig_high")])
     charts["best"] = best_chart
+    shown = list(SWEEP_COLUMNS) + [c for c in ("measured_on", "target_ms", "target_low_ms",
+                                               "target_high_ms", "target_provenance",
+                                               "target_source") if on_target and c in frame]
     cols = [{"key": c, "label": c + (" (ms)" if c.endswith("_ms") else ""),
-             "num": c in ("batch_size", "median_ms", "ci_low_ms", "ci_high_ms"),
-             "bar": c == "median_ms", "wide": c == "reason"} for c in SWEEP_COLUMNS]
-    table = _table(cols, [[r.get(c) for c in SWEEP_COLUMNS] for r in records])
+             "num": c in ("batch_size", "median_ms", "ci_low_ms", "ci_high_ms", "target_ms",
+                          "target_low_ms", "target_high_ms"),
+             "bar": c == ("target_ms" if on_target else "median_ms"),
+             "wide": c in ("reason", "target_source")} for c in shown]
+    rows_out = []
+    for r in records:  # the table shows the frame's own columns (the host's median as is)
+        vals = {**r, "median_ms": r["host_ms"] if on_target else r["median_ms"]}
+        rows_out.append([vals.get(c) for c in shown])
+    table = _table(cols, rows_out)
     statuses: dict[str, int] = {}
     for r in records:
         statuses[str(r.get("status"))] = statuses.get(str(r.get("status")), 0) + 1
