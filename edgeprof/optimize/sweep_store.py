@@ -48,7 +48,8 @@ COLUMNS = ["model", "target", "backend", "precision", "batch_size", "device", "s
 #: repetition beats the runner-up's fastest)
 BEST_COLUMNS = ["model", "target", "backend", "precision", "batch_size", *TARGET_COLUMNS[:4],
                 "median_ms", "ci_low_ms", "ci_high_ms", "board", "measured_on", "runner_up",
-                "runner_up_target_ms", "runner_up_median_ms", "clearly_faster", "ok_jobs", "workload", "n_threads",
+                "runner_up_target_ms", "runner_up_median_ms", "clearly_faster", "ok_jobs",
+                "workload", "n_threads",
                 "n_prompt", "n_gen", "n_depth", "tg_median_ts", "tg_stddev_ts", "pp_median_ts",
                 "pp_stddev_ts", "ttft_ms", "tpot_ms", "runner_up_tg_median_ts", "best_prefill",
                 "best_prefill_pp_median_ts"]
@@ -265,8 +266,10 @@ def _target_figure(r: dict[str, Any], rec: dict[str, Any], stats: dict[str, Any]
 
 
 def best_frame(frame):
-    """The fastest ok configuration per (model, target), with the runner-up and whether the
-    best is clearly faster (its CI's upper end below the runner-up's lower end)."""
+    """The best ok configuration per (model, target) by its figure on the target
+    (``target_ms``: the best-founded figure first, then the fastest), with the runner-up and
+    whether the best is clearly faster (its interval's upper end below the runner-up's lower
+    end)."""
     import pandas as pd
 
     from edgeprof.core.provenance import sort_key
