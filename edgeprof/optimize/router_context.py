@@ -454,7 +454,9 @@ class RouterContext:
         ram = float(t.ram.value)
         if flash is None and sram is None:
             need = weight_bytes + activation_bytes
-            return need <= ram, f"{need / 1e6:.3g} MB needed of {ram / 1e6:.3g} MB RAM"
+            from edgeprof.profilers.estimate.analytic import bytes_text
+
+            return need <= ram, f"{bytes_text(need)} needed of {bytes_text(ram)} RAM"
         w_cap = flash if flash is not None else ram
         a_cap = sram if sram is not None else ram
         ok = weight_bytes <= w_cap and activation_bytes <= a_cap

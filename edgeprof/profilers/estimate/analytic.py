@@ -55,10 +55,14 @@ def walk(model, registry=None) -> GraphWalk:
     return result
 
 
-def _mb(n: float) -> str:
+def bytes_text(n: float) -> str:
+    """A byte count as text in decimal units: "185 kB", "4.29 GB" (never "4.29e+03 MB")."""
     if n >= 1e9:  # a board's RAM: "4.29 GB", not "4.29e+03 MB"
         return f"{n / 1e9:.3g} GB"
     return f"{n / 1e6:.3g} MB" if n >= 1e5 else f"{n / 1e3:.3g} kB"
+
+
+_mb = bytes_text
 
 
 def compute_peak(target, compute: str) -> tuple[float | None, str, str | None]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import html as _html
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -193,8 +193,20 @@ def _env():
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(fmt=fmt, PROVENANCES=PROVENANCES, PROVENANCE_MEANING=PROVENANCE_MEANING,
-                       num=_num)
+                       num=_num, setting=setting_text)
     return env
+
+
+def setting_text(value: Any) -> str:
+    """A setting (a plan step's value) as a reader writes it: ``inter_op 1, intra_op 4``
+    for a mapping, ``a, b`` for a list, the text itself otherwise (never raw JSON)."""
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {setting_text(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(setting_text(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "—" if value is None else str(value)
 
 
 def _render(template: str, **context: Any) -> str:

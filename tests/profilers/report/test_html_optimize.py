@@ -28,3 +28,31 @@ def test_the_plans_latency_carries_its_own_provenance():
         assert m, key
         assert float(m.group(1)) == 0.3233 and m.group(2) == "predicted"
     assert "0.2301" in html or "0.23" in html  # the interval is shown with it
+
+
+def test_the_plan_shows_threads_and_memory_readably():
+    """The plan showed threads as raw JSON ({"inter_op": 1, "intra_op": 4}) and the Pi's RAM
+    as "4.29e+03 MB"."""
+    from types import SimpleNamespace
+
+    from edgeprof.optimize.router_context import RouterContext
+    from edgeprof.targets import get_target
+
+    fits, note = RouterContext.device_fit(SimpleNamespace(target=get_target("raspberry_pi_4")),
+                                          150000.0, 35000.0)
+    assert fits and note == "0.185 MB needed of 4.29 GB RAM"
+    proj = {**_projection(0.3233, "predicted"), "device_memory_note": note}
+    doc = {"target": {"id": "raspberry_pi_4"}, "model": {"name": "small_cnn"},
+           "candidates": [], "constraints": {}, "verdict": {},
+           "plan": {"model": "small_cnn", "target": "raspberry_pi_4", "bound": "memory",
+                    "steps": [{"kind": "threads", "value": {"inter_op": 1, "intra_op": 4},
+                               "reason": "r", "stage": "s", "rule": "x"},
+                              {"kind": "layout", "value": "NHWC", "reason": "r",
+                               "stage": "s", "rule": "y"}],
+                    "baseline": proj, "projected": proj}}
+    html = render_optimize_html(doc)
+    steps = html[html.index('id="plan-steps"'):]
+    steps = steps[:steps.index("</ol>")]
+    assert "inter_op 1, intra_op 4" in steps and "{" not in steps and "&#34;" not in steps
+    assert "NHWC" in steps
+    assert "e+0" not in html[html.index('id="plan"'):html.index('id="candidates-section"')]
