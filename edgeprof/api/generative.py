@@ -345,14 +345,17 @@ def recommend_llm(model: Any, target: Any, *, device: str | None = None,
 
 def optimize_llm(model: Any, target: Any, *, shortlist: int = 3, repetitions: int = 3,
                  threads: int | None = None, progress: Progress | None = None,
-                 **choose: Any) -> dict[str, Any]:
+                 out: str | os.PathLike | None = None, **choose: Any) -> dict[str, Any]:
     """:func:`recommend_llm`'s choice, then the shortlisted formats (the choice first, then
-    the other formats that fit and meet the budget, most bits first; at most ``shortlist``)
-    measured here, each on its backend (llama-bench's pp/tg with ``repetitions``). Returns
-    the choice's document with ``measured_here``: the runs (measured on this machine, not on
-    the target: they confirm the formats run and how they rank, the target's figures stay
-    predicted) and ``notes`` for formats not measured (a backend not installed here)."""
+    the other formats that fit and meet the budget, most bits first; at most ``shortlist``;
+    0: the choice alone, as recommend) measured here, each on its backend (llama-bench's
+    pp/tg with ``repetitions``). Returns the choice's document with ``measured_here``: the
+    runs (measured on this machine, not on the target: they confirm the formats run and how
+    they rank, the target's figures stay predicted) and ``notes`` for formats not measured
+    (a backend not installed here). ``out``: a folder replaced as a whole with
+    optimize.json (the document) and, when formats were measured, their llm_bench.csv."""
     say = progress or (lambda msg: None)
+    _check_out(out)  # before any work: an unusable out is one line, exit 2
     choice = recommend_llm(model, target, **choose)
     doc = choice.to_dict()
     cands = [c for c in choice.candidates if c.status in ("chosen", "ok") and c.fits]
@@ -377,7 +380,27 @@ def optimize_llm(model: Any, target: Any, *, shortlist: int = 3, repetitions: in
     doc["notes"] = list(doc.get("notes") or []) + notes + [
         "measured_here: figures measured on this machine (provenance measured, where "
         "'this host'); the target's figures stay predicted"]
+    if out is not None:
+        say(f"writing artifacts to {out}")
+        _save(doc, lambda: _write_optimize_llm(out, doc))
     return doc
+
+
+def _write_optimize_llm(out: str | os.PathLike, doc: dict[str, Any]) -> list[Path]:
+    """Replace ``out`` as a whole (core.io.publish_staged) with optimize.json and, when formats
+    were measured here, their llama-bench rows (llm_bench.csv, ``where`` this host)."""
+    from edgeprof.core.io import publish_staged, write_csv, write_json
+    from edgeprof.profilers.report.llm_outputs import bench_frame
+
+    def write(stage: Path) -> list[str]:
+        write_json(stage / "optimize.json", doc)
+        if not doc.get("measured_here"):
+            return ["optimize.json"]
+        write_csv(stage / "llm_bench.csv", bench_frame({"runs": doc["measured_here"],
+                                                        "target": doc.get("target")}))
+        return ["optimize.json", "llm_bench.csv"]
+
+    return publish_staged(out, write)
 
 
 #: the presets `edgeprof calibrate --backend <generative>` measures by default: three sizes,

@@ -13,7 +13,8 @@ import json
 import sys
 
 from edgeprof.cli.common import (KindGroup, Progress, _console, _depths, _keeping_results,
-                                 _positive_float, _positive_int, add_isolation_flags)
+                                 _non_negative_int, _positive_float, _positive_int,
+                                 add_isolation_flags)
 from edgeprof.cli.render_llm import render_choice, render_llm
 from edgeprof.core.errors import UserError
 
@@ -59,9 +60,10 @@ def add_generative_args(group: KindGroup, command: str) -> None:
             group.add_argument("--repetitions", type=_positive_int, default=3, metavar="N",
                                help="timed repetitions per test of each shortlisted format, "
                                     "measured here (default 3)")
-            group.add_argument("--shortlist", type=_positive_int, default=3, metavar="N",
+            group.add_argument("--shortlist", type=_non_negative_int, default=3, metavar="N",
                                help="how many formats that fit and meet the budget to measure "
-                                    "here, the choice first (default 3)")
+                                    "here, the choice first (default 3; 0: the choice alone, "
+                                    "analytic, as recommend)")
 
 
 # --------------------------------------------------------------------------- commands
@@ -240,14 +242,13 @@ def cmd_recommend_llm(args) -> int:
     if args.command == "recommend":
         choose["threads"] = args.threads  # the board's (optimize's are this machine's)
         choose["calibration"] = args.calibration
+    unwritten = None
     if args.command == "optimize":  # the choice, then the shortlist measured here
         progress = Progress(enabled=not args.json)
-        try:
-            doc = optimize_llm(args.model, args.target, repetitions=args.repetitions,
-                               shortlist=args.shortlist, threads=getattr(args, "threads", None),
-                               progress=progress, **choose)
-        finally:
-            progress.stop()
+        doc, unwritten = _keeping_results(progress, lambda: optimize_llm(
+            args.model, args.target, repetitions=args.repetitions, shortlist=args.shortlist,
+            threads=getattr(args, "threads", None), progress=progress, out=args.out,
+            **choose))
     else:
         doc = recommend_llm(args.model, args.target, **choose).to_dict()
     # exit codes as for tensor models: 4 when a constraint (RAM, or the --tokens-per-s the
@@ -265,6 +266,10 @@ def cmd_recommend_llm(args) -> int:
                           + (f", pp{r.get('n_prompt')} {pp:.3g} tok/s, tg{r.get('n_gen')} "
                              f"{tg:.3g} tok/s (this machine, not {doc['target']})"
                              if pp and tg else f" ({r.get('reason')})"), markup=False)
+        if getattr(args, "out", None) and unwritten is None:
+            _console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
+    if unwritten is not None:  # measured, but --out could not be written: shown, then fail
+        raise unwritten
     if code:
         reasons = doc.get("reasons") or [doc["verdict"]]
         print(f"edgeprof: error: {reasons[0]}", file=sys.stderr)

@@ -219,8 +219,9 @@ def _add_optimize(sub, common) -> None:
     op = sub.add_parser("optimize", parents=[common],
                         help="measure the plan, a backend x precision sweep and compressions "
                              "here; choose the fastest configuration that meets the "
-                             "constraints (a generative model: the format, analytically, as "
-                             "recommend)")
+                             "constraints (a generative model: recommend's format choice, "
+                             "then the shortlist measured here with llama-bench's pp/tg, "
+                             "which takes minutes; the target's figures stay predicted)")
     t, g = kind_groups(op)
     _model_args(op, t)
     _target_arg(op, "the board, required (e.g. raspberry_pi_5)")
@@ -248,7 +249,10 @@ def _add_optimize(sub, common) -> None:
                    help=f"minimum timed seconds per candidate (default 0.3{why})")
     t.add_argument("--max-time", type=_positive_float, metavar="S",
                    help="cap on timed seconds per candidate (default 1.5)")
-    t.add_argument("--out", "-o", metavar="DIR", help="write CSV/PNG/JSON artifacts here")
+    op.add_argument("--out", "-o", metavar="DIR",
+                    help="write the artifacts here: CSV/PNG/JSON and report.html for a tensor "
+                         "model; optimize.json (the choice, its candidates and the runs "
+                         "measured here) and llm_bench.csv for a generative one")
     t.add_argument("--recalibrate", action="store_true", help="redo the host calibration")
     t.add_argument("--html", metavar="FILE", type=_html_file,
                    help="also write the self-contained HTML report to FILE (--out DIR "

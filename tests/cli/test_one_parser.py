@@ -30,8 +30,8 @@ def parsed(*argv: str):
      "tensor models"),
     (["recommend", "llm:smollm2-135m", "--target", "raspberry_pi_5", "--latency-budget-ms",
       "5"], "--latency-budget-ms", "tensor models"),
-    (["optimize", "llm:smollm2-135m", "--target", "raspberry_pi_5", "--out", "x"], "--out",
-     "tensor models"),
+    (["optimize", "llm:smollm2-135m", "--target", "raspberry_pi_5", "--html", "x.html"],
+     "--html", "tensor models"),  # its --out takes either kind (issue 29, finding 14)
     (["profile", "model.onnx", "--prompt-tokens", "64"], "--prompt-tokens",
      "generative models"),
     (["profile", "builtin:small_cnn", "--repetitions", "3"], "--repetitions",
