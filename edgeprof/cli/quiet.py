@@ -3,8 +3,8 @@
 TensorFlow's and absl's banners (oneDNN notices, "All log messages before
 absl::InitializeLog()"), torch's FutureWarnings and UserWarnings, and ONNX Runtime's
 quantization advice ("Please consider to run pre-processing before quantization", logged at
-WARNING on the root logger) say nothing about the user's model and bury edgeprof's own
-lines. :func:`quieted` silences them for one command; ``--debug`` leaves everything on.
+WARNING on the root logger), torch's deprecation of torchao's pytree registration say
+nothing about the user's model and bury edgeprof's own lines. :func:`quieted` silences them for one command; ``--debug`` leaves everything on.
 
 edgeprof's own warnings are not Python warnings (they are ``WarningRecord``s in the results,
 printed by the CLI), so nothing of edgeprof's is lost. Errors still print: the root logger
@@ -38,6 +38,28 @@ QUIET_ENV = {
 QUIET_LOGGERS = ("absl", "tensorflow", "h5py", "jax", "torch", "torch._dynamo",
                  "torch._inductor", "torch.onnx", "onnxscript", "nncf", "openvino",
                  "transformers", "tf2onnx", "matplotlib", "PIL")
+#: single messages dropped at the logger that logs them: logger -> the messages' format
+#: strings' beginnings. torch sets up its own loggers when it is imported (levels back to
+#: WARNING, its own handler), after the levels above were set; a logger's filter stays.
+QUIET_MESSAGES = {
+    # torchao registers its KernelPreference Enum with torch's pytree when imported (tflite's
+    # int8 conversion imports it, so optimize did): a deprecation between the two libraries
+    "torch.utils._pytree": ("%s is an Enum subclass and is now natively supported",),
+}
+
+
+class _DropMessages(logging.Filter):
+    """Drops the records whose format string begins with one of ``beginnings``."""
+
+    def __init__(self, beginnings: tuple[str, ...]):
+        super().__init__()
+        self.beginnings = beginnings
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (isinstance(record.msg, str) and record.msg.startswith(self.beginnings))
+
+
+_FILTERS = {name: _DropMessages(beginnings) for name, beginnings in QUIET_MESSAGES.items()}
 
 
 @contextlib.contextmanager
@@ -55,6 +77,8 @@ def quieted(debug: bool = False) -> Iterator[None]:
         try:
             yield
         finally:
+            for name, drop in _FILTERS.items():
+                logging.getLogger(name).removeFilter(drop)
             for lg, level in zip(loggers, levels):
                 lg.setLevel(level)
             for k, v in env_before.items():
@@ -77,6 +101,8 @@ def quiet_third_party() -> None:
     for name in QUIET_LOGGERS:
         lg = logging.getLogger(name)
         lg.setLevel(max(lg.level, logging.ERROR))
+    for name, drop in _FILTERS.items():  # a filter added twice is kept once
+        logging.getLogger(name).addFilter(drop)
 
 
-__all__ = ["QUIET_ENV", "QUIET_LOGGERS", "quiet_third_party", "quieted"]
+__all__ = ["QUIET_ENV", "QUIET_LOGGERS", "QUIET_MESSAGES", "quiet_third_party", "quieted"]

@@ -60,3 +60,21 @@ def test_quieted_restores_what_it_changed(monkeypatch):
     assert "PYTHONWARNINGS" not in os.environ and root.level == before
     with quieted(debug=True):
         assert "PYTHONWARNINGS" not in os.environ and root.level == before
+
+
+def test_torchs_pytree_deprecation_is_off_stderr_unless_debug():
+    """torchao registers an Enum with torch's pytree when imported (tflite's int8 conversion
+    does, in optimize): torch logs a deprecation on its own handler, which it sets up at
+    import, over the levels quieted() set (issue 29, finding 16)."""
+    pytest.importorskip("torchao")
+    code = ("import sys; from edgeprof.cli.quiet import quieted\n"
+            "with quieted(debug=sys.argv[1] == 'debug'):\n"
+            "    import torch\n"
+            "    from torchao.quantization.pt2e import quantize_pt2e\n"
+            "import logging; logging.getLogger('torch.utils._pytree').warning('%s kept', 'x')\n")
+    runs = {mode: subprocess.run([sys.executable, "-c", code, mode], capture_output=True,
+                                 text=True, timeout=300) for mode in ("quiet", "debug")}
+    assert all(r.returncode == 0 for r in runs.values()), runs
+    assert "is an Enum subclass" not in runs["quiet"].stderr, runs["quiet"].stderr
+    assert "x kept" in runs["quiet"].stderr  # only that message, and only inside quieted()
+    assert "is an Enum subclass" in runs["debug"].stderr  # --debug shows everything
