@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import re
 from typing import Any
 
@@ -46,8 +47,8 @@ def _console(stderr: bool = False):
             raise BrokenPipeError(errno.EPIPE, "the output's reader has gone")
 
     console = _Console(stderr=stderr, highlight=False, soft_wrap=False)
-    if not console.is_terminal:  # logs and pipes: wide enough that tables stay readable
-        console.width = 160
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        console.width = 160  # logs and pipes: wide enough that tables stay readable
     return console
 
 

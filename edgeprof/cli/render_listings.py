@@ -84,18 +84,22 @@ def render_targets(targets: list[Any], console: Any) -> None:
 
 
 def render_backends(rows: list[dict[str, Any]], console: Any) -> None:
-    """``list_backends()``'s rows: available or not, and why; their options."""
+    """``list_backends()``'s rows: available or not, and why; their options. Lists are
+    comma-and-space separated and every cell wraps (a word longer than its column folds):
+    nothing is cut with an ellipsis, whatever the width."""
     from rich.table import Table
 
-    table = Table("backend", "available", "precisions", "devices", "formats",
-                  "options (--backend-option)", "why not / how")
+    table = Table()
+    for header in ("backend", "available", "precisions", "devices", "formats",
+                   "options (--backend-option)", "why not / how"):
+        table.add_column(header, overflow="fold")
     for r in rows:
         why = "" if r["available"] else f"{r['reason']}" + (f"; {r['hint']}" if r["hint"] else "")
         opts = "\n".join(f"{o['name']}={o['default']!r} ({o['type']})"
                          for o in r.get("options", ())) or "-"
-        table.add_row(r["name"], "yes" if r["available"] else "no", ",".join(r["precisions"]),
-                      ",".join(r["devices"]), ",".join(r["model_formats"]), opts, why)
-    console.print(table)
+        table.add_row(r["name"], "yes" if r["available"] else "no", ", ".join(r["precisions"]),
+                      ", ".join(r["devices"]), ", ".join(r["model_formats"]), opts, why)
+    console.print(table, markup=False)
 
 
 __all__ = ["render_backends", "render_target", "render_targets"]
