@@ -63,6 +63,10 @@ class Predictor:
     def estimate(self, model: Any, *, input_shapes=None, input_dtypes=None) -> Estimate:
         return self._config.estimate(self._handle(model, input_shapes, input_dtypes))
 
+    def from_estimate(self, est: Estimate) -> Any:
+        """The prediction from :meth:`estimate`'s result (what ``self(model)`` returns)."""
+        return self._config.from_estimate(est)
+
     def __call__(self, model: Any, *, input_shapes=None, input_dtypes=None) -> Any:
         return self._config(self._handle(model, input_shapes, input_dtypes))
 

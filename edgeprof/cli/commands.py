@@ -139,11 +139,7 @@ def cmd_estimate(args) -> int:
                          targets_dir=args.targets_dir)
         est = pred.estimate(args.model, input_shapes=args.input_shape or None,
                             input_dtypes=args.input_dtype or None)
-        from edgeprof.profilers.predict import predict_latency
-
-        prediction = predict_latency(est, pred.target, args.backend, args.precision,
-                                     threads=args.threads, calibration=pred.calibration)
-        prediction.model = est.model
+        prediction = pred.from_estimate(est)
     else:
         if args.threads is not None or args.calibration is not None:
             raise UserError("--threads and --calibration are for the prediction: give "

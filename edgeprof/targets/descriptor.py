@@ -30,7 +30,7 @@ FIGURES: dict[str, dict[str, tuple[str, bool]]] = {
 }
 TOP_KEYS = {"name", "kind", "strategy_class", "processor", "description",
             "supported_precisions", "preferred_backends", "compute", "memory", "power",
-            "strategy", "processors", "modes"}
+            "strategy", "processors", "modes", "apis"}
 #: the device names a processor table may have (what ``--device`` chooses): ``cuda`` an
 #: NVIDIA GPU (CUDA runtimes), ``gpu`` another GPU (Vulkan/OpenCL runtimes: a Raspberry Pi 5's
 #: VideoCore VII), ``npu`` a neural accelerator
@@ -39,7 +39,7 @@ PROCESSOR_KINDS = ("cpu", "gpu", "npu")
 #: the device a target's top-level figures describe, by the target's kind
 IMPLIED_DEVICE = {"cpu": "cpu", "edge_cpu": "cpu", "mcu": "cpu", "gpu": "cuda",
                   "edge_gpu": "cuda", "npu": "npu"}
-PROCESSOR_KEYS = {"kind", "name", "cores", "frequency", "bandwidth", "peak"}
+PROCESSOR_KEYS = {"kind", "name", "cores", "frequency", "bandwidth", "peak", "apis"}
 #: what a ``[modes.<name>]`` table may hold; figures: section -> field -> unit
 MODE_KEYS = {"description", "name", "processor", "compute", "memory", "power", "processors"}
 MODE_FIGURES: dict[str, dict[str, str]] = {
@@ -86,6 +86,10 @@ class Processor:
     peak_compute: dict[str, Quantity]
     frequency: Quantity | None = None
     bandwidth: Quantity | None = None  # None: the target's memory.bandwidth
+    #: the programming interfaces its drivers offer (``vulkan``, ``coreml``, ``rknn`` ...):
+    #: what a runtime that needs one (``gpu:vulkan`` in runtimes.toml) looks for; a ``cuda``
+    #: device offers ``cuda`` by its name
+    apis: tuple[str, ...] = ()
 
     def figures(self) -> dict[str, Quantity]:
         out = {"cores": self.cores}
@@ -98,6 +102,7 @@ class Processor:
 
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device, "kind": self.kind, "name": self.name,
+                "apis": list(self.apis),
                 "figures": {k: v.to_dict() for k, v in self.figures().items()}}
 
 
@@ -168,6 +173,9 @@ class Target:
     modes: dict[str, Mode] = field(default_factory=dict)
     #: the mode this target is (``None``: the base descriptor); its id is ``<base>:<mode>``
     mode: str | None = None
+    #: the programming interfaces of the processor the top-level figures describe (top-level
+    #: ``apis``; see :attr:`Processor.apis`)
+    apis: tuple[str, ...] = ()
 
     # -- convenience ----------------------------------------------------------------
     @property
@@ -214,7 +222,7 @@ class Target:
             return Processor(device=device, kind="gpu" if device == "cuda" else device,
                              name=self.processor, cores=self.cores,
                              peak_compute=dict(self.peak_compute), frequency=self.frequency,
-                             bandwidth=None)
+                             bandwidth=None, apis=self.apis)
         raise UnknownNameError("device", device, self.devices,
                                f"Target '{self.id}' has these processors")
 
@@ -278,6 +286,7 @@ class Target:
             },
             "descriptor_path": self.path, "descriptor_sha256": self.sha256,
             "devices": list(self.devices),
-            "processors": {d: {"kind": p.kind, "name": p.name}
+            "processors": {d: {"kind": p.kind, "name": p.name, "apis": list(p.apis)}
                            for d, p in self.processors.items()},
+            "apis": list(self.apis),
         }

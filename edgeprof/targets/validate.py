@@ -67,12 +67,14 @@ def _str(data: dict, key: str, path: Path, choices: tuple[str, ...] | None = Non
     return v
 
 
-def _str_list(data: dict, key: str, path: Path) -> tuple[str, ...]:
+def _str_list(data: dict, key: str, path: Path, required: bool = True) -> tuple[str, ...]:
     v = data.get(key)
     if v is None:
+        if not required:
+            return ()
         raise TargetError("missing", path=path, field=key)
-    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        raise TargetError("must be a list of strings", path=path, field=key)
+    if not isinstance(v, list) or not all(isinstance(x, str) and x.strip() for x in v):
+        raise TargetError("must be a list of non-empty strings", path=path, field=key)
     return tuple(v)
 
 
@@ -127,8 +129,10 @@ def _processors(raw: Any, path: Path) -> dict[str, Processor]:
         bw = (_quantity(table["bandwidth"], path, f"{fld}.bandwidth", "B/s")
               if "bandwidth" in table else None)
         peak = _peak_table(table.get("peak"), path, f"{fld}.peak")
+        apis = _str_list({f"{fld}.apis": table.get("apis")}, f"{fld}.apis", path,
+                         required=False)
         out[device] = Processor(device=device, kind=kind, name=name, cores=cores,
-                                peak_compute=peak, frequency=freq, bandwidth=bw)
+                                peak_compute=peak, frequency=freq, bandwidth=bw, apis=apis)
     return out
 
 
@@ -332,7 +336,7 @@ def target_from_dict(data: dict[str, Any], *, target_id: str, path: Path,
         typical_power=sections["power"]["typical"], strategy=strategy, caches=caches,
         sram=mem.get("sram"), flash=mem.get("flash"), description=description,
         path=str(path), sha256=sha256, is_host=is_host, processors=processors,
-        big_cores_figure=big,
+        big_cores_figure=big, apis=_str_list(data, "apis", path, required=False),
     )
     if "modes" not in data:
         return base

@@ -27,8 +27,11 @@ def on_device(target: Any, device: str | None) -> Any:
         return target
     import dataclasses
 
+    # the view's kind is its processor's (a Raspberry Pi 5's GPU is a GPU: host threads do
+    # not drive its kernels), and so are its cores, peaks and clock
+    kind = {"cpu": "edge_cpu", "gpu": "edge_gpu"}.get(proc.kind, proc.kind)
     changes: dict[str, Any] = {"peak_compute": dict(proc.peak_compute), "cores": proc.cores,
-                               "kind": "edge_cpu" if proc.kind == "cpu" else target.kind}
+                               "kind": kind}
     if proc.bandwidth is not None:
         changes["bandwidth"] = proc.bandwidth
     if proc.frequency is not None:
@@ -71,11 +74,19 @@ class ConfigPredictor:
         # a runtime on a processor it does not run on, or at a precision it does not offer:
         # exit 2 (runtimes.py); without --device the prediction moves to the runtime's own
         # processor on the board (predict_latency) and says so
+        from edgeprof.profilers.predict.runtimes import processor_for
+
         check_processor(target, backend, device, precision=precision, registry=registry)
-        self.target = on_device(target, device)
+        # the processor the runtime runs on there (the one asked, else its default): the
+        # estimate and the threads are that processor's; predict_latency is given the board
+        # and the device as asked (a view of one processor must not be searched again: a
+        # Jetson's CPU view still lists the GPU), and says which processor it chose
+        self.board, self.device = target, device  # as asked (None: the runtime's default)
+        self.processor = None if getattr(target, "is_host", False) else \
+            processor_for(target, backend, device, registry)[0]
+        self.target = on_device(target, self.processor)
         check_threads(threads, self.target)
         self.backend, self.precision, self.threads = backend, precision, threads
-        self.device = device
         self.runtime_version = runtime_version  # the board's build: warned about if it differs
         self.calibration = calibration
 
@@ -91,9 +102,9 @@ class ConfigPredictor:
         :class:`~edgeprof.profilers.predict.Prediction`)."""
         from edgeprof.profilers.predict.predictor import predict_latency
 
-        pred = predict_latency(est, self.target, self.backend, self.precision,
+        pred = predict_latency(est, self.board, self.backend, self.precision,
                                threads=self.threads, calibration=self.calibration,
-                               runtime_version=self.runtime_version)
+                               runtime_version=self.runtime_version, device=self.device)
         pred.model = est.model
         return pred
 

@@ -35,8 +35,35 @@ from edgeprof.profilers.predict.threads import _table, family_info, known_famili
 KIND_OF_TARGET = {"cpu": "cpu", "edge_cpu": "cpu", "gpu": "gpu", "edge_gpu": "gpu",
                   "npu": "npu", "mcu": "mcu"}
 _ARTICLE = {"cpu": "a CPU", "gpu": "a GPU", "npu": "an NPU", "mcu": "an MCU"}
+_API_NAMES = {"cuda": "CUDA", "vulkan": "Vulkan", "coreml": "Core ML", "nnapi": "NNAPI",
+              "rknn": "RKNN"}
 #: this machine's device names (a backend class's ``Capabilities.devices``) -> kinds
 _DEVICE_KIND = {"cpu": "cpu", "cuda": "gpu", "npu": "npu", "mcu": "mcu"}
+#: what a runtime declaring a device needs of a board's processor: a backend that declares
+#: ``cuda`` runs CUDA kernels, so it needs a GPU with CUDA, not any GPU
+_NEEDS = {"cpu": "cpu", "cuda": "gpu:cuda", "npu": "npu", "mcu": "mcu"}
+_ORDER = ["gpu", "npu", "cpu", "mcu"]
+
+
+def processor_apis(target: Any, device: str) -> tuple[str, ...]:
+    """The programming interfaces ``target``'s processor ``device`` offers: its table's
+    ``apis`` (the top-level ``apis`` for the processor the top-level figures describe), and
+    ``cuda`` for a device named cuda (an NVIDIA GPU)."""
+    try:
+        declared = tuple(getattr(target.get_processor(device), "apis", ()) or ())
+    except Exception:  # noqa: BLE001 - a device the board lacks offers nothing
+        declared = ()
+    return tuple(dict.fromkeys((("cuda",) if device.split(":")[0] == "cuda" else ())
+                               + declared))
+
+
+def serves(need: str, device: str, kind: str, apis: tuple[str, ...] = ()) -> bool:
+    """Whether a board's processor ``device`` (of ``kind``, offering ``apis``) is one a
+    runtime that needs ``need`` runs on. A need is a kind (``cpu``, ``gpu``, ``npu``,
+    ``mcu``: any processor of it) or ``kind:api`` (``gpu:cuda``, ``gpu:vulkan``,
+    ``npu:coreml``: a processor of that kind whose drivers offer that interface)."""
+    want, _, api = need.partition(":")
+    return kind == want and (not api or api in apis)
 
 
 class NotOfferedError(UserError):
@@ -90,9 +117,9 @@ def family_processors(family: str, registry: Any = None,
         return list(own["processors"]), str(own.get("processors_source", ""))
     cls = cls if cls is not None else _backend_class(family, registry)
     if cls is not None:
-        kinds = [_DEVICE_KIND[d] for d in getattr(cls.capabilities, "devices", ())
-                 if d in _DEVICE_KIND]
-        kinds = sorted(set(kinds), key=["gpu", "npu", "cpu", "mcu"].index)
+        kinds = [_NEEDS[d] for d in getattr(cls.capabilities, "devices", ())
+                 if d in _NEEDS]
+        kinds = sorted(set(kinds), key=lambda n: _ORDER.index(n.partition(":")[0]))
         if kinds:
             return kinds, f"the devices edgeprof's {family} backend declares"
     info = family_info(family)
@@ -144,8 +171,19 @@ def board_processors(target: Any) -> list[tuple[str, str]]:
     return [(d, processor_kind(target, d)) for d in devices]
 
 
+def _need_text(need: str) -> str:
+    """'GPU', 'GPU with CUDA' for a need (``gpu``, ``gpu:cuda``)."""
+    kind, _, api = need.partition(":")
+    return kind.upper() + (f" with {_API_NAMES.get(api, api)}" if api else "")
+
+
 def _kinds_text(kinds: list[str]) -> str:
-    words = [_ARTICLE.get(k, k) for k in kinds]
+    words = []
+    for need in kinds:
+        kind, _, api = need.partition(":")
+        words.append(_ARTICLE.get(kind, kind)
+                     + (f" with {_API_NAMES.get(api, api)}" if api else ""))
+    words = list(dict.fromkeys(words))
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
@@ -161,7 +199,8 @@ def runs_on(target: Any, family: str, device: str | None = None,
     procs = board_processors(target)
     if device is not None:
         procs = [(d, k) for d, k in procs if d == device.split(":")[0] or d == device]
-    return [d for kind in kinds for d, k in procs if k == kind]
+    return [d for need in kinds for d, k in procs
+            if serves(need, d, k, processor_apis(target, d))]
 
 
 def processor_for(target: Any, family: str, device: str | None = None,
@@ -179,7 +218,7 @@ def processor_for(target: Any, family: str, device: str | None = None,
         if fits:
             return fits[0], "this machine"
         kind = procs[0][1]
-        if "gpu" in kinds:
+        if any(k.startswith("gpu") for k in kinds):
             raise UserError(f"{family} runs on {where}, not on this machine's {kind.upper()} "
                             "(--target host): give --target host_gpu on a machine with an "
                             "NVIDIA GPU, or a runtime that runs here ('edgeprof backends')")
@@ -188,7 +227,7 @@ def processor_for(target: Any, family: str, device: str | None = None,
                         "targets')")
     listed = ", ".join(_device_text(d, k) for d, k in procs)
     if not fits:
-        lacks = " or ".join(k.upper() for k in kinds)
+        lacks = " or ".join(_need_text(k) for k in kinds)
         raise UserError(f"{family} runs on {where}, and {board} has no {lacks} (its "
                         f"processors: {listed}); give a target with one ('edgeprof targets') "
                         f"or a runtime that runs there ('edgeprof backends')")

@@ -336,7 +336,8 @@ def test_a_host_prediction_is_not_labelled_gpu(capsys):
 
 
 @pytest.mark.parametrize("target,device,backend,words", [
-    ("raspberry_pi_4", None, "tensorrt", "raspberry_pi_4 has no GPU (its processors: cpu)"),
+    ("raspberry_pi_4", None, "tensorrt",
+     "raspberry_pi_4 has no GPU with CUDA (its processors: cpu)"),
     ("raspberry_pi_4", None, "ncnn_vulkan", "raspberry_pi_4 has no GPU"),
     ("jetson_nano", "cpu", "tensorrt", "not on jetson_nano's cpu: give --device cuda"),
     ("mcu", None, "opencv_cuda", "mcu has no GPU")])

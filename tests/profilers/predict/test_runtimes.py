@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+import edgeprof
+
 from edgeprof.core.errors import UserError
 from edgeprof.targets import get_target
 
@@ -85,7 +87,32 @@ def test_every_family_says_where_it_runs_with_a_source():
 
     for f in known_families():
         kinds, source = family_processors(f)
-        assert kinds and set(kinds) <= {"cpu", "gpu", "npu", "mcu"} and source, f
+        assert kinds and source, f
+        # a kind, or kind:api (a GPU with CUDA, one with Vulkan, an NPU behind Core ML)
+        assert {k.partition(":")[0] for k in kinds} <= {"cpu", "gpu", "npu", "mcu"}, f
+
+
+@pytest.mark.parametrize("target,device,backend,runs", [
+    ("raspberry_pi_5", "gpu", "onnxruntime", False),  # VideoCore VII: Vulkan, no CUDA
+    ("raspberry_pi_5", "gpu", "torch_eager", False),
+    ("raspberry_pi_5", "gpu", "ncnn_vulkan", True),
+    ("jetson_nano", "cuda", "ncnn_vulkan", True),  # NVIDIA's driver speaks Vulkan too
+    ("rk3588", "npu", "tflite", False),  # RKNPU2: RKNN only, no TFLite delegate
+    ("rk3588", "npu", "onnxruntime", False),
+    ("mobile_npu", "npu", "tflite", True),  # the Core ML delegate
+])
+def test_a_runtime_needs_its_processors_interface(target, device, backend, runs):
+    """A runtime that needs a GPU's or an NPU's interface (CUDA, Vulkan, Core ML) runs only
+    on a processor whose drivers offer it: onnxruntime on a Raspberry Pi 5 had been
+    predicted on its VideoCore VII (with 12 'threads', its QPUs) once the board listed it."""
+    from edgeprof.profilers.predict.runtimes import runs_on
+
+    assert (device in runs_on(get_target(target), backend)) is runs
+    if not runs:
+        with pytest.raises(UserError):
+            edgeprof.predict("builtin:small_cnn", target, backend, device=device)
+    default = edgeprof.predict("builtin:small_cnn", target, backend)
+    assert (default.device == device) is runs
 
 
 # ------------------------------------------------------------------ 7: offered precisions
