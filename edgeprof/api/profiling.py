@@ -17,6 +17,7 @@ from edgeprof.api.common import (SCHEMA_VERSION, Progress, _check_out, _save, _t
 from edgeprof.core.backend import (Backend, RunConfig, check_backend_options,
                                    run_config_options)
 from edgeprof.core.errors import EdgeprofError, InputSpecError, UserError
+from edgeprof.core.invocation import command as invocation_command
 from edgeprof.core.models import ModelHandle, check_batch_size, resolve_model
 from edgeprof.core.plugins import Registry, get_registry
 from edgeprof.core.precision import get_precision
@@ -197,6 +198,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
 
     from edgeprof.profilers.estimate.analytic import estimate_model
     from edgeprof.profilers.report.summary import summarize as _summarize
+    from edgeprof.profilers.report.summary import target_precision
 
     say(f"estimating {handle.name} on {tgt.id}")
     estimates: dict[tuple[str, str], Estimate] = {}
@@ -245,8 +247,11 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
                 p = result.executed_precision if result.executed_precision in _known_precisions() \
                     else precision
                 host_est = est(host_t, p) if host_t is not None else None
-                record.summary = _summarize(est(tgt, p), result, board_t or tgt, host_t, host_est,
-                                            **options)
+                # the board's figure is predict's for the precision asked, unless a board of
+                # the target measured it (then the precision that ran there)
+                tp = target_precision(precision, result, tgt, board_t is not None)
+                record.summary = _summarize(est(tgt, tp), result, board_t or tgt, host_t,
+                                            host_est, **options)
                 if host_t is not None and host_t is not tgt and board_t is None:
                     record.host_summary = _summarize(
                         host_est, result, host_t, stream_rate_fps=stream_rate_fps,
@@ -266,7 +271,8 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
                                "threads": threads, "stream_rate_fps": stream_rate_fps,
                                "latency_budget_ms": latency_budget_ms,
                                "run_options": dict(run_options),
-                               "fleet": runner.spec.url if runner is not None else None})
+                               "fleet": runner.spec.url if runner is not None else None,
+                               "command": invocation_command()})
     if runner is not None:
         runner.close()
     if out is not None:

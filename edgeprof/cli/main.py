@@ -55,8 +55,14 @@ def _main(argv: list[str]) -> int:
         return 2
     if hasattr(args, "func_generative"):  # either kind of model: branch on the model's
         resolve_kind(parser, args)
-    with handling_signals():  # SIGINT/SIGTERM -> Interrupted: one line, exit 130/143
-        return _run(args)
+    from edgeprof.core.invocation import record
+
+    record(argv)  # the documents of this run carry the command that ran (their Reproduce)
+    try:
+        with handling_signals():  # SIGINT/SIGTERM -> Interrupted: one line, exit 130/143
+            return _run(args)
+    finally:  # a later call from Python (no CLI) rebuilds its command
+        record(None)
 
 
 def _run(args) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 
 from edgeprof._version import __version__
 from edgeprof.core.errors import ConstraintError
+from edgeprof.core.invocation import command as _invocation
 from edgeprof.core.results import WarningRecord, clean
 from edgeprof.optimize.candidates import Candidate
 
@@ -130,6 +131,8 @@ class OptimizeReport:
     elapsed_s: float = 0.0
     created_utc: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc)
                              .isoformat(timespec="seconds"))
+    #: the CLI command that ran (None from Python: the page rebuilds one)
+    command: str | None = field(default_factory=lambda: _invocation())
 
     @property
     def exit_code(self) -> int:
@@ -205,6 +208,7 @@ class OptimizeReport:
             "chosen": self.chosen.to_dict() if self.chosen else None,
             "overruled": self.overruled, "verdict": self.verdict,
             "warnings": [w.to_dict() for w in self.warnings], "elapsed_s": self.elapsed_s,
+            "command": self.command,
         })
 
     def to_text(self) -> str:

@@ -193,8 +193,16 @@ def _env():
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(fmt=fmt, PROVENANCES=PROVENANCES, PROVENANCE_MEANING=PROVENANCE_MEANING,
-                       num=_num, setting=setting_text)
+                       num=_num, setting=setting_text, breakable=breakable)
     return env
+
+
+def breakable(label: Any) -> Any:
+    """A column label that may wrap after its underscores (``parameter_<wbr>count``), so a
+    wide table's headers fold instead of pushing it past the page's right edge."""
+    from markupsafe import Markup, escape
+
+    return Markup(str(escape(str(label))).replace("_", "_<wbr>"))
 
 
 def setting_text(value: Any) -> str:

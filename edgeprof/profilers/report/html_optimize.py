@@ -26,8 +26,11 @@ def pareto_front(points: Sequence[Mapping[str, Any]], x: str = "latency_ms",
 
 
 def optimize_command(doc: Mapping[str, Any]) -> str:
-    """The command line rebuilt from optimize.json (its backends and compressions are the
-    ones its candidates used)."""
+    """The command that ran (optimize.json's ``command``, recorded by the CLI), else one
+    rebuilt from optimize.json (its backends and compressions are the ones its candidates
+    used)."""
+    if isinstance(doc.get("command"), str) and doc["command"]:
+        return doc["command"]
     model = doc.get("model") or {}
     spec = str(model.get("spec") or "MODEL")
     if spec.endswith("@digits"):

@@ -37,8 +37,11 @@ def _interval(f: Mapping[str, Any] | None) -> tuple[float | None, float | None]:
 
 # ----------------------------------------------------------------------------- profile
 def profile_command(doc: Mapping[str, Any]) -> str:
-    """The command line that reproduces a profile, rebuilt from its ``request``."""
+    """The command line that reproduces a profile: the one that ran (``request.command``,
+    recorded by the CLI), else one rebuilt from its ``request``."""
     req = doc.get("request") or {}
+    if isinstance(req.get("command"), str) and req["command"]:
+        return req["command"]
     model = doc.get("model") or {}
     spec = str(req.get("model") or model.get("spec") or "MODEL")
     args = ["edgeprof", "profile", spec, "--target",
@@ -164,7 +167,8 @@ def _layer_table(doc: Mapping[str, Any]) -> dict[str, Any]:
              "compute_ms": "ms", "memory_ms": "ms", "roofline_latency_ms": "ms"}
     text_cols = {"layer", "op_type", "output_shape", "bound"}
     cols = [{"key": c, "label": c + (f" ({units[c]})" if c in units else ""),
-             "num": c not in text_cols, "bar": c in LAYER_BARS, "prov": "analytic"}
+             "num": c not in text_cols, "bar": c in LAYER_BARS, "prov": "analytic",
+             "wrap": c == "layer"}  # a long module path folds, not the page's width
             for c in LAYER_COLUMNS]
     measured: list[tuple[str, dict[str, float]]] = []
     for run in doc.get("runs") or []:

@@ -753,3 +753,25 @@ def test_sweep_page_in_the_browser(browser, tmp_path, doc, host_doc):
         shown = browser.eval(f"document.querySelector('tr[data-target=\"{t}\"][data-model=\"{m}\"] "
                              "[data-key=best_median_ms]').dataset.value")
         assert float(shown) == part["median_ms"].min()
+
+
+def test_tables_fit_a_1400_px_window(tmp_path, doc, optimized):
+    """At 1400 px the Backends, Layers and Candidates tables ran past the right edge and cut
+    their reasons off: headers now fold (after underscores), text cells wrap, and the page
+    uses the window's width, so each table fits its box and the page never scrolls sideways."""
+    wide = Chromium(chromium_binary(), width=1400, height=1000)
+    try:
+        for name, html in (("profile", H.render_profile_html(doc)),
+                           ("optimize", H.render_optimize_html(optimized[0]))):
+            show(wide, tmp_path, name, html)
+            layout = wide.eval("""(() => ({
+                page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+                tables: [...document.querySelectorAll('table')].map(t => {
+                    const box = t.closest('.scroll');
+                    return [t.id || t.closest('[id]').id, box.scrollWidth - box.clientWidth];
+                })}))()""")
+            assert layout["page"] <= 0, (name, layout)
+            for table, overflow in layout["tables"]:
+                assert overflow <= 1, (name, table, overflow)
+    finally:
+        wide.close()

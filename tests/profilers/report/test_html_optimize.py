@@ -56,3 +56,41 @@ def test_the_plan_shows_threads_and_memory_readably():
     assert "inter_op 1, intra_op 4" in steps and "{" not in steps and "&#34;" not in steps
     assert "NHWC" in steps
     assert "e+0" not in html[html.index('id="plan"'):html.index('id="candidates-section"')]
+
+
+def _shown_command(page) -> str:
+    import html as _html
+
+    text = page.read_text(encoding="utf-8")
+    m = re.search(r'<pre class="cmd" data-key="command">(.*?)</pre>', text, re.S)
+    assert m, "no Reproduce command on the page"
+    return _html.unescape(m.group(1))
+
+
+def test_the_optimize_page_reproduces_the_command_that_ran(tmp_path):
+    """The page's Reproduce command dropped --train-seconds 2 and added torch_eager (the
+    baseline) to --backend: it was rebuilt from the results, not the command that ran."""
+    import shlex
+
+    from edgeprof.cli.main import main
+
+    argv = ["optimize", "builtin:small_cnn", "--target", "raspberry_pi_4", "--backend",
+            "onnxruntime", "--compression", "none", "--train-seconds", "2", "--runs", "20",
+            "--min-time", "0.05", "--max-time", "0.5", "--out", str(tmp_path / "out")]
+    assert main(argv) == 0
+    assert _shown_command(tmp_path / "out" / "report.html") == shlex.join(["edgeprof", *argv])
+
+
+def test_the_profile_page_reproduces_the_command_that_ran(tmp_path):
+    import shlex
+
+    from edgeprof.cli.main import main
+
+    argv = ["profile", "builtin:mlp", "--target", "raspberry_pi_4", "-b", "torch_eager",
+            "--runs", "20", "--min-time", "0.050", "--max-time", "0.5", "--html",
+            str(tmp_path / "p.html")]
+    assert main(argv) == 0
+    assert _shown_command(tmp_path / "p.html") == shlex.join(["edgeprof", *argv])
+    from edgeprof.core.invocation import command
+
+    assert command() is None  # a later report made from Python rebuilds its own
