@@ -15,8 +15,11 @@ Precisions:
 - ``int8`` / ``int8_static``: not offered; MNN's calibration tool (``mnnquant``) in the
   3.6.1 wheel aborts on non-image calibration data (``std::length_error``).
 
-Threads: ``RunConfig.threads`` as MNN's ``numThread``. MNN prints to stdout on import and at
-load; edgeprof sends that to stderr (``--json`` stays a document).
+Threads: ``RunConfig.threads`` as MNN's ``numThread``. MNN prints its CPU features to
+descriptor 1 when imported (the harness imports it before the memory baseline): under the
+CLI, ``cli/quiet.native_output_to_stderr`` keeps every runtime's native output off stdout
+for the whole command (``--json`` stays a document); ``load`` also sends it to stderr for
+callers of the Python API.
 """
 
 from __future__ import annotations

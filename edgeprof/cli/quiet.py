@@ -6,6 +6,15 @@ quantization advice ("Please consider to run pre-processing before quantization"
 WARNING on the root logger), torch's deprecation of torchao's pytree registration say
 nothing about the user's model and bury edgeprof's own lines. :func:`quieted` silences them for one command; ``--debug`` leaves everything on.
 
+A runtime's native output is another matter: C code writes to file descriptor 1 whatever
+Python's ``sys.stdout`` is (MNN prints "The device supports: ..." when it is imported, in the
+harness's import before the memory baseline; a converter's child process inherits the
+descriptor; C stdio flushes its buffer whenever it likes). :func:`native_output_to_stderr`
+points descriptor 1 at stderr for the whole command and gives ``sys.stdout`` a descriptor of
+its own on the real output, so stdout carries edgeprof's output only (``--json`` stays one
+document) for every backend and every moment, ``--debug`` included; the chatter is still
+seen, on stderr.
+
 edgeprof's own warnings are not Python warnings (they are ``WarningRecord``s in the results,
 printed by the CLI), so nothing of edgeprof's is lost. Errors still print: the root logger
 keeps ERROR, and TensorFlow keeps its errors (``TF_CPP_MIN_LOG_LEVEL=2``).
@@ -18,8 +27,10 @@ user set is left as it is.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 
@@ -62,13 +73,87 @@ class _DropMessages(logging.Filter):
 _FILTERS = {name: _DropMessages(beginnings) for name, beginnings in QUIET_MESSAGES.items()}
 
 
+def _flush_c_stdio() -> None:
+    """Empty C's stdio buffers (C code's printf into a pipe or file is block-buffered)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):  # no C library to ask (not POSIX)
+        pass
+
+
 @contextlib.contextmanager
-def quieted(debug: bool = False) -> Iterator[None]:
-    """Within the block: third-party log noise off (unless ``debug``); restored after, so an
-    in-process caller (a test, a notebook calling ``main``) gets its settings back."""
-    if debug:
+def native_output_to_stderr() -> Iterator[None]:
+    """Within the block, file descriptor 1 is stderr: what native code, C stdio (flushed
+    here, before the descriptor comes back) and child processes write to "stdout" goes to
+    stderr. ``sys.stdout``, where it is descriptor 1 (the command line), writes to a
+    duplicate of the real output meanwhile, so edgeprof's own output is unchanged. A
+    ``sys.stdout`` that is something else (a test's capture, a notebook) is left alone; only
+    the descriptor moves. Everything is restored after."""
+    out = sys.stdout
+    try:
+        if out is not None:
+            out.flush()
+        _flush_c_stdio()  # what C code buffered before the block stays where it was going
+        saved = os.dup(1)
+    except (OSError, ValueError):  # no descriptor 1 (an embedding host): leave it alone
         yield
         return
+    try:
+        own = out is not None and out.fileno() == 1
+    except (AttributeError, OSError, ValueError):  # not a file: a capture, a notebook
+        own = False
+    mine = None
+    if own:
+        mine = io.TextIOWrapper(io.BufferedWriter(io.FileIO(saved, "w", closefd=False)),
+                                encoding=out.encoding, errors=out.errors,
+                                line_buffering=out.line_buffering)
+    os.dup2(2, 1)
+    if mine is not None:
+        sys.stdout = mine
+    broken: BaseException | None = None
+    try:
+        yield
+    finally:
+        if mine is not None:
+            try:
+                mine.flush()
+            except OSError as e:  # the output's reader has gone: raised after restoring
+                broken = e
+        _flush_c_stdio()  # native output buffered in the block goes to stderr
+        os.dup2(saved, 1)
+        if mine is not None:
+            if sys.stdout is mine:
+                sys.stdout = out
+            if broken is not None:  # drop what could not be written (no "Exception
+                null = os.open(os.devnull, os.O_WRONLY)  # ignored" when it is collected)
+                os.dup2(null, saved)
+                os.close(null)
+            try:
+                mine.close()
+            except OSError:
+                pass
+        os.close(saved)
+    if broken is not None:
+        raise broken
+
+
+@contextlib.contextmanager
+def quieted(debug: bool = False) -> Iterator[None]:
+    """Within the block: third-party log noise off (unless ``debug``) and native output off
+    stdout (always); restored after, so an in-process caller (a test, a notebook calling
+    ``main``) gets its settings back."""
+    with native_output_to_stderr():
+        if debug:
+            yield
+        else:
+            with _quiet_logs():
+                yield
+
+
+@contextlib.contextmanager
+def _quiet_logs() -> Iterator[None]:
     env_before = {k: os.environ.get(k) for k in QUIET_ENV}
     loggers = [logging.getLogger()] + [logging.getLogger(n) for n in QUIET_LOGGERS]
     levels = [lg.level for lg in loggers]
@@ -105,4 +190,5 @@ def quiet_third_party() -> None:
         logging.getLogger(name).addFilter(drop)
 
 
-__all__ = ["QUIET_ENV", "QUIET_LOGGERS", "QUIET_MESSAGES", "quiet_third_party", "quieted"]
+__all__ = ["QUIET_ENV", "QUIET_LOGGERS", "QUIET_MESSAGES", "native_output_to_stderr",
+           "quiet_third_party", "quieted"]

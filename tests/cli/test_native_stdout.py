@@ -1,0 +1,78 @@
+"""Under the CLI, stdout carries edgeprof's own output only: a runtime's native chatter (MNN's
+"The device supports: ..." printed by C code when MNN is imported, a converter's child
+process, C stdio buffers flushed late) goes to stderr, so ``--json`` stays one JSON document
+for every backend (issue 32)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _edgeprof(*argv: str, env_cache: Path) -> subprocess.CompletedProcess:
+    import os
+
+    env = dict(os.environ, EDGEPROF_CACHE_DIR=str(env_cache))
+    return subprocess.run([sys.executable, "-m", "edgeprof", *argv], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_json_stdout_is_one_document_for_native_runtimes(tmp_path):
+    backends = ("mnn", "ncnn", "executorch")
+    r = _edgeprof("profile", "builtin:small_cnn", "--backend", ",".join(backends), "--json",
+                  "--runs", "3", "--min-time", "0.01", "--warmup", "1",
+                  env_cache=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout)  # nothing before or after the document
+    assert [(run["backend"], run["status"]) for run in doc["runs"]] == [
+        (b, "ok") for b in backends], doc["runs"]
+    assert "The device supports" in r.stderr  # MNN's line is not lost, it is on stderr
+
+
+def test_json_stdout_is_a_document_with_isolated_workers(tmp_path):
+    """A spawned worker inherits the command's file descriptors: its runtime's chatter must
+    not reach stdout either."""
+    r = _edgeprof("profile", "builtin:small_cnn", "--backend", "mnn", "--json", "--isolate",
+                  "--runs", "3", "--min-time", "0.01", "--warmup", "1", env_cache=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["runs"][0]["status"] == "ok"
+
+
+_GUARDED = r"""
+import ctypes, os, subprocess, sys
+from edgeprof.cli.quiet import native_output_to_stderr
+libc = ctypes.CDLL(None)
+with native_output_to_stderr():
+    os.write(1, b"native write\n")
+    libc.printf(b"c buffered\n")            # C stdio: block-buffered into a pipe
+    subprocess.run([sys.executable, "-c", "print('child process')"])
+    print("document")
+    sys.stdout.flush()
+print("after")
+"""
+
+
+def test_the_guard_sends_native_writes_to_stderr_and_keeps_python_output():
+    r = subprocess.run([sys.executable, "-c", _GUARDED], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "document\nafter\n", r.stdout
+    for line in ("native write", "c buffered", "child process"):
+        assert line in r.stderr, r.stderr
+
+
+def test_the_guard_leaves_a_non_file_stdout_alone(capsys):
+    """In-process callers (tests, notebooks) whose sys.stdout is not file descriptor 1 keep
+    their sys.stdout; the guard only moves the descriptor."""
+    from edgeprof.cli.quiet import native_output_to_stderr
+
+    before = sys.stdout
+    with native_output_to_stderr():
+        assert sys.stdout is before
+        print("kept")
+    assert sys.stdout is before
+    assert capsys.readouterr().out == "kept\n"
