@@ -197,3 +197,72 @@ def test_recommends_projection_is_predicts_figure_for_the_plans_configuration(ta
     p = edgeprof.predict("builtin:small_resnet", target, backend, precision)
     assert final.latency_ms == pytest.approx(p.value_ms, rel=1e-6), (backend, precision)
     assert final.latency_provenance == p.provenance
+
+
+# ------------------------------------------------------------------ end to end: measured runs
+E2E_TARGETS = ("raspberry_pi_5", "jetson_nano", "mcu")
+E2E_BACKENDS = ("onnxruntime", "tflite")
+E2E_PRECISIONS = ("fp32", "fp16", "int8")
+E2E_RUN = {"min_time_s": 0.01, "max_time_s": 0.05, "warmup": 1}
+
+
+def _predicted(target, backend, precision):
+    try:
+        return edgeprof.predict(MODEL, target, backend, precision)
+    except UserError as e:
+        return e
+
+
+@pytest.fixture(scope="module")
+def profiled():
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("ai_edge_litert")
+    return {t: edgeprof.profile(MODEL, target=t, backends=",".join(E2E_BACKENDS),
+                                precisions=",".join(E2E_PRECISIONS), run_options=E2E_RUN)
+            for t in E2E_TARGETS}
+
+
+def test_a_profiles_board_figures_are_predicts_and_its_host_timing_stays_the_hosts(profiled):
+    """fp16 on a Raspberry Pi 5 computes in fp32 on this x86 host: the board's figure is
+    still predict's fp16 figure (the board has fp16 arithmetic), not the host's fallback."""
+    for target, rep in profiled.items():
+        doc = rep.to_dict()
+        for run, r in zip(rep.runs, doc["runs"]):
+            assert r["status"] == "ok", (target, run.backend, r["reason"])
+            want = _predicted(target, run.backend, run.requested_precision)
+            fig = run.summary.figures["latency_ms"]
+            # nothing measured here is filed under the board
+            assert r["provenance"]["target_figures"] != "measured"
+            assert r["provenance"]["measured_on"] is None or "emulating" not in \
+                r["provenance"]["measured_on"]
+            assert run.summary.figures["host_latency_ms"].provenance == "measured"
+            if isinstance(want, Exception):
+                assert fig.value is None and fig.reason, (target, run.backend)
+                continue
+            assert fig.value == pytest.approx(want.value_ms), (target, run.backend,
+                                                               run.requested_precision)
+            assert fig.provenance == want.provenance
+            assert fig.value != run.benchmark.stats.median_ms
+
+
+def test_a_sweeps_board_figures_are_the_profiles(profiled, tmp_path):
+    from edgeprof.optimize.sweep import run_sweep
+
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        f'models = ["{MODEL}"]\ntargets = {list(E2E_TARGETS)!r}\n'
+        f"backends = {list(E2E_BACKENDS)!r}\nprecisions = {list(E2E_PRECISIONS)!r}\n"
+        "[run]\nruns = 3\nmin_time = 0.01\nmax_time = 0.05\n".replace("'", '"'))
+    frame = run_sweep(spec).frame
+    assert len(frame) == len(E2E_TARGETS) * len(E2E_BACKENDS) * len(E2E_PRECISIONS)
+    for _, row in frame.iterrows():
+        run = next(r for r in profiled[row["target"]].runs
+                   if (r.backend, r.requested_precision) == (row["backend"], row["precision"]))
+        fig = run.summary.figures["latency_ms"]
+        assert not str(row["measured_on"]).count("emulating")
+        if fig.value is None:
+            assert row["target_ms"] is None or row["target_ms"] != row["target_ms"]
+            continue
+        assert row["target_ms"] == pytest.approx(fig.value), tuple(row[["target", "backend",
+                                                                         "precision"]])
+        assert row["target_provenance"] == fig.provenance

@@ -198,6 +198,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
 
     from edgeprof.profilers.estimate.analytic import estimate_model
     from edgeprof.profilers.report.summary import summarize as _summarize
+    from edgeprof.profilers.report.summary import target_precision
 
     say(f"estimating {handle.name} on {tgt.id}")
     estimates: dict[tuple[str, str], Estimate] = {}
@@ -246,8 +247,11 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
                 p = result.executed_precision if result.executed_precision in _known_precisions() \
                     else precision
                 host_est = est(host_t, p) if host_t is not None else None
-                record.summary = _summarize(est(tgt, p), result, board_t or tgt, host_t, host_est,
-                                            **options)
+                # the board's figure is predict's for the precision asked, unless a board of
+                # the target measured it (then the precision that ran there)
+                tp = target_precision(precision, result, tgt, board_t is not None)
+                record.summary = _summarize(est(tgt, tp), result, board_t or tgt, host_t,
+                                            host_est, **options)
                 if host_t is not None and host_t is not tgt and board_t is None:
                     record.host_summary = _summarize(
                         host_est, result, host_t, stream_rate_fps=stream_rate_fps,

@@ -429,9 +429,13 @@ def _take_timing(ctx: EvalContext, res: CandidateResult, handle: Any, bench: Any
     the latency figure)."""
     from edgeprof.core.precision import PRECISIONS
 
+    from edgeprof.profilers.report.summary import target_precision
+
     p = bench.executed_precision if bench.executed_precision in PRECISIONS \
         else res.candidate.precision
-    est = _estimate(ctx, handle, ctx.target, p)
+    # the target's figure is predict's for the candidate's precision (profile's rule)
+    est = _estimate(ctx, handle, ctx.target,
+                    target_precision(res.candidate.precision, bench, ctx.target, False))
     host_est = _estimate(ctx, handle, ctx.host, p) if ctx.host is not None else None
     summ = summarize(est, bench, ctx.target, ctx.host, host_est)
     lat = summ.figures["latency_ms"]

@@ -228,8 +228,10 @@ def board_prediction(handle, target, backend: str, precision: str, *, threads=No
     from edgeprof.core.errors import EdgeprofError
     from edgeprof.profilers.predict import config
 
-    dev = None if device in (None, "cpu") and getattr(target, "implied_device", "cpu") == "cpu" \
-        else str(device or "cpu").split(":")[0]
+    # the board's processor is the runtime's own there, as profile and predict take it:
+    # ``device`` is where this host measured the job (its CPU or its GPU), not where the
+    # runtime runs on the board (onnxruntime on a Jetson: its GPU, whatever ran it here)
+    dev = None
     key = (target.id, backend, precision, threads, dev)
     try:
         pred = (cache or {}).get(key)

@@ -15,31 +15,7 @@ from typing import Any
 
 from edgeprof.core.errors import UnknownNameError
 from edgeprof.core.precision import get_precision
-
-
-def on_device(target: Any, device: str | None) -> Any:
-    """``target`` as seen from processor ``device`` (a Jetson's CPU cluster, say): its peaks,
-    bandwidth and cores. The processor the target's kind implies is the target itself."""
-    if device is None or getattr(target, "is_host", False):
-        return target
-    proc = target.get_processor(device)  # UnknownNameError (exit 2) for a device it lacks
-    if device == target.implied_device:
-        return target
-    import dataclasses
-
-    # the view's kind is its processor's (a Raspberry Pi 5's GPU is a GPU: host threads do
-    # not drive its kernels), and so are its cores, peaks and clock
-    kind = {"cpu": "edge_cpu", "gpu": "edge_gpu"}.get(proc.kind, proc.kind)
-    changes: dict[str, Any] = {"peak_compute": dict(proc.peak_compute), "cores": proc.cores,
-                               "kind": kind}
-    if proc.bandwidth is not None:
-        changes["bandwidth"] = proc.bandwidth
-    if proc.frequency is not None:
-        changes["frequency"] = proc.frequency
-    fields = {f.name for f in dataclasses.fields(target)}
-    if "big_cores_figure" in fields:
-        changes["big_cores_figure"] = proc.cores
-    return dataclasses.replace(target, **{k: v for k, v in changes.items() if k in fields})
+from edgeprof.profilers.predict.runtimes import on_device, processor_for
 
 
 class ConfigPredictor:
@@ -74,8 +50,6 @@ class ConfigPredictor:
         # a runtime on a processor it does not run on, or at a precision it does not offer:
         # exit 2 (runtimes.py); without --device the prediction moves to the runtime's own
         # processor on the board (predict_latency) and says so
-        from edgeprof.profilers.predict.runtimes import processor_for
-
         check_processor(target, backend, device, precision=precision, registry=registry)
         # the processor the runtime runs on there (the one asked, else its default): the
         # estimate and the threads are that processor's; predict_latency is given the board

@@ -28,7 +28,6 @@ from typing import Any
 
 from edgeprof.core.errors import UserError
 from edgeprof.core.precision import get_precision
-from edgeprof.profilers.predict.config import on_device
 from edgeprof.profilers.predict.threads import _table, family_info, known_families
 
 #: the processor kind a target's implied device has, by the target's kind
@@ -64,6 +63,31 @@ def serves(need: str, device: str, kind: str, apis: tuple[str, ...] = ()) -> boo
     ``npu:coreml``: a processor of that kind whose drivers offer that interface)."""
     want, _, api = need.partition(":")
     return kind == want and (not api or api in apis)
+
+
+def on_device(target: Any, device: str | None) -> Any:
+    """``target`` as seen from processor ``device`` (a Jetson's CPU cluster, say): its peaks,
+    bandwidth and cores. The processor the target's kind implies is the target itself."""
+    if device is None or getattr(target, "is_host", False):
+        return target
+    proc = target.get_processor(device)  # UnknownNameError (exit 2) for a device it lacks
+    if device == target.implied_device:
+        return target
+    import dataclasses
+
+    # the view's kind is its processor's (a Raspberry Pi 5's GPU is a GPU: host threads do
+    # not drive its kernels), and so are its cores, peaks and clock
+    kind = {"cpu": "edge_cpu", "gpu": "edge_gpu"}.get(proc.kind, proc.kind)
+    changes: dict[str, Any] = {"peak_compute": dict(proc.peak_compute), "cores": proc.cores,
+                               "kind": kind}
+    if proc.bandwidth is not None:
+        changes["bandwidth"] = proc.bandwidth
+    if proc.frequency is not None:
+        changes["frequency"] = proc.frequency
+    fields = {f.name for f in dataclasses.fields(target)}
+    if "big_cores_figure" in fields:
+        changes["big_cores_figure"] = proc.cores
+    return dataclasses.replace(target, **{k: v for k, v in changes.items() if k in fields})
 
 
 class NotOfferedError(UserError):

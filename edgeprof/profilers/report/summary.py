@@ -47,6 +47,21 @@ NEAR_ROOF_ABOVE = 0.80
 INEFFICIENT_BELOW = 0.20
 
 
+def target_precision(requested: str, benchmark: BenchmarkResult | None, target: Any,
+                     measured_there: bool) -> str:
+    """The precision a run's figures on ``target`` are for. Where the run measured the target
+    itself (a board of the fleet, or this machine as ``--target host``) it is the precision
+    that executed; otherwise the target's figure is ``predict``'s for the precision asked:
+    what this machine fell back to (fp16 computed in fp32 on an x86 CPU) is this machine's,
+    and the board's own fallback is the predictor's to apply (``executed_precision``)."""
+    from edgeprof.core.precision import PRECISIONS
+
+    executed = benchmark.executed_precision if benchmark is not None else None
+    if measured_there or getattr(target, "is_host", False):
+        return executed if executed in PRECISIONS else requested
+    return requested
+
+
 def reading_of(bound: str, roofline_ms: float | None, latency_ms: float | None,
                provenance: str | None = None) -> str:
     """The reading of a run: the roofline's ``bound`` (``memory`` or ``compute``, what the

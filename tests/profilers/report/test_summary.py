@@ -193,7 +193,7 @@ def test_a_gpu_runtime_on_a_board_without_a_gpu_gets_no_figure_and_says_why(hand
                   pi, host, _est(handle, "desktop_ddr4", "fp32"))
     f = s.figures["latency_ms"]
     assert f.value is None and f.provenance == "uncalibrated"
-    assert "tensorrt runs on a GPU, and raspberry_pi_4 has no GPU" in f.reason
+    assert "tensorrt runs on a GPU with CUDA, and raspberry_pi_4 has no GPU with CUDA" in f.reason
 
 
 @pytest.mark.parametrize("factor", [1.05, 3.0, 12.0])
