@@ -108,10 +108,10 @@ def _dtype(text: str) -> str:
 
 
 def _device(text: str) -> str:
-    from edgeprof.core.backend import DEVICE_PATTERN
+    from edgeprof.core.backend import DEVICE_PATTERN, DEVICE_WORDS
 
     if not re.fullmatch(DEVICE_PATTERN, text):
-        raise argparse.ArgumentTypeError(f"device must be cpu, cuda or cuda:N, got '{text}'")
+        raise argparse.ArgumentTypeError(f"device must be {DEVICE_WORDS}, got '{text}'")
     return text
 
 

@@ -125,8 +125,9 @@ def _add_profile(sub, common) -> None:
                          "target, the board's threads its predictions are for (default: all "
                          "its big cores)")
     pr.add_argument("--device", type=_device, default=None,
-                    help="this machine's device the benchmarks run on: cpu (default) or "
-                         "cuda[:N], for backends that declare a CUDA device; a generative "
+                    help="this machine's device the benchmarks run on: cpu (default), "
+                         "cuda[:N] or vulkan[:N], for backends that declare that device "
+                         "(vulkan: ncnn); a generative "
                          "model: cpu or cuda, this machine's processor and the --target "
                          "board's (without it: the runs on the CPU, the board's figures for "
                          "the processor its runtime uses there, a Jetson's GPU)")

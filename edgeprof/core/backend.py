@@ -238,8 +238,12 @@ class HarnessOptions:
         return cls(**value)
 
 
-#: a device a run may name (``RunConfig.device``, ``--device``, a sweep's ``[run] device``)
-DEVICE_PATTERN = r"cpu|cuda(:\d+)?"
+#: a device a run may name (``RunConfig.device``, ``--device``, a sweep's ``[run] device``);
+#: whether a backend runs on it is the backend's to say (``Capabilities.devices``, its
+#: ``check_request``: ncnn names the reason it has no Vulkan device)
+DEVICE_PATTERN = r"cpu|cuda(:\d+)?|vulkan(:\d+)?"
+#: the same, in words, for messages
+DEVICE_WORDS = "cpu, cuda, cuda:N, vulkan or vulkan:N"
 
 
 @dataclass

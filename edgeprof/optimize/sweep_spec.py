@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgeprof.core.backend import DEVICE_PATTERN, RunConfig
+from edgeprof.core.backend import DEVICE_PATTERN, DEVICE_WORDS, RunConfig
 from edgeprof.core.errors import ConfigError, EdgeprofError
 
 if sys.version_info >= (3, 11):
@@ -295,7 +295,7 @@ def load_sweep(path: str | os.PathLike, *, overrides: dict[str, Any] | None = No
         kind = RUN_KEYS[k]
         if kind is str:  # device
             if not isinstance(v, str) or not re.fullmatch(DEVICE_PATTERN, v):
-                raise ConfigError(f"must be cpu, cuda or cuda:N, got {v!r}", path=path,
+                raise ConfigError(f"must be {DEVICE_WORDS}, got {v!r}", path=path,
                                   field=f"run.{k}")
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or (

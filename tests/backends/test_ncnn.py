@@ -132,3 +132,31 @@ def test_vulkan_without_a_vulkan_device_is_refused_with_the_reason(backend, cnn,
     monkeypatch.setattr(mod, "_vulkan_devices", lambda: 0)
     with pytest.raises(UnsupportedError, match="no Vulkan device"):
         _prepare(backend, cnn, device="vulkan")
+
+
+def test_cli_device_vulkan_reaches_ncnn_and_gets_its_reason(capsys):
+    """--device vulkan passes the CLI's device check, so ncnn itself says why it cannot run
+    (no Vulkan GPU here): one line, no traceback, and the run's row carries the reason."""
+    from edgeprof.cli.main import main
+
+    from edgeprof.backends.ncnn import _vulkan_devices
+
+    if _vulkan_devices() > 0:  # pragma: no cover - a machine with a Vulkan GPU
+        pytest.skip("this machine has a Vulkan device")
+    code = main(["profile", "builtin:small_cnn", "--backend", "ncnn", "--device", "vulkan",
+                 "--runs", "3", "--min-time", "0.01"])
+    captured = capsys.readouterr()
+    text = captured.out + captured.err
+    assert code in (2, 3), text
+    assert "device must be" not in text and "no Vulkan device" in text, text
+    assert "Traceback" not in text
+
+
+@pytest.mark.parametrize("device", ["vulkan", "vulkan:0", "vulkan:1"])
+def test_vulkan_devices_are_names_a_run_may_take(device):
+    import re
+
+    from edgeprof.core.backend import DEVICE_PATTERN
+
+    assert re.fullmatch(DEVICE_PATTERN, device)
+    assert not re.fullmatch(DEVICE_PATTERN, "vulkan:")

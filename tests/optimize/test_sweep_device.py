@@ -48,8 +48,8 @@ def _has_cuda() -> bool:
 
 
 @pytest.mark.parametrize("extra, why", [
-    ("device = 'gpu'\n", "must be cpu, cuda or cuda:N, got 'gpu'"),
-    ("device = 0\n", "must be cpu, cuda or cuda:N, got 0"),
+    ("device = 'gpu'\n", "must be cpu, cuda, cuda:N, vulkan or vulkan:N, got 'gpu'"),
+    ("device = 0\n", "must be cpu, cuda, cuda:N, vulkan or vulkan:N, got 0"),
 ])
 def test_a_device_the_file_cannot_name_exits_2_naming_the_field(tmp_path, capsys, extra, why):
     path = write(tmp_path, TENSOR + extra)
@@ -71,7 +71,7 @@ def test_the_generative_runtimes_take_no_cuda_index(tmp_path, capsys):
 def test_the_cli_flag_rejects_a_device_it_cannot_name(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["sweep", str(write(tmp_path, TENSOR)), "--device", "gpu"])
-    assert e.value.code == 2 and "device must be cpu, cuda or cuda:N" in capsys.readouterr().err
+    assert e.value.code == 2 and "device must be cpu, cuda, cuda:N, vulkan or vulkan:N" in capsys.readouterr().err
 
 
 def test_sweep_device_cuda_runs_each_job_there_and_a_resume_keeps_it(tmp_path, capsys):
