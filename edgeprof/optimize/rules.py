@@ -89,6 +89,9 @@ class BackendRule:
     def apply(self, ctx: RouterContext) -> list[Step]:
         fitting = ctx.suitable_backends()
         t = ctx.target
+        best = self._best_figure(ctx, fitting)
+        if best is not None:
+            return [best]
         if fitting:
             name, cls = fitting[0]
             preferred = name in t.preferred_backends
@@ -112,6 +115,29 @@ class BackendRule:
                          "declare this device, so deploy it with the device's own delegate",
                          details={"precisions": list(ctx.backend_precisions(ctx.backends[name]))})]
         return []
+
+
+    @staticmethod
+    def _best_figure(ctx: RouterContext, fitting: list[tuple[str, type]]) -> Step | None:
+        """Where the plan has board figures: the runtime with the best figure for the model
+        as it is (its precision), of those the target's processors run -- the runtime the
+        plan's baseline is, so that the baseline, this step and the next steps' "before"
+        are one configuration. None without figures (this machine) or a runtime with one."""
+        if ctx.latency_of is None:
+            return None
+        prec = ctx.estimate.precision
+        names = [n for n, c in fitting if prec in ctx.backend_precisions(c)]
+        name = ctx.best_backend(prec, names)
+        fig = ctx.latency_of(prec, name) if name else None
+        if fig is None:
+            return None
+        cls = dict(fitting)[name]
+        runners = ", ".join(names)
+        return Step("backend", name,
+                    f"the best figure for {prec} of the runtimes {ctx.target.id}'s processors "
+                    f"run ({runners}): {_fmt_ms(fig.value_ms)} ({fig.provenance})",
+                    details={"precisions": list(ctx.backend_precisions(cls)),
+                             "devices": list(cls.capabilities.devices)})
 
 
 class ThreadsRule:
@@ -171,6 +197,23 @@ class PrecisionRule:
     name = "precision"
     order = 40
     stage = "compress"
+
+    @staticmethod
+    def _switch_reason(ctx: RouterContext, p: str, new: str, old: str | None) -> str:
+        """Why the precision step moves the plan from runtime ``old`` to ``new``: ``old``
+        does not offer ``p``, or ``new``'s figure for it is the better one (both shown)."""
+        if old is None:
+            return f"runs {p} on this target"
+        old_cls = ctx.backends.get(old)
+        if old_cls is None or p not in ctx.backend_precisions(old_cls):
+            return f"runs {p} on this target ({old} does not offer it)"
+        if ctx.latency_of is None:
+            return f"runs {p} on this target"
+        a, b = ctx.latency_of(p, new), ctx.latency_of(p, old)
+        if a is None or b is None:
+            return f"runs {p} on this target"
+        return (f"the best figure for {p} on this target: {_fmt_ms(a.value_ms)} "
+                f"({a.provenance}), {old} {_fmt_ms(b.value_ms)} ({b.provenance})")
 
     def apply(self, ctx: RouterContext) -> list[Step]:
         ladder = list(ctx.param("precision", "ladder") or [])
@@ -255,8 +298,7 @@ class PrecisionRule:
         backend = ctx.step("backend")
         if runner[p] and (backend is None or backend.value != runner[p]):
             old = backend.value if backend else None
-            ctx.replace_step(Step("backend", runner[p],
-                                  f"runs {p} on this target" + (f" ({old} does not)" if old else ""),
+            ctx.replace_step(Step("backend", runner[p], self._switch_reason(ctx, p, runner[p], old),
                                   rule=self.name, stage="deploy"))
         return steps
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from edgeprof.api import predict
 from edgeprof.optimize.loop import recommend_plan
 
@@ -54,3 +56,22 @@ def test_a_prediction_scaled_by_steps_it_does_not_see_is_labelled_estimated():
     else:
         assert "for the steps it does not see" in p.latency_basis
         assert p.latency_provenance in ("estimated", "uncalibrated", "analytic")
+
+
+@pytest.mark.parametrize("target,budget", [("mcu", 5.0), ("raspberry_pi_4", 1.5)])
+def test_the_baseline_the_backend_step_and_the_precision_steps_before_are_one_configuration(
+        target, budget):
+    """small_resnet on the MCU: the baseline read 'xcubeai fp32, 131 ms', the backend step
+    tflite, the precision step '11.3 ms -> 3.05 ms' (11.3 being tflite fp32's figure) and its
+    switch to tinyengine said 'tflite does not' run int8_static, which tflite does."""
+    import edgeprof
+    from edgeprof.profilers.predict import runtimes
+
+    plan = edgeprof.recommend_plan("builtin:small_resnet", target, latency_budget_ms=budget)
+    prec = next(s for s in plan.steps if s.kind == "precision")
+    assert f"{plan.baseline.latency_ms:.3g} ms ->" in prec.reason, (plan.baseline, prec.reason)
+    backend = next(s for s in plan.steps if s.kind == "backend")
+    assert backend.value == plan.projected.backend
+    if "does not offer" in backend.reason:
+        old = backend.reason.split("(")[-1].split()[0]
+        assert not runtimes.offers(old, prec.value)
