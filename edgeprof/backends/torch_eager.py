@@ -80,7 +80,10 @@ def _state_bytes(module) -> int:
 class TorchEagerBackend(Backend):
     name = "torch_eager"
     description = "PyTorch eager mode (the reference every conversion is checked against)"
-    capabilities = Capabilities(precisions=("fp32", "bf16", "int8", "int8_dynamic"),
+    # fp16: the module and its float inputs in half precision (CUDA's fp16 kernels; on a CPU
+    # PyTorch's own fp16 kernels, which x86 cores without AVX512-FP16 emulate, so it is
+    # measured, and often slower than fp32 there)
+    capabilities = Capabilities(precisions=("fp32", "fp16", "bf16", "int8", "int8_dynamic"),
                                 devices=("cpu", "cuda"), model_formats=("torch",))
     requires = ("torch",)
     install_hint = "pip install 'edgeprof[torch]'"
@@ -97,9 +100,9 @@ class TorchEagerBackend(Backend):
         notes: list[str] = []
         dtype = None
         executed = config.precision
-        if config.precision == "bf16":
-            module = copy.deepcopy(module).to(torch.bfloat16)
-            dtype = torch.bfloat16
+        if config.precision in ("bf16", "fp16"):
+            dtype = torch.bfloat16 if config.precision == "bf16" else torch.float16
+            module = copy.deepcopy(module).to(dtype)
         elif config.precision in ("int8", "int8_dynamic"):
             from torch.ao.quantization import quantize_dynamic
 

@@ -21,7 +21,7 @@ def prepare(model: str, precision: str, threads: int = 1):
 
 
 @pytest.mark.parametrize("model", ["builtin:mlp", "builtin:tiny_transformer", "builtin:small_cnn"])
-@pytest.mark.parametrize("precision", ["bf16", "int8_dynamic"])
+@pytest.mark.parametrize("precision", ["bf16", "fp16", "int8_dynamic"])
 def test_precisions_run_and_agree_with_fp32(model, precision):
     _, ref = prepare(model, "fp32")
     _, got = prepare(model, precision)

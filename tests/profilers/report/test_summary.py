@@ -112,8 +112,7 @@ def test_carry_over_is_a_named_method_floored_at_the_roofline(handle, host):
 def test_a_gpu_measurement_is_never_divided_by_the_cpu_roofline(handle, host):
     nano = get_target("jetson_nano")
     est, host_est = _est(handle, "jetson_nano", "fp16"), _est(handle, "desktop_ddr4", "fp16")
-    # tensorrt: edgeprof's torch_eager does not offer fp16 (no board figure for it)
-    gpu = _bench(1.0, backend="tensorrt", precision="fp16", device="cuda")
+    gpu = _bench(1.0, backend="torch_eager", precision="fp16", device="cuda")
     s = summarize(est, gpu, nano, host, host_est, method="carry_over")
     assert s.figures["latency_ms"].value is None
     assert "carry-over refused" in s.figures["latency_ms"].reason
