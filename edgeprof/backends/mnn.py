@@ -144,9 +144,11 @@ class MnnBackend(OfferedPrecisions, Backend):
             import MNN.nn as nn
 
             try:
+                # the names first: a module loaded without a runtime manager after ours was
+                # created slowed ours down by 1.5x (small_resnet, 1 thread: 0.72 vs 0.47 ms)
+                meta = _model_io(path)
                 rt = nn.create_runtime_manager(({"backend": "CPU", "precision": mode,
                                                  "numThread": threads},))
-                meta = _model_io(path)
                 module = nn.load_module_from_file(str(path), meta["inputNames"],
                                                   meta["outputNames"], runtime_manager=rt)
             except (RuntimeError, ValueError, TypeError) as e:
