@@ -86,13 +86,24 @@ def render_targets(targets: list[Any], console: Any) -> None:
 def render_backends(rows: list[dict[str, Any]], console: Any) -> None:
     """``list_backends()``'s rows: available or not, and why; their options. Lists are
     comma-and-space separated and every cell wraps (a word longer than its column folds):
-    nothing is cut with an ellipsis, whatever the width."""
+    nothing is cut with an ellipsis, whatever the width. The runtime families edgeprof only
+    predicts (``prediction_only``) follow in a table of their own."""
     from rich.table import Table
 
+    predict_only = [r for r in rows if r.get("prediction_only")]
+    rows = [r for r in rows if not r.get("prediction_only")]
     table = Table()
+    # the names a user types (a backend, a precision, a device, a format) are never folded:
+    # those columns are at least as wide as their longest name; the prose columns fold
+    longest = {
+        "backend": [r["name"] for r in rows], "precisions": [p for r in rows for p in r["precisions"]],
+        "devices": [d for r in rows for d in r["devices"]],
+        "formats": [f for r in rows for f in r["model_formats"]]}
     for header in ("backend", "available", "precisions", "devices", "formats",
                    "options (--backend-option)", "why not / how"):
-        table.add_column(header, overflow="fold")
+        names = longest.get(header)
+        table.add_column(header, overflow="fold",
+                         min_width=max(map(len, names)) + 1 if names else None)
     for r in rows:
         why = "" if r["available"] else f"{r['reason']}" + (f"; {r['hint']}" if r["hint"] else "")
         opts = "\n".join(f"{o['name']}={o['default']!r} ({o['type']})"
@@ -100,6 +111,25 @@ def render_backends(rows: list[dict[str, Any]], console: Any) -> None:
         table.add_row(r["name"], "yes" if r["available"] else "no", ", ".join(r["precisions"]),
                       ", ".join(r["devices"]), ", ".join(r["model_formats"]), opts, why)
     console.print(table, markup=False)
+    if predict_only:
+        render_prediction_only(predict_only, console)
 
 
-__all__ = ["render_backends", "render_target", "render_targets"]
+def render_prediction_only(rows: list[dict[str, Any]], console: Any) -> None:
+    """The runtime families the published board rows name that no edgeprof backend runs:
+    ``predict``, ``profile`` and ``recommend`` give their board figures; nothing runs them
+    here. Each with the processors it runs on (and the source) and the precisions it
+    offers."""
+    from rich.table import Table
+
+    table = Table(title="predict only: can't run here (no edgeprof backend runs them; "
+                        "predict, profile and recommend give their board figures)")
+    for header in ("runtime", "processors", "precisions", "where it runs (source)"):
+        table.add_column(header, overflow="fold")
+    for r in rows:
+        table.add_row(r["name"], ", ".join(r["processors"]), ", ".join(r["precisions"]),
+                      r["processors_source"])
+    console.print(table, markup=False)
+
+
+__all__ = ["render_backends", "render_prediction_only", "render_target", "render_targets"]
