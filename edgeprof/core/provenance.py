@@ -54,30 +54,55 @@ def budget_verdict(value_ms: float | None, budget_ms: float, provenance: str | N
                    low_ms: float | None = None, high_ms: float | None = None,
                    what: str = "latency") -> BudgetVerdict:
     """Whether ``value_ms`` (of ``provenance``, with its interval) meets ``budget_ms``."""
-    if value_ms is None:
+    return _verdict(value_ms, budget_ms, provenance, low_ms, high_ms, unit="ms",
+                    higher_is_better=False, what=what, budget_name="budget")
+
+
+def rate_verdict(value: float | None, budget: float, provenance: str | None, *,
+                 low: float | None = None, high: float | None = None, unit: str = "tok/s",
+                 what: str = "rate", budget_name: str = "budget") -> BudgetVerdict:
+    """Whether a rate ``value`` (higher is better: decode tokens/s) of ``provenance``, with its
+    interval, reaches ``budget``: :func:`budget_verdict`'s rule and wording the other way up
+    (the interval's low end is the pessimistic one; a roofline rate is an upper bound).
+    ``budget_name`` names the bar in the text (``interactive floor``)."""
+    return _verdict(value, budget, provenance, low, high, unit=unit, higher_is_better=True,
+                    what=what, budget_name=budget_name)
+
+
+def _verdict(value: float | None, budget: float, provenance: str | None, low: float | None,
+             high: float | None, *, unit: str, higher_is_better: bool, what: str,
+             budget_name: str) -> BudgetVerdict:
+    if value is None:
         return BudgetVerdict(None, "undecided", f"no {what} figure to judge the budget on")
-    v, b = float(value_ms), float(budget_ms)
+    v, b = float(value), float(budget)
+    bar = f"the {b:.4g} {unit} {budget_name}"
+    misses = v < b if higher_is_better else v > b
+    # the interval's ends: the one that would flip a miss, the one that can spoil a meet
+    hopeful, fearful = (high, low) if higher_is_better else (low, high)
+    hopeful_end, fearful_end = ("high", "low") if higher_is_better else ("low", "high")
     if provenance == "analytic":
-        if v > b:
-            return BudgetVerdict(False, "not", f"misses the {b:.4g} ms budget by at least "
-                                               f"{v - b:.4g} ms: its roofline ({v:.4g} ms) is "
-                                               "a lower bound")
+        bound = "an upper" if higher_is_better else "a lower"
+        if misses:
+            return BudgetVerdict(False, "not", f"misses {bar} by at least {abs(v - b):.4g} "
+                                               f"{unit}: its roofline ({v:.4g} {unit}) is "
+                                               f"{bound} bound")
+        side = "over" if higher_is_better else "under"
         return BudgetVerdict(None, "undecided",
-                             f"the roofline {v:.4g} ms is under the {b:.4g} ms budget, but it "
-                             "is a lower bound: cannot say the budget is met (no calibrated "
-                             "figure for this target and runtime)")
-    interval = (f" [{low_ms:.4g}-{high_ms:.4g}]" if low_ms is not None and high_ms is not None
-                else "")
-    label = f"{v:.4g} ms{interval} ({provenance})"
-    if v > b:
-        if low_ms is not None and low_ms <= b:
-            return BudgetVerdict(False, "not", f"{label} misses the {b:.4g} ms budget (its "
-                                               "interval's low end would meet it)")
-        return BudgetVerdict(False, "not", f"{label} misses the {b:.4g} ms budget")
-    if high_ms is None or high_ms <= b:
-        sure = "sure" if high_ms is not None or provenance == "measured" else "likely"
-        return BudgetVerdict(True, sure, f"{label} meets the {b:.4g} ms budget"
-                             + (" even at its interval's high end" if high_ms is not None
-                                else ""))
-    return BudgetVerdict(True, "likely", f"{label} likely meets the {b:.4g} ms budget (its "
-                                         f"interval reaches {high_ms:.4g} ms)")
+                             f"the roofline {v:.4g} {unit} is {side} {bar}, but it "
+                             f"is {bound} bound: cannot say the {budget_name} is met (no "
+                             "calibrated figure for this target and runtime)")
+    interval = (f" [{low:.4g}-{high:.4g}]" if low is not None and high is not None else "")
+    label = f"{v:.4g} {unit}{interval} ({provenance})"
+    if misses:
+        if hopeful is not None and (hopeful >= b if higher_is_better else hopeful <= b):
+            return BudgetVerdict(False, "not", f"{label} misses {bar} (its interval's "
+                                               f"{hopeful_end} end would meet it)")
+        return BudgetVerdict(False, "not", f"{label} misses {bar}")
+    if fearful is None or (fearful >= b if higher_is_better else fearful <= b):
+        sure = "sure" if fearful is not None or provenance == "measured" else "likely"
+        return BudgetVerdict(True, sure, f"{label} meets {bar}"
+                             + (f" even at its interval's {fearful_end} end"
+                                if fearful is not None else ""))
+    reach = "reaches down to" if higher_is_better else "reaches"
+    return BudgetVerdict(True, "likely", f"{label} likely meets {bar} (its interval "
+                                         f"{reach} {fearful:.4g} {unit})")

@@ -8,11 +8,17 @@
    reserve; analytic).
 2. **tokens/s budget** (``tokens_per_s``, when given): keep a format when its predicted
    decode rate on the target (``edgeprof.profilers.predict.llm.predict_llm``, llama-bench's
-   ``tg`` from an empty cache) reaches the budget. The prediction's value decides; a format
-   that reaches it only at the upper end of its interval is kept out and the reasons say so.
+   ``tg`` from an empty cache) reaches the budget, judged as tensor plans judge a latency
+   budget (:func:`edgeprof.core.provenance.rate_verdict`, :func:`~edgeprof.core.provenance.
+   budget_verdict`'s rule for a rate): the prediction's value decides, the interval says how
+   sure (met even at its low end, likely, or missed though its high end would meet it), and
+   the verdict's text is the candidate's and the reasons' wording.
 3. **most bits**: among those left, the format with the widest quantized weights, then the
    most stored bits per parameter (q4_k_m's 6-bit tensors put it above q4_0); a tie
-   goes to the faster predicted decode. Without ``tokens_per_s`` the interactive floor
+   goes to the faster predicted decode. The ladder stops at 8-bit weights
+   (:data:`LADDER_TOP_BITS`: q8_0, which llama.cpp documents as near-lossless): a wider
+   format (f16, bf16, f32) is held out (``not_asked``) unless the user names it
+   (``precisions``), or no format on the ladder is offered. Without ``tokens_per_s`` the interactive floor
    (:data:`INTERACTIVE_FLOOR_TOKENS_PER_S`, 10 tok/s of decode: about reading speed) stands
    in for it, stated in the reasons, so "most bits" never picks an f32 that crawls; where
    nothing reaches the floor the fastest format that fits is chosen and the reasons say so.
@@ -42,6 +48,7 @@ from typing import Any
 
 from edgeprof.core.errors import EdgeprofError, UnknownNameError, UserError
 from edgeprof.core.llm import LLMModel
+from edgeprof.core.provenance import rate_verdict
 
 VERDICTS = ("ok", "does_not_fit", "budget_not_met")
 #: decode tok/s a format must reach when the user sets no --tokens-per-s (about reading
@@ -49,8 +56,17 @@ VERDICTS = ("ok", "does_not_fit", "budget_not_met")
 INTERACTIVE_FLOOR_TOKENS_PER_S = 10.0
 #: formats whose quantized weights are narrower than this get a quality caveat
 QUALITY_CAVEAT_BELOW_BITS = 4
+#: the top of the "most bits" ladder: 8-bit weights. llama.cpp documents q8_0 as
+#: near-lossless (llama-quantize's table, tools/quantize/quantize.cpp: "Q8_0 7.96G, +0.0026 ppl
+#: @ Llama-3-8B", beside "F16 14.00G, +0.0020 ppl @ Mistral-7B"): wider weights cost bytes
+#: per token, so decode speed, for no quality a user can see, and are chosen only when asked
+LADDER_TOP_BITS = 8
+LADDER_WHY = (f"the most-bits ladder stops at {LADDER_TOP_BITS}-bit weights: llama.cpp "
+              "documents q8_0 as near-lossless (+0.0026 perplexity on Llama-3-8B in "
+              "llama-quantize's table), so wider weights cost decode speed for no quality a "
+              "user can see")
 CANDIDATE_STATUSES = ("chosen", "ok", "does_not_fit", "below_budget", "no_prediction",
-                      "unsupported")
+                      "not_asked", "unsupported")
 
 
 def _gb(n: float) -> str:
@@ -82,6 +98,8 @@ class LLMCandidate:
     decode_tokens_per_s: dict[str, Any] | None = None
     prefill_tokens_per_s: dict[str, Any] | None = None
     meets_budget: bool | None = None
+    #: the budget (or interactive floor) verdict on the decode prediction (core/provenance)
+    budget_verdict: dict[str, Any] | None = None
     status: str = "ok"
     why: str = ""
 
@@ -123,7 +141,8 @@ class LLMCandidate:
                 "max_context_tokens": self.max_context_tokens,
                 "decode_tokens_per_s": self.decode_tokens_per_s,
                 "prefill_tokens_per_s": self.prefill_tokens_per_s,
-                "meets_budget": self.meets_budget, "status": self.status, "why": self.why,
+                "meets_budget": self.meets_budget, "budget_verdict": self.budget_verdict,
+                "status": self.status, "why": self.why,
                 "provenance": {"bytes": "analytic",
                                "decode_tokens_per_s": (self.decode_tokens_per_s or {}).get(
                                    "provenance")}}
@@ -349,14 +368,16 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str | None = None
                 if not floor:
                     c.status = "no_prediction"
                     c.why = c.why or "no decode prediction to hold against the budget"
-            else:
-                c.meets_budget = c.decode >= budget
+            else:  # the interval-aware verdict tensor plans use, for a rate
+                dec = c.decode_tokens_per_s or {}
+                v = rate_verdict(c.decode, budget, dec.get("provenance"), low=dec.get("low"),
+                                 high=dec.get("high"), what="decode rate",
+                                 budget_name="interactive floor" if floor else "budget")
+                c.budget_verdict = v.to_dict()
+                c.meets_budget = v.met is True
                 if not c.meets_budget:
-                    c.status = "below_budget"
-                    c.why = (f"predicted {c.rate_text()} < {budget:g} tok/s"
-                             + (" (the interactive floor)" if floor else ""))
-                    if c.decode_high is not None and c.decode_high >= budget:
-                        c.why += " (only the interval's upper end reaches it)"
+                    c.status = "below_budget" if v.met is False else "no_prediction"
+                    c.why = v.text
     if not cands:
         raise UserError("no generative backend with a known format to choose from; name one "
                         "of llama_cpp, onnxruntime_genai, openvino_genai, transformers")
@@ -365,7 +386,21 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str | None = None
         return (*c.rank, c.decode if c.decode is not None else -1.0)
 
     considered = [c for c in cands if c.status != "unsupported"]
-    fitting = [c for c in considered if c.fits]
+    # the ladder stops at q8_0: wider formats only when named, or when nothing else is offered
+    ladder_offered = any(c.weight_bits <= LADDER_TOP_BITS for c in considered)
+
+    def on_ladder(c: LLMCandidate) -> bool:
+        return (c.weight_bits <= LADDER_TOP_BITS or not ladder_offered
+                or (wanted is not None and c.format in wanted))
+
+    held = [c for c in considered if not on_ladder(c)]
+    for c in held:
+        if c.status == "ok":
+            c.status = "not_asked"
+            c.why = (f"{c.weight_bits}-bit weights, above the most-bits ladder's top (q8_0, "
+                     f"near-lossless); --precision {c.format} to consider it")
+    considered_ladder = [c for c in considered if on_ladder(c)]
+    fitting = [c for c in considered_ladder if c.fits]
     meeting = [c for c in fitting if c.meets_budget or (floor and c.decode is None)]
     tokens_per_s_given = tokens_per_s
     tokens_per_s = budget
@@ -403,11 +438,9 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str | None = None
                     f"{ram_text} is predicted to reach {tokens_per_s:g} tok/s"
                     + (" (the interactive floor; --tokens-per-s sets another)" if floor
                        else "")
-                    + (f"; the fastest with 4-bit or wider weights, {chosen.label}, is at "
-                       if floor else f"; the fastest, {chosen.label}, is at ")
-                    + chosen.rate_text())
-            if chosen.decode_high is not None and chosen.decode_high >= tokens_per_s:
-                text += "; only the upper end of its interval reaches the budget"
+                    + (f"; the fastest with 4-bit or wider weights, {chosen.label}: "
+                       if floor else f"; the fastest, {chosen.label}: ")
+                    + chosen.why)
         else:
             text = (f"tokens/s budget bound: no format that fits has a decode prediction on "
                     f"{where} to hold against {tokens_per_s:g} tok/s; {chosen.label} is the "
@@ -417,23 +450,22 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str | None = None
         verdict = "ok"
         chosen = max(meeting, key=key)
         more_bits_fit = [c for c in fitting if c.rank > chosen.rank]
-        more_bits = [c for c in considered if c.rank > chosen.rank]
+        more_bits = [c for c in considered_ladder if c.rank > chosen.rank]
         size = (f"{_gb(chosen.total_bytes)} (weights {_gb(chosen.weight_bytes)} + KV "
                 f"{_gb(chosen.kv_cache_bytes)} + runtime {_gb(chosen.runtime_overhead_bytes)})")
-        floor_text = (" (the interactive floor, as no --tokens-per-s was given)"
-                      if floor else "")
+        floor_text = " (no --tokens-per-s was given)" if floor else ""
         if more_bits_fit and any(c.status == "below_budget" for c in more_bits_fit):
             next_up = min(more_bits_fit, key=lambda c: (c.rank,
                                                         -(c.decode or -1.0)))
             others = len(more_bits_fit) - 1
             reasons.append(
                 f"tokens/s budget bound: {next_up.label} ({next_up.bits_per_weight:g} "
-                f"bits/weight) fits but is predicted at {next_up.rate_text()}, below "
-                f"{tokens_per_s:g} tok/s{floor_text}"
+                f"bits/weight) fits but {next_up.why}{floor_text}"
                 + (f" (and {others} more fitting format(s) with more bits miss it too)"
                    if others else "")
                 + f"; {chosen.label} is the format with the most bits "
-                f"({chosen.bits_per_weight:g}/weight) that reaches it: {chosen.rate_text()}")
+                f"({chosen.bits_per_weight:g}/weight) that reaches it: "
+                + (chosen.budget_verdict or {}).get("text", chosen.rate_text()))
         elif more_bits:
             big = min(more_bits, key=lambda c: c.rank)
             reasons.append(
@@ -444,9 +476,10 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str | None = None
         else:
             reasons.append(
                 f"most bits that fit: {chosen.label} has the most bits of every format "
-                f"({chosen.bits_per_weight:g}/weight) and fits {ram_text}: {size}"
-                + (f"; predicted {chosen.rate_text()} meets {tokens_per_s:g} tok/s"
-                   f"{floor_text}" if chosen.decode is not None else ""))
+                + (f"up to {LADDER_TOP_BITS}-bit weights, the ladder's top " if held else "")
+                + f"({chosen.bits_per_weight:g}/weight) and fits {ram_text}: {size}"
+                + (f"; {chosen.budget_verdict['text']}{floor_text}"
+                   if chosen.budget_verdict else ""))
         ties = [c for c in meeting if c is not chosen and c.rank == chosen.rank
                 and c.decode is not None and chosen.decode is not None
                 and c.decode < chosen.decode]
@@ -461,6 +494,9 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str | None = None
             reasons.append("reach the budget only at the upper end of their interval (the "
                            "prediction's value decides, so they are not chosen): " + ", ".join(
                                f"{c.label} ({c.rate_text()})" for c in near))
+    if held:
+        reasons.append("left out unless asked (--precision): " + ", ".join(
+            c.label for c in held) + f"; {LADDER_WHY}")
     if chosen is not None:
         chosen.status = "chosen"
         if not chosen.why:
@@ -509,5 +545,6 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str | None = None
                      candidates=cands, notes=notes)
 
 
-__all__ = ["CANDIDATE_STATUSES", "INTERACTIVE_FLOOR_TOKENS_PER_S", "LLMCandidate", "LLMChoice",
-           "VERDICTS", "choose_llm_format", "default_device"]
+__all__ = ["CANDIDATE_STATUSES", "INTERACTIVE_FLOOR_TOKENS_PER_S", "LADDER_TOP_BITS",
+           "LADDER_WHY", "LLMCandidate", "LLMChoice", "VERDICTS", "choose_llm_format",
+           "default_device"]

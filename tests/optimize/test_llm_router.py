@@ -88,7 +88,7 @@ def test_budget_bound_takes_the_most_bits_that_reach_it(tinyllama):
     assert choice.reasons[0].startswith("tokens/s budget bound:")
     near = [c for c in slower if c.decode_high >= 10]  # the interval alone would reach it
     for c in near:
-        assert "upper end" in c.why
+        assert "its interval's high end would meet it" in c.why
         assert any(f"{c.format} on {c.backend}" in r and "upper end" in r
                    for r in choice.reasons[1:])
 
@@ -97,11 +97,14 @@ def test_nothing_binds_most_bits_that_fit():
     model = resolve_llm("llm:qwen2.5-0.5b")
     choice = choose_llm_format(model, "raspberry_pi_5", context_tokens=2048, tokens_per_s=0.1)
     assert choice.verdict == "ok"
-    assert choice.chosen.weight_bits == 32
+    assert choice.chosen.weight_bits == 8  # the ladder's top (issue 31): floats when asked
     assert all(c.fits for c in choice.candidates if c.status != "unsupported")
     assert choice.reasons[0].startswith("most bits that fit:")
     # a tie on bits goes to the faster prediction; the reason names it only when the
     # predictions differ (an equal rate broke nothing)
+    choice = choose_llm_format(model, "raspberry_pi_5", context_tokens=2048, tokens_per_s=0.1,
+                               precisions="f32,fp32")
+    assert choice.chosen.weight_bits == 32
     ties = [c for c in choice.candidates if c.rank == choice.chosen.rank
             and c is not choice.chosen and c.status != "unsupported"]
     assert ties and all(c.decode <= choice.chosen.decode for c in ties)
@@ -155,13 +158,16 @@ def test_only_the_value_decides_and_the_interval_is_said(tinyllama, monkeypatch)
     assert (choice.backend, choice.format, choice.verdict) == ("llama_cpp", "q6_k", "ok")
     by = {c.format: c for c in choice.candidates}
     assert by["q8_0"].status == by["f16"].status == by["f32"].status == "below_budget"
-    assert "upper end" in by["q8_0"].why and "upper end" in by["f16"].why
-    assert "upper end" not in by["f32"].why
+    high_end = "its interval's high end would meet it"
+    assert high_end in by["q8_0"].why and high_end in by["f16"].why
+    assert high_end not in by["f32"].why
     assert choice.reasons[0].startswith("tokens/s budget bound: q8_0 on llama_cpp (8.5")
-    assert "bits/weight) fits but is predicted at 9.5 tok/s" in choice.reasons[0]
+    assert ("bits/weight) fits but 9.5 tok/s [7-11] (predicted) misses the 10 tok/s budget"
+            in choice.reasons[0])
     upper = next(r for r in choice.reasons if "upper end" in r)
-    assert "q8_0 on llama_cpp" in upper and "f16 on llama_cpp" in upper
-    assert "f32 on llama_cpp" not in upper
+    assert "q8_0 on llama_cpp" in upper
+    # f16 and f32 are above the ladder's top (q8_0), held out as not asked for
+    assert "f16 on llama_cpp" not in upper and "f32 on llama_cpp" not in upper
 
 
 def test_tie_on_bits_goes_to_the_faster_prediction(tinyllama, monkeypatch):
@@ -171,7 +177,7 @@ def test_tie_on_bits_goes_to_the_faster_prediction(tinyllama, monkeypatch):
                                                            "f32": (1.5, 1.0, 3.0)}))
     choice = choose_llm_format(tinyllama, "raspberry_pi_5",
                                backends=["llama_cpp", "onnxruntime_genai"],
-                               context_tokens=1024, tokens_per_s=1.0)
+                               precisions="fp32,f32", context_tokens=1024, tokens_per_s=1.0)
     assert (choice.backend, choice.format) == ("onnxruntime_genai", "fp32")
     assert "over f32 on llama_cpp" in choice.reasons[1]
 
@@ -300,3 +306,64 @@ def test_recommend_exits_4_when_a_constraint_cannot_be_met(capsys):
     assert measured and measured[0]["format"] == doc["format"]  # the choice first
     assert {r["format"] for r in measured} <= {"q4_0", "q8_0"}
     assert all(r["status"] == "ok" and r["decode_tokens_per_s"]["median"] > 0 for r in measured)
+
+
+# --------------------------------------------- generative decisions (issue 31, item 5)
+def test_most_bits_stops_at_q8_0_and_floats_come_only_when_asked():
+    """'Most bits that fit' picked f32 for smollm2-135m on a Pi 5 (13.9 tok/s predicted
+    against q8_0's 52) for no quality a user can see: the ladder stops at 8-bit weights."""
+    from edgeprof.optimize.llm import LADDER_TOP_BITS
+
+    model = resolve_llm("llm:smollm2-135m")
+    choice = choose_llm_format(model, "raspberry_pi_5", backends=["llama_cpp"])
+    assert LADDER_TOP_BITS == 8
+    assert (choice.format, choice.verdict) == ("q8_0", "ok")
+    assert choice.reasons[0].startswith("most bits that fit: q8_0 on llama_cpp")
+    assert "up to 8-bit weights, the ladder's top" in choice.reasons[0]
+    left_out = next(r for r in choice.reasons if r.startswith("left out unless asked"))
+    assert "f16 on llama_cpp, f32 on llama_cpp" in left_out and "near-lossless" in left_out
+    by = {c.format: c for c in choice.candidates}
+    for fmt in ("f16", "f32"):  # both fit and reach the floor: held out, and said why
+        assert by[fmt].fits and by[fmt].status == "not_asked"
+        assert "near-lossless" in by[fmt].why and f"--precision {fmt}" in by[fmt].why
+    # named explicitly, a float format is on the ladder again
+    asked = choose_llm_format(model, "raspberry_pi_5", backends=["llama_cpp"],
+                              precisions="q8_0,f16")
+    assert asked.format == "f16" and asked.chosen.status == "chosen"
+    # a backend that makes float formats only: they are what there is
+    only = choose_llm_format(model, "raspberry_pi_5", backends=["transformers"])
+    assert only.chosen is not None and only.chosen.weight_bits > LADDER_TOP_BITS
+
+
+def test_recommend_smollm2_on_a_pi5_picks_an_8_bit_format():
+    model = resolve_llm("llm:smollm2-135m")
+    choice = choose_llm_format(model, "raspberry_pi_5")
+    assert choice.chosen.weight_bits == 8
+    assert not any(c.status == "ok" and c.weight_bits > 8 for c in choice.candidates)
+
+
+def test_the_budget_verdict_is_the_interval_aware_one_tensor_plans_use(tinyllama,
+                                                                         monkeypatch):
+    import edgeprof.profilers.predict.llm as P
+    from edgeprof.core.provenance import rate_verdict
+
+    rates = {"q8_0": (9.5, 7.0, 11.0), "q6_k": (10.5, 8.0, 13.0), "q5_k_m": (12.0, 10.5, 15.0)}
+    monkeypatch.setattr(P, "predict_llm", _fake_predictor(rates))
+    choice = choose_llm_format(tinyllama, "raspberry_pi_5", backends=["llama_cpp"],
+                               precisions="q8_0,q6_k,q5_k_m", context_tokens=1024,
+                               tokens_per_s=10)
+    by = {c.format: c for c in choice.candidates}
+    for fmt, (v, lo, hi) in rates.items():
+        verdict = rate_verdict(v, 10, "predicted", low=lo, high=hi)
+        assert by[fmt].budget_verdict == verdict.to_dict()
+        assert by[fmt].to_dict()["budget_verdict"] == verdict.to_dict()
+    assert by["q8_0"].status == "below_budget"
+    assert by["q8_0"].why == rate_verdict(9.5, 10, "predicted", low=7.0, high=11.0).text
+    assert "its interval's high end would meet it" in by["q8_0"].why
+    assert choice.format == "q6_k" and by["q6_k"].budget_verdict["certainty"] == "likely"
+    assert any("q6_k" in r and "likely meets the 10 tok/s budget" in r for r in choice.reasons)
+    # without a budget the interactive floor is judged the same way, and named
+    floor = choose_llm_format(tinyllama, "raspberry_pi_5", backends=["llama_cpp"],
+                              precisions="q8_0", context_tokens=1024)
+    assert floor.candidates[0].why.endswith("misses the 10 tok/s interactive floor (its "
+                                            "interval's high end would meet it)")
