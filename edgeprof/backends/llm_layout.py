@@ -24,68 +24,49 @@ from functools import lru_cache
 from edgeprof.core.llm import FormatInfo, LLMSpec, WeightTensor
 
 
-@dataclass(frozen=True)
-class TensorInfo:
-    """One tensor under llama.cpp's name; ``ne`` in ggml order (input size first)."""
-
-    name: str
-    kind: str  # embedding | attention | mlp | norm | lm_head
-    layer: int | None
-    ne: tuple[int, ...]
-    category: str  # llama.cpp's tensor category (token_embd, output, attn_v, ffn_down ...)
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.ne)
-
-    @property
-    def is_matrix(self) -> bool:
-        return len(self.ne) >= 2
-
-
 @lru_cache(maxsize=256)
-def tensors(spec: LLMSpec) -> tuple[TensorInfo, ...]:
+def tensors(spec: LLMSpec) -> tuple[WeightTensor, ...]:
     """Every stored tensor of ``spec`` in llama.cpp's names and order (by layer, then name);
     a tied LM head is not a tensor of its own."""
     h, hd = spec.hidden_size, spec.head_dim
     q_out, kv_out = spec.num_heads * hd, spec.num_kv_heads * hd
     ff = spec.intermediate_size
     gemma_post = spec.family in ("gemma2", "gemma3_text")
-    out = [TensorInfo("token_embd.weight", "embedding", None, (h, spec.vocab_size),
+    out = [WeightTensor("token_embd.weight", "embedding", None, (h, spec.vocab_size),
                       "token_embd"),
-           TensorInfo("output_norm.weight", "norm", None, (h,), "other")]
+           WeightTensor("output_norm.weight", "norm", None, (h,), "other")]
     if not spec.tie_word_embeddings:
-        out.append(TensorInfo("output.weight", "lm_head", None, (h, spec.vocab_size), "output"))
+        out.append(WeightTensor("output.weight", "lm_head", None, (h, spec.vocab_size), "output"))
     for i in range(spec.num_layers):
         b = f"blk.{i}."
-        layer = [TensorInfo(b + "attn_norm.weight", "norm", i, (h,), "other"),
-                 TensorInfo(b + "attn_output.weight", "attention", i, (q_out, h),
+        layer = [WeightTensor(b + "attn_norm.weight", "norm", i, (h,), "other"),
+                 WeightTensor(b + "attn_output.weight", "attention", i, (q_out, h),
                             "attn_output"),
-                 TensorInfo(b + "ffn_norm.weight", "norm", i, (h,), "other"),
-                 TensorInfo(b + "ffn_down.weight", "mlp", i, (ff, h), "ffn_down")]
+                 WeightTensor(b + "ffn_norm.weight", "norm", i, (h,), "other"),
+                 WeightTensor(b + "ffn_down.weight", "mlp", i, (ff, h), "ffn_down")]
         if spec.fused_qkv:
-            layer.append(TensorInfo(b + "attn_qkv.weight", "attention", i,
+            layer.append(WeightTensor(b + "attn_qkv.weight", "attention", i,
                                     (h, q_out + 2 * kv_out), "attn_qkv"))
             if spec.qkv_bias:
-                layer.append(TensorInfo(b + "attn_qkv.bias", "attention", i,
+                layer.append(WeightTensor(b + "attn_qkv.bias", "attention", i,
                                         (q_out + 2 * kv_out,), "other"))
         else:
             for n, o in (("q", q_out), ("k", kv_out), ("v", kv_out)):
-                layer.append(TensorInfo(f"{b}attn_{n}.weight", "attention", i, (h, o),
+                layer.append(WeightTensor(f"{b}attn_{n}.weight", "attention", i, (h, o),
                                         f"attn_{n}"))
                 if spec.qkv_bias:
-                    layer.append(TensorInfo(f"{b}attn_{n}.bias", "attention", i, (o,), "other"))
+                    layer.append(WeightTensor(f"{b}attn_{n}.bias", "attention", i, (o,), "other"))
         if spec.fused_gate_up:
-            layer.append(TensorInfo(b + "ffn_up.weight", "mlp", i, (h, 2 * ff), "ffn_up"))
+            layer.append(WeightTensor(b + "ffn_up.weight", "mlp", i, (h, 2 * ff), "ffn_up"))
         else:
-            layer += [TensorInfo(b + "ffn_gate.weight", "mlp", i, (h, ff), "ffn_gate"),
-                      TensorInfo(b + "ffn_up.weight", "mlp", i, (h, ff), "ffn_up")]
+            layer += [WeightTensor(b + "ffn_gate.weight", "mlp", i, (h, ff), "ffn_gate"),
+                      WeightTensor(b + "ffn_up.weight", "mlp", i, (h, ff), "ffn_up")]
         if gemma_post:
-            layer += [TensorInfo(b + "post_attention_norm.weight", "norm", i, (h,), "other"),
-                      TensorInfo(b + "post_ffw_norm.weight", "norm", i, (h,), "other")]
+            layer += [WeightTensor(b + "post_attention_norm.weight", "norm", i, (h,), "other"),
+                      WeightTensor(b + "post_ffw_norm.weight", "norm", i, (h,), "other")]
         if spec.family == "gemma3_text":
-            layer += [TensorInfo(b + "attn_q_norm.weight", "norm", i, (hd,), "other"),
-                      TensorInfo(b + "attn_k_norm.weight", "norm", i, (hd,), "other")]
+            layer += [WeightTensor(b + "attn_q_norm.weight", "norm", i, (hd,), "other"),
+                      WeightTensor(b + "attn_k_norm.weight", "norm", i, (hd,), "other")]
         out += sorted(layer, key=lambda t: t.name)
     return tuple(out)
 
@@ -130,5 +111,5 @@ GENERIC_FORMATS: dict[str, FormatInfo] = {f.name: f for f in (
 )}
 
 
-__all__ = ["FLOAT", "FloatLayout", "GENERIC_FORMATS", "TensorInfo", "groupwise_bytes",
+__all__ = ["FLOAT", "FloatLayout", "GENERIC_FORMATS", "groupwise_bytes",
            "tensors"]

@@ -24,6 +24,7 @@ Nothing here imports a runtime or a framework.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import (TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol, Sequence,
@@ -144,8 +145,8 @@ class LLMModel:
 
 
 # ------------------------------------------------------------------ weight formats
-@runtime_checkable
-class WeightTensor(Protocol):
+@dataclass(frozen=True)
+class WeightTensor:
     """One stored tensor of a generative model as the estimate lists it
     (``edgeprof.backends.llm_layout.tensors``): llama.cpp's name, ``ne`` in ggml order
     (input size first)."""
@@ -157,10 +158,12 @@ class WeightTensor(Protocol):
     category: str  # llama.cpp's tensor category (token_embd, output, attn_v, ffn_down ...)
 
     @property
-    def numel(self) -> int: ...
+    def numel(self) -> int:
+        return math.prod(self.ne)
 
     @property
-    def is_matrix(self) -> bool: ...
+    def is_matrix(self) -> bool:
+        return len(self.ne) >= 2
 
 
 @runtime_checkable

@@ -75,3 +75,20 @@ def test_gguf_sizes_live_with_llama_cpp(fmt):
     spec = get_preset("smollm2-135m")
     data = sum(gguf_tensor_bytes(spec, fmt).values())
     assert 0 < gguf_file_bytes(spec, fmt) - data < 0.02 * data
+
+
+def test_one_weight_tensor_type():
+    """``WeightTensor`` (core's contract) and ``TensorInfo`` (the layout module's dataclass)
+    were the same five fields and two properties written twice (issue 31): one definition,
+    in core, which the layout module lists tensors as."""
+    import edgeprof.backends.llm_layout as layout
+    import edgeprof.profilers.estimate.llm as estimate
+    from edgeprof.core.llm import WeightTensor
+    from edgeprof.zoo.llm import resolve_llm
+
+    ts = layout.tensors(resolve_llm("llm:smollm2-135m").spec)
+    assert ts and all(type(t) is WeightTensor for t in ts)
+    assert not hasattr(layout, "TensorInfo") and not hasattr(estimate, "TensorInfo")
+    emb = ts[0]
+    assert (emb.name, emb.is_matrix, emb.numel) == ("token_embd.weight", True,
+                                                   emb.ne[0] * emb.ne[1])

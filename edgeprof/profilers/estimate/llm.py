@@ -46,9 +46,9 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from edgeprof.backends.llm_layout import GENERIC_FORMATS, TensorInfo, tensors
+from edgeprof.backends.llm_layout import GENERIC_FORMATS, tensors
 from edgeprof.core.errors import EdgeprofError, UnknownNameError, UserError
-from edgeprof.core.llm import FormatInfo, LLMModel, LLMSpec
+from edgeprof.core.llm import FormatInfo, LLMModel, LLMSpec, WeightTensor
 
 #: prompt tokens llama.cpp evaluates per micro-batch (n_ubatch default): weights are read
 #: once per micro-batch during prefill
@@ -407,7 +407,7 @@ def estimate_llm(model: LLMSpec | LLMModel | str, fmt: str | FormatInfo, *,
     per_tok_kv_layer = _layer_kv_per_token(spec, kv)
     attn_dim = spec.num_heads * spec.head_dim
 
-    by_layer: dict[tuple[int | None, str], list[TensorInfo]] = {}
+    by_layer: dict[tuple[int | None, str], list[WeightTensor]] = {}
     for t in tensors(spec):
         by_layer.setdefault((t.layer, t.kind), []).append(t)
 
@@ -459,7 +459,7 @@ def estimate_llm(model: LLMSpec | LLMModel | str, fmt: str | FormatInfo, *,
     if spec.tie_word_embeddings:
         shared = "output.weight" not in store
         head_bytes = store["token_embd.weight" if shared else "output.weight"]
-        rows_head: list[TensorInfo] = []
+        rows_head: list[WeightTensor] = []
         add_row("lm_head", None, "lm_head", rows_head, macs_per_token=vh, prefill_tokens=1,
                 head_bytes=head_bytes[0], types=[head_bytes[1]],
                 tied_to="embedding" if shared else None)
@@ -548,7 +548,7 @@ def estimate_llm(model: LLMSpec | LLMModel | str, fmt: str | FormatInfo, *,
 
 
 __all__ = ["FormatInfo", "KV_DTYPE_BYTES", "LLMEstimate", "OS_RESERVE_FRACTION",
-           "RUNTIME_BASE_BYTES", "TensorInfo", "UBATCH", "backend_formats",
+           "RUNTIME_BASE_BYTES", "UBATCH", "backend_formats",
            "declares_formats", "estimate_llm", "formats_for", "generic_formats",
            "kv_cache_bytes", "kv_cache_bytes_per_token", "kv_cache_curve",
            "max_context_tokens", "parameter_count", "resolve_format", "runtime_overhead_bytes",
