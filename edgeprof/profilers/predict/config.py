@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeprof.core.errors import UnknownNameError
 from edgeprof.core.precision import get_precision
-from edgeprof.profilers.predict.runtimes import on_device, processor_for
+from edgeprof.profilers.predict.runtimes import check_known, on_device, processor_for
 
 
 class ConfigPredictor:
@@ -33,7 +32,6 @@ class ConfigPredictor:
                  calibration: Any = None, registry: Any = None,
                  runtime_version: str | None = None):
         from edgeprof.profilers.predict.predictor import check_processor, check_threads
-        from edgeprof.profilers.predict.threads import known_families
 
         get_precision(precision)
         if registry is None:
@@ -41,12 +39,7 @@ class ConfigPredictor:
 
             registry = get_registry()
         self.registry = registry
-        if backend not in registry.backends and backend not in known_families():
-            raise UnknownNameError(  # exit 2
-                "backend or runtime family", backend,
-                set(registry.backends) | set(known_families()),
-                "A prediction takes an edgeprof backend ('edgeprof backends') or a runtime "
-                "family the published board rows name (ncnn, xcubeai, tinyengine ...)")
+        check_known(backend, registry)  # UnknownNameError (exit 2) listing every name
         # a runtime on a processor it does not run on, or at a precision it does not offer:
         # exit 2 (runtimes.py); without --device the prediction moves to the runtime's own
         # processor on the board (predict_latency) and says so

@@ -35,7 +35,7 @@ KIND_OF_TARGET = {"cpu": "cpu", "edge_cpu": "cpu", "gpu": "gpu", "edge_gpu": "gp
                   "npu": "npu", "mcu": "mcu"}
 _ARTICLE = {"cpu": "a CPU", "gpu": "a GPU", "npu": "an NPU", "mcu": "an MCU"}
 _API_NAMES = {"cuda": "CUDA", "vulkan": "Vulkan", "coreml": "Core ML", "nnapi": "NNAPI",
-              "rknn": "RKNN"}
+              "rknn": "RKNN", "opencl": "OpenCL"}
 #: this machine's device names (a backend class's ``Capabilities.devices``) -> kinds
 _DEVICE_KIND = {"cpu": "cpu", "cuda": "gpu", "npu": "npu", "mcu": "mcu"}
 #: what a runtime declaring a device needs of a board's processor: a backend that declares
@@ -129,6 +129,81 @@ def families(registry: Any = None) -> list[str]:
     prediction-only families of ``data/runtimes.toml``."""
     names = list(_registry(registry).backends_for("tensor"))
     return names + [f for f in known_families() if f not in names]
+
+
+#: what an unknown runtime name is told: the names a prediction (and profile) takes
+UNKNOWN_HINT = ("A prediction takes an edgeprof backend or a runtime family the published "
+                "board rows name ('edgeprof backends' lists both)")
+#: why a prediction-only family's run can't happen here
+PREDICT_ONLY = "predict only: can't run here"
+
+
+def check_known(name: str, registry: Any = None) -> None:
+    """:class:`UnknownNameError` (exit 2) for a name that is neither an edgeprof backend nor
+    a runtime family of ``data/runtimes.toml``, listing every name (closest first)."""
+    from edgeprof.core.errors import UnknownNameError
+
+    reg = _registry(registry)
+    if name not in reg.backends and name not in known_families():
+        raise UnknownNameError("backend or runtime family", name,
+                               set(reg.backends) | set(known_families()), UNKNOWN_HINT)
+
+
+def prediction_only_reason(family: str, registry: Any = None) -> str:
+    """The one line a prediction-only family's run reads: it predicts, it can't run here."""
+    kinds, _ = family_processors(family, registry)
+    return (f"{PREDICT_ONLY}: no edgeprof backend runs {family} (a runtime family the "
+            f"published board rows name; it runs on {_kinds_text(kinds)}): 'edgeprof predict' "
+            "gives its figure on a board with one")
+
+
+def prediction_only_backend(family: str, registry: Any = None) -> type:
+    """A prediction-only family as a run sees a backend: a :class:`Backend` class named
+    ``family``, with the precisions ``data/runtimes.toml`` gives it and no device of this
+    machine, whose availability is False with :func:`prediction_only_reason` (so ``measure``
+    records the run ``unavailable`` with that reason, as a backend whose runtime is missing,
+    and ``profile`` still shows the target's prediction)."""
+    from edgeprof.core.backend import Availability, Backend, Capabilities
+
+    precisions, _ = offered_precisions(family, registry)
+    kinds, source = family_processors(family, registry)
+    reason = prediction_only_reason(family, registry)
+    return type(f"PredictionOnly_{family}", (Backend,), {
+        "name": family, "prediction_only": True, "workload": "tensor",
+        "description": f"prediction-only: runs on {'/'.join(kinds)} ({source})",
+        "capabilities": Capabilities(precisions=tuple(precisions or ()), devices=(),
+                                     model_formats=()),
+        "availability": classmethod(lambda cls: Availability(False, reason))})
+
+
+def runtime_class(name: str, registry: Any = None) -> type:
+    """The class a run of runtime ``name`` uses: the edgeprof backend's, else a
+    prediction-only family's (:func:`prediction_only_backend`); an unknown name is exit 2
+    with every name (:func:`check_known`)."""
+    reg = _registry(registry)
+    if name in reg.backends:
+        return reg.backend(name)
+    check_known(name, reg)
+    return prediction_only_backend(name, reg)
+
+
+def prediction_only_rows(registry: Any = None) -> list[dict[str, Any]]:
+    """``edgeprof backends``' rows of the prediction-only families: what they offer and the
+    processors they run on (with the source), never available here."""
+    reg = _registry(registry)
+    rows = []
+    for family in families(reg):
+        if not prediction_only(family, reg):
+            continue
+        kinds, source = family_processors(family, reg)
+        precisions, why = offered_precisions(family, reg)
+        rows.append({"name": family, "available": False, "prediction_only": True,
+                     "reason": prediction_only_reason(family, reg), "hint": "",
+                     "workload": "tensor", "precisions": list(precisions or ()),
+                     "precisions_source": why, "devices": [], "processors": kinds,
+                     "processors_source": source, "model_formats": [], "plugin": "",
+                     "description": f"runs on {_kinds_text(kinds)}", "options": []})
+    return rows
 
 
 def family_processors(family: str, registry: Any = None,
@@ -325,7 +400,9 @@ def restate(estimate: Any, target: Any, precision: str) -> Any:
     return dataclasses.replace(estimate, **{k: v for k, v in changes.items() if k in fields})
 
 
-__all__ = ["KIND_OF_TARGET", "NotOfferedError", "board_processors", "check_offered",
-           "executed_precision", "families", "family_processors", "not_offered_reason",
-           "offered_precisions", "offers", "on_device", "prediction_only", "processor_for",
-           "processor_kind", "restate", "runs_on", "runtimes_on"]
+__all__ = ["KIND_OF_TARGET", "NotOfferedError", "PREDICT_ONLY", "UNKNOWN_HINT",
+           "board_processors", "check_known", "check_offered", "executed_precision",
+           "families", "family_processors", "not_offered_reason", "offered_precisions",
+           "offers", "on_device", "prediction_only", "prediction_only_backend",
+           "prediction_only_reason", "prediction_only_rows", "processor_for",
+           "processor_kind", "restate", "runs_on", "runtime_class", "runtimes_on"]
