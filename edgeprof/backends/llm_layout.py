@@ -33,7 +33,7 @@ def tensors(spec: LLMSpec) -> tuple[WeightTensor, ...]:
     ff = spec.intermediate_size
     gemma_post = spec.family in ("gemma2", "gemma3_text")
     out = [WeightTensor("token_embd.weight", "embedding", None, (h, spec.vocab_size),
-                      "token_embd"),
+                        "token_embd"),
            WeightTensor("output_norm.weight", "norm", None, (h,), "other")]
     if not spec.tie_word_embeddings:
         out.append(WeightTensor("output.weight", "lm_head", None, (h, spec.vocab_size), "output"))
@@ -41,19 +41,19 @@ def tensors(spec: LLMSpec) -> tuple[WeightTensor, ...]:
         b = f"blk.{i}."
         layer = [WeightTensor(b + "attn_norm.weight", "norm", i, (h,), "other"),
                  WeightTensor(b + "attn_output.weight", "attention", i, (q_out, h),
-                            "attn_output"),
+                              "attn_output"),
                  WeightTensor(b + "ffn_norm.weight", "norm", i, (h,), "other"),
                  WeightTensor(b + "ffn_down.weight", "mlp", i, (ff, h), "ffn_down")]
         if spec.fused_qkv:
             layer.append(WeightTensor(b + "attn_qkv.weight", "attention", i,
-                                    (h, q_out + 2 * kv_out), "attn_qkv"))
+                                      (h, q_out + 2 * kv_out), "attn_qkv"))
             if spec.qkv_bias:
                 layer.append(WeightTensor(b + "attn_qkv.bias", "attention", i,
-                                        (q_out + 2 * kv_out,), "other"))
+                                          (q_out + 2 * kv_out,), "other"))
         else:
             for n, o in (("q", q_out), ("k", kv_out), ("v", kv_out)):
                 layer.append(WeightTensor(f"{b}attn_{n}.weight", "attention", i, (h, o),
-                                        f"attn_{n}"))
+                                          f"attn_{n}"))
                 if spec.qkv_bias:
                     layer.append(WeightTensor(f"{b}attn_{n}.bias", "attention", i, (o,), "other"))
         if spec.fused_gate_up:

@@ -18,10 +18,10 @@
    goes to the faster predicted decode. The ladder stops at 8-bit weights
    (:data:`LADDER_TOP_BITS`: q8_0, which llama.cpp documents as near-lossless): a wider
    format (f16, bf16, f32) is held out (``not_asked``) unless the user names it
-   (``precisions``), or no format on the ladder is offered. Without ``tokens_per_s`` the interactive floor
-   (:data:`INTERACTIVE_FLOOR_TOKENS_PER_S`, 10 tok/s of decode: about reading speed) stands
-   in for it, stated in the reasons, so "most bits" never picks an f32 that crawls; where
-   nothing reaches the floor the fastest format that fits is chosen and the reasons say so.
+   (``precisions``), or no format on the ladder is offered. Without ``tokens_per_s`` the
+   interactive floor (:data:`INTERACTIVE_FLOOR_TOKENS_PER_S`, 10 tok/s of decode: about
+   reading speed) stands in for it, stated in the reasons; where nothing reaches the floor
+   the fastest format that fits is chosen and the reasons say so.
    A chosen format below 4 bits carries a quality caveat.
 
 The processor: ``device=None`` is the one the runtimes would use on the target (its GPU on
