@@ -129,9 +129,13 @@ def resolve_backends(names: Sequence[str] | str, reg: Registry) -> list[tuple[st
         raise UserError("no backend given; use --backend NAME, a comma-separated list or 'all'")
     if list(names) == ["all"]:
         return [(n, False) for n in reg.backends_for("tensor")]
+    from edgeprof.profilers.predict.runtimes import runtime_class
+
     out = []
     for n in names:
-        reg.backend(n)  # raises UnknownNameError with the closest name
+        # an edgeprof backend, or a runtime family it only predicts (its run: unavailable,
+        # with the reason); else UnknownNameError with every name, the closest first
+        runtime_class(n, reg)
         out.append((n, True))
     return out
 
@@ -175,8 +179,11 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
         raise UserError(f"--latency-budget-ms must be a positive number, got {latency_budget_ms!r}")
     run_options = run_config_options(run_options)  # a wrong name: one-line ConfigError
     chosen = resolve_backends(backends, reg)
+    from edgeprof.profilers.predict.runtimes import runtime_class
+
+    classes = {n: runtime_class(n, reg) for n, _ in chosen}
     check_backend_options(run_options.get("options") or {},
-                          [reg.backend(n) for n, _ in chosen])  # exit 2 before any work
+                          list(classes.values()))  # exit 2 before any work
     treg = _target_registry(targets_dir, plugins)
     # runs on this machine's GPU are read against the GPU (host_gpu), never the CPU
     on_gpu = fleet is None and str(run_options.get("device") or "cpu").startswith("cuda")
@@ -233,13 +240,17 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
 
     runner = fleet_runner(fleet, tgt, progress=progress)  # None: measured here
     for name, explicit in chosen:
-        cls = reg.backend(name)
+        cls = classes[name]
+        # a registered backend goes by name (a worker process or a board looks it up); a
+        # prediction-only family by its class, unavailable here and on a fleet's boards
+        # alike (no edgeprof backend runs it): checked here, never shipped
+        run_as, run_on = (name, runner) if name in reg.backends else (cls, None)
         for precision in precisions:
             say(f"benchmarking {name} {precision}")
             config = RunConfig(precision=precision, batch_size=handle.batch_size,
                                threads=threads, **run_options)
-            result = measure(MeasureRequest.for_handle(name, handle, config,
-                                                       plugins_file=plugins), runner,
+            result = measure(MeasureRequest.for_handle(run_as, handle, config,
+                                                       plugins_file=plugins), run_on,
                              registry=reg)
             record = ProfileRun(name, precision, result, explicit=explicit)
             board_t = board_target(result, tgt)  # measured on a board of the target itself

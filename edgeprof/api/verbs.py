@@ -21,7 +21,12 @@ from edgeprof.profilers.measure.measure import measure
 
 # ------------------------------------------------------------------------- listings
 def list_backends(plugins: str | os.PathLike | None = None) -> list[dict[str, Any]]:
-    """Every registered backend with its availability, reason, install hint and capabilities."""
+    """Every registered backend with its availability, reason, install hint and capabilities
+    (``prediction_only`` False), then the runtime families edgeprof only predicts (``data/
+    runtimes.toml``: ``prediction_only`` True, never available here, with the processors they
+    run on and the source)."""
+    from edgeprof.profilers.predict.runtimes import prediction_only_rows
+
     reg = get_registry(plugins)
     rows = []
     for name, entry in reg.backends.items():
@@ -35,14 +40,14 @@ def list_backends(plugins: str | os.PathLike | None = None) -> list[dict[str, An
         workload = getattr(cls, "workload", "tensor")
         generative = workload == "generate"  # a GenerativeBackend: its formats, its devices
         rows.append({"name": name, "available": available, "reason": reason, "hint": hint,
-                     "workload": workload,
+                     "prediction_only": False, "workload": workload,
                      "precisions": list(cls.formats if generative else caps.precisions),
                      "devices": list(cls.devices if generative else caps.devices),
                      "model_formats": list(caps.model_formats), "plugin": entry.plugin,
                      "description": getattr(cls, "description", ""),
                      "options": [{"name": n, "type": t, "default": d}
                                  for n, t, d in option_specs(cls.Options)]})
-    return rows
+    return rows + prediction_only_rows(reg)
 
 
 def list_targets(targets_dir: str | os.PathLike | None = None,
