@@ -402,23 +402,6 @@ def load_model_file(spec: str, suffixes: Sequence[str], fmt: str,
     return handle
 
 
-def _onnx_declared(path: Path) -> list[DeclaredInput]:
-    import onnx
-
-    model = onnx.load(str(path), load_external_data=False)
-    inits = {i.name for i in model.graph.initializer}
-    out = []
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        t = vi.type.tensor_type
-        dims = tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else None
-                     for d in t.shape.dim)
-        out.append(DeclaredInput(vi.name, dims,
-                                 (onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name,)))
-    return out
-
-
 def _tflite_declared(path: Path) -> list[DeclaredInput]:
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
@@ -455,10 +438,11 @@ def _openvino_declared(path: Path) -> list[DeclaredInput]:
     return out
 
 
-#: how the built-in file formats declare their inputs (a plugin's loader passes
-#: ``read_declared`` to :func:`load_model_file` instead)
+#: how the built-in tflite and OpenVINO files declare their inputs (the ONNX loader passes
+#: its own reader, ``onnx_graph.declared_inputs``, as a plugin's loader passes
+#: ``read_declared`` to :func:`load_model_file`)
 _DECLARED_READERS: dict[str, Callable[[Path], Sequence[DeclaredInput]]] = {
-    "onnx": _onnx_declared, "tflite": _tflite_declared, "openvino": _openvino_declared}
+    "tflite": _tflite_declared, "openvino": _openvino_declared}
 
 
 def _resolve_string(spec: str, input_shapes, input_dtypes, registry) -> ModelHandle:

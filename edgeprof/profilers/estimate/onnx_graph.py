@@ -26,7 +26,7 @@ from typing import Any
 
 from edgeprof.core.errors import InputSpecError, ModelError
 from edgeprof.core.hookspecs import hookimpl
-from edgeprof.core.models import InputSpec, ModelHandle, load_model_file
+from edgeprof.core.models import DeclaredInput, InputSpec, ModelHandle, load_model_file
 from edgeprof.core.results import GraphLayer, GraphWalk
 
 #: no arithmetic and (logically) no new data: not a row; outputs alias the first input
@@ -69,33 +69,48 @@ def _dims(value_info) -> tuple[int, ...] | None:
     return tuple(dims)
 
 
-def input_specs(path: str | Path) -> list[InputSpec]:
-    """The graph inputs of an ONNX file (initializers excluded), batch dimension included.
-
-    Raises :class:`InputSpecError` for a dynamic dimension, naming it.
-    """
+def _graph_inputs(path: str | Path) -> list[tuple[str, tuple[int | str, ...], str]]:
+    """(name, dims, dtype) of each graph input of an ONNX file, initializers excluded: a
+    dimension is its size, or where dynamic its symbolic name (``''`` when unnamed). An
+    unreadable file is a one-line :class:`ModelError`."""
     import onnx
 
     from edgeprof.backends.onnx_export import load_onnx
 
     model = load_onnx(path, check=False, load_external_data=False)
     inits = {i.name for i in model.graph.initializer}
-    specs = []
+    out = []
     for vi in model.graph.input:
         if vi.name in inits:
             continue
         t = vi.type.tensor_type
-        dims = []
-        for i, d in enumerate(t.shape.dim):
-            if d.HasField("dim_value") and d.dim_value > 0:
-                dims.append(int(d.dim_value))
-            else:
-                what = f"'{d.dim_param}'" if d.dim_param else "unknown"
-                raise InputSpecError(f"input '{vi.name}' of '{path}' has a dynamic dimension "
+        dims = tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0
+                     else d.dim_param for d in t.shape.dim)
+        out.append((vi.name, dims, onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name))
+    return out
+
+
+def declared_inputs(path: str | Path) -> list[DeclaredInput]:
+    """What an ONNX file says its inputs take (a dynamic dimension None), checked against the
+    user's shapes by :func:`edgeprof.core.models.check_declared_inputs`."""
+    return [DeclaredInput(name, tuple(d if isinstance(d, int) else None for d in dims),
+                          (dtype,)) for name, dims, dtype in _graph_inputs(path)]
+
+
+def input_specs(path: str | Path) -> list[InputSpec]:
+    """The graph inputs of an ONNX file (initializers excluded), batch dimension included.
+
+    Raises :class:`InputSpecError` for a dynamic dimension, naming it.
+    """
+    specs = []
+    for name, dims, dtype in _graph_inputs(path):
+        for i, d in enumerate(dims):
+            if not isinstance(d, int):
+                what = f"'{d}'" if d else "unknown"
+                raise InputSpecError(f"input '{name}' of '{path}' has a dynamic dimension "
                                      f"{i} ({what}); pass --input-shape (batch first, e.g. "
                                      "1x3x224x224; once per input)")
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name
-        specs.append(InputSpec(tuple(dims), dtype, vi.name))
+        specs.append(InputSpec(tuple(dims), dtype, name))
     if not specs:
         raise ModelError(f"ONNX model '{path}' has no graph inputs", spec=str(path))
     return specs
@@ -249,7 +264,8 @@ def _work(n, shapes: dict, out_el: int, in_el: int, ins: list[str]) -> tuple[int
 # -- edgeprof's hooks (listed in plugins.toml): this module reads .onnx files ----------------
 @hookimpl
 def edgeprof_load_model(spec: str, input_shapes, input_dtypes) -> ModelHandle | None:
-    return load_model_file(spec, (".onnx",), "onnx", input_specs, input_shapes, input_dtypes)
+    return load_model_file(spec, (".onnx",), "onnx", input_specs, input_shapes, input_dtypes,
+                           read_declared=declared_inputs)
 
 
 @hookimpl

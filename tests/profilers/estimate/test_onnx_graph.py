@@ -104,3 +104,23 @@ def test_input_specs_and_dynamic_dims(registry, tmp_path):
     fixed = resolve_model(str(dyn), input_shapes=[[2, 1, 28, 28]])
     walk = onnx_graph.walk(fixed)
     assert {layer.name: layer.macs for layer in walk.layers}["/conv1/Conv"] == 2 * 28 * 28 * 16 * 9
+
+
+def test_one_reader_of_the_declared_inputs(registry, tmp_path):
+    """The graph inputs of an ONNX file were read twice (core/models._onnx_declared and
+    onnx_graph.input_specs, issue 31): one reader here, which both the input specs and the
+    declaration a loaded handle carries come from."""
+    import edgeprof.core.models as models
+    from edgeprof.core.models import DeclaredInput
+    from edgeprof.profilers.estimate import onnx_graph
+
+    assert not hasattr(models, "_onnx_declared") and "onnx" not in models._DECLARED_READERS
+    _, handle = _onnx_handle(registry, "small_cnn")
+    model = onnx.load(str(handle.path))
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    dyn = tmp_path / "dyn.onnx"
+    onnx.save(model, str(dyn))
+    assert onnx_graph.declared_inputs(dyn) == [DeclaredInput("input", (None, 1, 28, 28),
+                                                             ("float32",))]
+    assert resolve_model(str(dyn), input_shapes=[[3, 1, 28, 28]]).declared_inputs == \
+        (DeclaredInput("input", (None, 1, 28, 28), ("float32",)),)
