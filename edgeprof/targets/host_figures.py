@@ -117,23 +117,58 @@ def _gemm_statistic(g: dict[str, Any]) -> str:
     return text
 
 
+def quantity(value: Any, unit: str, source: str) -> dict[str, Any]:
+    """A descriptor figure: its value, unit and source."""
+    return {"value": value, "unit": unit, "source": source}
+
+
+def record_path(cal: dict[str, Any], target_id: str) -> Path:
+    """Where a calibration record lives (its cache file), for errors; the id without one."""
+    return Path(cal.get("cache", {}).get("path") or target_id)
+
+
+def calibrated_peaks(cal: dict[str, Any], target_id: str, where: str) -> dict[str, float]:
+    """MAC/s per compute precision the record's GEMMs measured; a record without fp32 is a
+    :class:`TargetError` (``where``: 'this host', 'this GPU')."""
+    peaks = {p: float(g["macs_per_s"]) for p, g in cal.get("gemm", {}).items()}
+    if "fp32" not in peaks:
+        raise TargetError(f"fp32 GEMM could not be calibrated on {where}: "
+                          f"{cal.get('unavailable', {}).get('fp32', 'no kernel')}",
+                          path=record_path(cal, target_id), field="compute.peak.fp32")
+    return peaks
+
+
+def host_target(cal: dict[str, Any], *, target_id: str, name: str, kind: str,
+                strategy_class: str, processor: str, description: str,
+                preferred_backends: list[str], compute: dict[str, Any],
+                memory: dict[str, Any], power: dict[str, Any],
+                strategy: dict[str, Any]) -> Target:
+    """The validated Target of this machine's processor (``host``, ``host_gpu``) from its
+    calibration record ``cal``: the precisions it supports are those its GEMMs measured
+    (``compute['peak']``), and its hash is the record's (the cache entry left out)."""
+    peaks = compute["peak"]
+    data = {
+        "name": name, "kind": kind, "strategy_class": strategy_class,
+        "processor": processor, "description": description,
+        "supported_precisions": [p for p, spec in PRECISIONS.items() if spec.compute in peaks],
+        "preferred_backends": preferred_backends,
+        "compute": compute, "memory": memory, "power": {"typical": power},
+        "strategy": strategy,
+    }
+    digest = hashlib.sha256(json.dumps({k: v for k, v in cal.items() if k != "cache"},
+                                       sort_keys=True, default=str).encode()).hexdigest()
+    return target_from_dict(data, target_id=target_id, path=record_path(cal, target_id),
+                            sha256=digest, is_host=True)
+
+
 def target_from_calibration(cal: dict[str, Any]) -> Target:
     """Build the validated ``host`` Target from a calibration record."""
     det = cal["host"]
     date = cal.get("date", "")
     threads = cal.get("threads", det["physical_cores"])
-    where = Path(cal.get("cache", {}).get("path") or "host")
     triad = cal["triad"]
-    peaks = {p: float(g["macs_per_s"]) for p, g in cal.get("gemm", {}).items()}
-    if "fp32" not in peaks:
-        raise TargetError("fp32 GEMM could not be calibrated on this host: "
-                          f"{cal.get('unavailable', {}).get('fp32', 'no kernel')}",
-                          path=where, field="compute.peak.fp32")
-    supported = [p for p, spec in PRECISIONS.items() if spec.compute in peaks]
-
-    def q(value, unit, source):
-        return {"value": value, "unit": unit, "source": source}
-
+    peaks = calibrated_peaks(cal, "host", "this host")
+    q = quantity
     peak = {p: q(peaks[p], "MAC/s",
                  f"measured on this host by edgeprof calibration ({g['kernel']}, "
                  f"{g['n']}x{g['n']}x{g['n']} GEMM, {_gemm_statistic(g)}, {threads} threads, "
@@ -164,16 +199,15 @@ def target_from_calibration(cal: dict[str, Any]) -> Target:
     backends = (["tflite", "onnxruntime", "torch_eager", "torch_compile"]
                 if det.get("arch", "").lower() in ("aarch64", "arm64") else
                 ["onnxruntime", "openvino", "torch_compile", "torch_eager"])
-    data = {
-        "name": f"This host ({det['cpu_model']})",
-        "kind": "cpu", "strategy_class": "cpu",
-        "processor": f"{det['cpu_model']}, {det['physical_cores']} cores / "
-                     f"{det['logical_cores']} threads, ISA: {' '.join(flags) or 'n/a'}",
-        "description": "Detected and calibrated on this machine: peak compute and bandwidth "
-                       "are measurements, not vendor figures.",
-        "supported_precisions": supported,
-        "preferred_backends": backends,
-        "compute": {
+    return host_target(
+        cal, target_id="host", name=f"This host ({det['cpu_model']})",
+        kind="cpu", strategy_class="cpu",
+        processor=f"{det['cpu_model']}, {det['physical_cores']} cores / "
+                  f"{det['logical_cores']} threads, ISA: {' '.join(flags) or 'n/a'}",
+        description="Detected and calibrated on this machine: peak compute and bandwidth "
+                    "are measurements, not vendor figures.",
+        preferred_backends=backends,
+        compute={
             "cores": q(det["physical_cores"], "count",
                        f"psutil.cpu_count(logical=False) on this host "
                        f"({det['logical_cores']} logical CPUs)"),
@@ -182,10 +216,4 @@ def target_from_calibration(cal: dict[str, Any]) -> Target:
             **({"frequency": q(det["frequency_hz"], "Hz", det["frequency_source"])}
                if det.get("frequency_hz") else {}),
         },
-        "memory": memory,
-        "power": {"typical": power},
-        "strategy": derive_strategy(det.get("isa", {}), peaks),
-    }
-    digest = hashlib.sha256(json.dumps({k: v for k, v in cal.items() if k != "cache"},
-                                       sort_keys=True, default=str).encode()).hexdigest()
-    return target_from_dict(data, target_id="host", path=where, sha256=digest, is_host=True)
+        memory=memory, power=power, strategy=derive_strategy(det.get("isa", {}), peaks))

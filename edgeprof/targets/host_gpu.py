@@ -31,7 +31,6 @@ import json
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from edgeprof.core.errors import TargetError
@@ -277,19 +276,11 @@ def _strategy(det: dict[str, Any], peaks: dict[str, float]) -> dict[str, Any]:
 
 def target_from_gpu_calibration(cal: dict[str, Any]) -> Target:
     """Build the validated ``host_gpu`` Target from a calibration record."""
-    from edgeprof.core.precision import PRECISIONS
-    from edgeprof.targets.validate import target_from_dict
+    from edgeprof.targets import host_figures
 
     det, date = cal["gpu"], cal.get("date", "")
-    where = Path(cal.get("cache", {}).get("path") or HOST_GPU_ID)
-    peaks = {p: float(g["macs_per_s"]) for p, g in cal.get("gemm", {}).items()}
-    if "fp32" not in peaks:
-        raise TargetError("fp32 GEMM could not be calibrated on this GPU: "
-                          f"{cal.get('unavailable', {}).get('fp32', 'no kernel')}",
-                          path=where, field="compute.peak.fp32")
-
-    def q(value, unit, source):
-        return {"value": value, "unit": unit, "source": source}
+    peaks = host_figures.calibrated_peaks(cal, HOST_GPU_ID, "this GPU")
+    q = host_figures.quantity
 
     def stat(g, scale, unit):
         lo, hi = g.get("macs_per_s_iqr") or g.get("bytes_per_s_iqr")
@@ -319,30 +310,23 @@ def target_from_gpu_calibration(cal: dict[str, Any]) -> Target:
                f"per SM (sm_{cap[0]}{cap[1]}; {LANES_SOURCE})") if lanes else
              q(det["sm_count"], "count", f"streaming multiprocessors (sm_{cap[0]}{cap[1]} is not "
                "in edgeprof's lanes-per-SM table, so SMs are counted)"))
-    supported = [p for p, spec in PRECISIONS.items() if spec.compute in peaks]
-    data = {
-        "name": f"This machine's GPU ({det['name']})",
-        "kind": "gpu", "strategy_class": "nvidia_gpu",
-        "processor": f"{det['name']} (sm_{cap[0]}{cap[1]}), {det['sm_count']} SMs, "
-                     f"{det['memory_bytes'] / 2**30:.0f} GiB",
-        "description": "Detected and calibrated on this machine's GPU (--device cuda): peak "
-                       "compute and bandwidth are measurements, not vendor figures.",
-        "supported_precisions": supported,
-        "preferred_backends": ["tensorrt", "torch_compile", "onnxruntime", "torch_eager"],
-        "compute": {"cores": cores, "peak": peak,
-                    **({"frequency": q(det["sm_clock_khz"] * 1e3, "Hz",
-                                       "torch.cuda.get_device_properties().clock_rate "
-                                       "(the SM clock the driver reports)")}
-                       if det.get("sm_clock_khz") else {})},
-        "memory": memory,
-        "power": {"typical": q(float("nan"), "W", "not known: edgeprof reads no GPU power "
-                               "counter; energy is left empty rather than guessed")},
-        "strategy": _strategy(det, peaks),
-    }
-    digest = hashlib.sha256(json.dumps({k: v for k, v in cal.items() if k != "cache"},
-                                       sort_keys=True, default=str).encode()).hexdigest()
-    return target_from_dict(data, target_id=HOST_GPU_ID, path=where, sha256=digest,
-                            is_host=True)
+    return host_figures.host_target(
+        cal, target_id=HOST_GPU_ID, name=f"This machine's GPU ({det['name']})",
+        kind="gpu", strategy_class="nvidia_gpu",
+        processor=f"{det['name']} (sm_{cap[0]}{cap[1]}), {det['sm_count']} SMs, "
+                  f"{det['memory_bytes'] / 2**30:.0f} GiB",
+        description="Detected and calibrated on this machine's GPU (--device cuda): peak "
+                    "compute and bandwidth are measurements, not vendor figures.",
+        preferred_backends=["tensorrt", "torch_compile", "onnxruntime", "torch_eager"],
+        compute={"cores": cores, "peak": peak,
+                 **({"frequency": q(det["sm_clock_khz"] * 1e3, "Hz",
+                                    "torch.cuda.get_device_properties().clock_rate "
+                                    "(the SM clock the driver reports)")}
+                    if det.get("sm_clock_khz") else {})},
+        memory=memory,
+        power=q(float("nan"), "W", "not known: edgeprof reads no GPU power counter; energy "
+                "is left empty rather than guessed"),
+        strategy=_strategy(det, peaks))
 
 
 def host_gpu_target(device: str = "cuda", recalibrate: bool = False,

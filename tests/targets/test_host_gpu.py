@@ -218,3 +218,31 @@ def test_a_device_that_is_not_cuda_n_is_a_one_line_error():
     for bad in ("cuda:x", "gpu", "cuda:-1"):
         with pytest.raises(TargetError, match="cuda or cuda:N"):
             device_index(bad)
+
+
+def test_the_cpu_and_gpu_host_targets_are_built_by_one_function(record, monkeypatch):
+    """The host target dict was written twice, for the CPU (host_figures) and the GPU
+    (host_gpu), with the same keys, quantity helper, fp32 check and record hash (issue 31):
+    one builder, host_figures.host_target, makes both."""
+    from edgeprof.targets import host as H
+    from edgeprof.targets import host_figures
+
+    built = []
+    real = host_figures.host_target
+
+    def spy(cal, **fields):
+        built.append(fields["target_id"])
+        return real(cal, **fields)
+
+    monkeypatch.setattr(host_figures, "host_target", spy)
+    gpu = target_from_gpu_calibration(record)
+    cal = {"date": "2025-01-01T00:00:00Z", "host": H.detect_host(), "threads": 2,
+           "triad": {"bytes_per_s": 1.5e10, "elements_per_array": 1000, "runs": 5,
+                     "threads": 2},
+           "gemm": {"fp32": {"macs_per_s": 5e10, "kernel": "k", "n": 64, "runs": 3}},
+           "unavailable": {}, "power": None}
+    cpu = H.target_from_calibration(cal)
+    assert built == ["host_gpu", "host"]
+    assert (gpu.id, cpu.id) == ("host_gpu", "host") and gpu.is_host and cpu.is_host
+    with pytest.raises(TargetError, match="fp32 GEMM could not be calibrated on this host"):
+        H.target_from_calibration({**cal, "gemm": {}})
