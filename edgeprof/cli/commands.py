@@ -231,9 +231,11 @@ def cmd_compare(args) -> int:
         print(format_comparison(rows, Path(args.a).parent.name or "A",
                                 Path(args.b).parent.name or "B"))
     if args.html:  # html helper: the before/after page
+        from edgeprof.core.invocation import command
         from edgeprof.profilers.report.html import render_compare_html, write_html
 
-        write_html(args.html, render_compare_html(a, b, rows, label_a=args.a, label_b=args.b))
+        write_html(args.html, render_compare_html(a, b, rows, label_a=args.a, label_b=args.b,
+                                                  command=command()))
     return 0
 
 

@@ -141,15 +141,17 @@ def sweep_html(frame, best) -> str:
 
     from edgeprof.profilers.report.html import render_sweep_html
 
+    from edgeprof.core.invocation import command
+
     gen_mask = frame["workload"] == "generate" if "workload" in frame else None
     if gen_mask is None or not gen_mask.any():
-        return render_sweep_html(frame)
+        return render_sweep_html(frame, command=command())
     tensor = frame[~gen_mask].reset_index(drop=True)
     gen = frame[gen_mask].reset_index(drop=True)
     targets = list(dict.fromkeys(frame["target"]))
     page = render_sweep_html(tensor, title=f"sweep: {len(frame)} runs ({len(tensor)} tensor, "
                                            f"{len(gen)} generative) on {len(targets)} "
-                                           "target(s)")
+                                           "target(s)", command=command())
     section = _generative_section(gen, best, _h.escape)
     for anchor in ('<h2 id="rows">', "</body>"):
         if anchor in page:

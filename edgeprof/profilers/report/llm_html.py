@@ -522,8 +522,11 @@ def _fit_rows(estimates: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def llm_command(payload: Mapping[str, Any]) -> str:
-    """The command line that reproduces the payload (rebuilt from its model, config,
-    backends, formats and target)."""
+    """The command line that reproduces the payload: the one that ran, as the CLI received
+    it (``command_line``), else rebuilt from its model, config, backends, formats and
+    target (a payload made from Python)."""
+    if payload.get("command_line"):
+        return str(payload["command_line"])
     model = payload.get("model") or {}
     cfg = payload.get("config") or {}
     cmd = str(payload.get("command") or "profile")

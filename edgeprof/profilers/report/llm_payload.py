@@ -109,6 +109,7 @@ def build_payload(model: LLMModel, *, target: Any = None, device: str = "cpu",
                   ) -> dict[str, Any]:
     """The LLM JSON payload (the shape docs and the HTML report read)."""
     from edgeprof._version import __version__
+    from edgeprof.core.invocation import command as invocation_command
 
     m = model.to_dict()
     m["parameters"] = figure(parameters, "parameters", "analytic")
@@ -116,6 +117,8 @@ def build_payload(model: LLMModel, *, target: Any = None, device: str = "cpu",
         recommendation = recommendation.to_dict()
     return clean({
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "kind": "llm", "command": command,
+        # the CLI command that ran, as typed (None from Python): the page's Reproduce line
+        "command_line": invocation_command(),
         "edgeprof_version": __version__,
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "model": m,

@@ -94,3 +94,36 @@ def test_the_profile_page_reproduces_the_command_that_ran(tmp_path):
     from edgeprof.core.invocation import command
 
     assert command() is None  # a later report made from Python rebuilds its own
+
+
+def test_the_compare_and_sweep_pages_reproduce_the_command_that_ran(tmp_path):
+    """compare's page rebuilt 'edgeprof compare A B' without its flags, and a sweep's page
+    had no command at all (issue 29, finding 15: the command that ran)."""
+    import shlex
+
+    from edgeprof.cli.main import main
+
+    for name in ("a", "b"):
+        assert main(["profile", "builtin:mlp", "-b", "torch_eager", "--runs", "10",
+                     "--min-time", "0.02", "--max-time", "0.2", "--out",
+                     str(tmp_path / name)]) == 0
+    argv = ["compare", str(tmp_path / "a" / "profile.json"), str(tmp_path / "b" / "profile.json"),
+            "--html", str(tmp_path / "c.html")]
+    assert main(argv) == 0
+    assert _shown_command(tmp_path / "c.html") == shlex.join(["edgeprof", *argv])
+    (tmp_path / "s.toml").write_text(f'models = ["builtin:mlp"]\ntargets = ["host"]\n'
+                                     'backends = ["torch_eager"]\nprecisions = ["fp32"]\n'
+                                     f'out = "{tmp_path / "sw"}"\n'
+                                     "[run]\nruns = 5\nmin_time = 0.01\nmax_time = 0.05\n")
+    argv = ["sweep", str(tmp_path / "s.toml"), "--runs", "5"]
+    assert main(argv) == 0
+    assert _shown_command(tmp_path / "sw" / "report.html") == shlex.join(["edgeprof", *argv])
+
+
+def test_an_llm_page_reproduces_the_command_that_ran():
+    from edgeprof.profilers.report.llm_html import llm_command
+
+    assert llm_command({"command_line": "edgeprof estimate llm:x --target raspberry_pi_5 "
+                                        "--prompt-tokens 7"}).endswith("--prompt-tokens 7")
+    assert llm_command({"command": "estimate", "model": {"given": "llm:x"}}).startswith(
+        "edgeprof estimate llm:x")
