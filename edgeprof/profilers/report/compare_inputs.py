@@ -49,22 +49,55 @@ def _schema_major(version: Any) -> int | None:
 
 def check_profile(doc: Any, where: Any = "profile") -> None:
     """ConfigError unless ``doc`` looks like a profile.json this version reads: a dict with a
-    ``runs`` list, a known ``schema_version`` major (when it has one), and latency samples
-    that are finite non-negative numbers (a generative profile: its raw repetition times
-    finite positive seconds)."""
+    ``runs`` list, a known ``schema_version`` major (when it has one; a generative profile's
+    ``schema``, ``edgeprof.llm/N``, too), runs that name their backend (and a generative
+    run its format), and samples that are finite numbers: latencies non-negative ms, a
+    generative profile's raw repetition times positive seconds."""
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
         raise ConfigError("not an edgeprof profile.json (no 'runs' list); give a file written "
                           "by 'edgeprof profile'", path=where)
-    if is_generative(doc):
-        _check_generative(doc, where)
-        return
-    _check_version(doc, where)
+    generative = is_generative(doc)
+    if generative and doc.get("schema") is not None:
+        schema = doc["schema"]
+        _check_major(_schema_major(schema.rsplit("/", 1)[-1]) if isinstance(schema, str)
+                     else None, schema, "schema", "edgeprof.llm/{}", where)
+    if "schema_version" in doc:
+        version = doc["schema_version"]
+        _check_major(_schema_major(version), version, "schema_version", "{}.x", where)
+    names = ("backend", "format") if generative else ("backend",)
     for i, run in enumerate(doc["runs"]):
-        if not isinstance(run, dict) or not isinstance(run.get("backend"), str):
-            raise ConfigError(f"run {i} has no 'backend' name; is this an edgeprof "
-                              "profile.json?", path=where, field=f"runs[{i}]")
-        _check_numbers((_stats(run) or {}).get("samples_ms"), where, i, run, "latency",
-                       "benchmark.stats.samples_ms", "ms")
+        if not isinstance(run, dict) or not all(isinstance(run.get(k), str) for k in names):
+            raise ConfigError(f"run {i} has no {' and '.join(repr(k) for k in names)}; is this "
+                              "an edgeprof profile.json?", path=where, field=f"runs[{i}]")
+        if not generative:
+            _check_numbers((_stats(run) or {}).get("samples_ms"), where, i, run, "latency",
+                           "benchmark.stats.samples_ms", "ms")
+            continue
+        samples = run.get("samples")
+        if samples is None:
+            continue
+        if not isinstance(samples, dict):
+            _not_a(samples, "a dict of lists of seconds", where, i, run, "samples")
+        for name, values in samples.items():
+            _check_numbers(values, where, i, run, name, f"samples.{name}", "seconds",
+                           positive=True)
+
+
+def _check_major(major: int | None, value: Any, field: str, shown: str, where: Any) -> None:
+    """ConfigError unless ``major`` (of ``value``, at ``field``) is one this module reads;
+    ``shown`` formats a readable major for the message."""
+    if major not in SCHEMA_MAJORS:
+        raise ConfigError(f"{field} {value!r} is not one this edgeprof reads "
+                          f"({', '.join(shown.format(m) for m in SCHEMA_MAJORS)}); compare it "
+                          "with the edgeprof version that wrote it", path=where, field=field)
+
+
+def _not_a(value: Any, expected: str, where: Any, i: int, run: dict[str, Any],
+           name: str) -> None:
+    """ConfigError: run ``i``'s ``name`` is not ``expected`` (a damaged file)."""
+    raise ConfigError(f"{name.rsplit('.', 1)[-1]} of run {i} ({run['backend']}) is a "
+                      f"{type(value).__name__}, not {expected}; the file is damaged or not "
+                      "written by edgeprof", path=where, field=f"runs[{i}].{name}")
 
 
 def _check_numbers(values: Any, where: Any, i: int, run: dict[str, Any], what: str,
@@ -74,10 +107,7 @@ def _check_numbers(values: Any, where: Any, i: int, run: dict[str, Any], what: s
     if values is None:
         return
     if not isinstance(values, list):
-        raise ConfigError(f"{name.rsplit('.', 1)[-1]} of run {i} ({run['backend']}) is a "
-                          f"{type(values).__name__}, not a list of {unit}; the file is "
-                          "damaged or not written by edgeprof", path=where,
-                          field=f"runs[{i}].{name}")
+        _not_a(values, f"a list of {unit}", where, i, run, name)
     for j, v in enumerate(values):
         ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
               and (v > 0 if positive else v >= 0))
@@ -86,47 +116,6 @@ def _check_numbers(values: Any, where: Any, i: int, run: dict[str, Any], what: s
                               f"a finite {'positive ' if positive else ''}number of {unit}; the "
                               "file is damaged or not written by edgeprof", path=where,
                               field=f"runs[{i}].{name}")
-
-
-def _check_version(doc: dict[str, Any], where: Any) -> None:
-    if "schema_version" in doc:
-        version = doc["schema_version"]
-        if _schema_major(version) not in SCHEMA_MAJORS:
-            raise ConfigError(f"schema_version {version!r} is not one this edgeprof reads "
-                              f"({', '.join(f'{m}.x' for m in SCHEMA_MAJORS)}); compare it with "
-                              "the edgeprof version that wrote it", path=where,
-                              field="schema_version")
-
-
-def _check_generative(doc: dict[str, Any], where: Any) -> None:
-    """A generative profile: a known schema (``edgeprof.llm/N``) and ``schema_version``,
-    runs with a backend and format, raw repetition times that are finite positive seconds."""
-    schema = doc.get("schema")
-    if schema is not None:
-        major = _schema_major(str(schema).rsplit("/", 1)[-1]) if isinstance(schema, str) \
-            else None
-        if major not in SCHEMA_MAJORS:
-            raise ConfigError(f"schema {schema!r} is not one this edgeprof reads "
-                              f"({', '.join(f'edgeprof.llm/{m}' for m in SCHEMA_MAJORS)}); "
-                              "compare it with the edgeprof version that wrote it", path=where,
-                              field="schema")
-    _check_version(doc, where)
-    for i, run in enumerate(doc["runs"]):
-        if not isinstance(run, dict) or not isinstance(run.get("backend"), str) \
-                or not isinstance(run.get("format"), str):
-            raise ConfigError(f"run {i} has no 'backend' and 'format'; is this an edgeprof "
-                              "profile.json?", path=where, field=f"runs[{i}]")
-        samples = run.get("samples")
-        if samples is None:
-            continue
-        if not isinstance(samples, dict):
-            raise ConfigError(f"samples of run {i} ({run['backend']}) is a "
-                              f"{type(samples).__name__}, not a dict of lists of seconds; the "
-                              "file is damaged or not written by edgeprof", path=where,
-                              field=f"runs[{i}].samples")
-        for name, values in samples.items():
-            _check_numbers(values, where, i, run, name, f"samples.{name}", "seconds",
-                           positive=True)
 
 
 def profile_kind(doc: Any) -> str:

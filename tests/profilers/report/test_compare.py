@@ -480,3 +480,33 @@ def test_cli_refuses_a_tensor_and_a_generative_profile_with_exit_2(tmp_path, cap
     captured = capsys.readouterr()
     assert captured.out == "" and "--html" in captured.err
     assert not (tmp_path / "c.html").exists()
+
+
+@pytest.mark.parametrize("kind", ["tensor", "generative"])
+def test_both_kinds_of_profile_are_checked_by_the_same_rules(kind):
+    """compare_inputs checked a tensor profile and a generative one with two copies of the
+    same rules (issue 31): one check per rule, one wording, whatever the kind."""
+    def fresh():
+        return gen_doc(gen_run()) if kind == "generative" else \
+            described([run("ort", lat(1.0))])
+
+    bad = fresh()
+    bad["runs"][0].pop("backend")
+    with pytest.raises(ConfigError, match=r"run 0 has no 'backend'(| and 'format'); is "
+                                          "this an edgeprof profile.json"):
+        check_profile(bad)
+    bad = fresh()
+    bad["schema_version"] = "7.0"
+    with pytest.raises(ConfigError, match="schema_version '7.0' is not one this edgeprof reads "
+                                          r"\(1\.x\); compare it with the edgeprof version"):
+        check_profile(bad)
+    bad = fresh()
+    if kind == "generative":
+        bad["runs"][0]["samples"] = [1.0]
+        name, expected = "samples", "a dict of lists of seconds"
+    else:
+        bad["runs"][0]["benchmark"]["stats"]["samples_ms"] = {"a": 1.0}
+        name, expected = "samples_ms", "a list of ms"
+    with pytest.raises(ConfigError, match=f"{name} of run 0 \\((ort|llama_cpp)\\) is a "
+                                          f"(list|dict), not {expected}; the file is damaged"):
+        check_profile(bad)
