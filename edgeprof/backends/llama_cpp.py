@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from edgeprof.backends.llama_cpp_formats import LLAMA_CPP_FORMATS, MADE
 from edgeprof.core.errors import EdgeprofError, ModelError, UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
-from edgeprof.core.llm import FormatInfo, GenerativeBackend, LLMModel
+from edgeprof.core.llm import FormatInfo, GenerativeBackend, LLMModel, check_room
 from edgeprof.zoo.llm import GGUF_FILE_TYPES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -262,7 +262,7 @@ class LlamaCppSession:
         bad = [t for t in ids if not 0 <= t < self.n_vocab]
         if bad:
             raise UserError(f"token id {bad[0]} is outside the vocabulary (0..{self.n_vocab - 1})")
-        self._room(len(ids))
+        check_room(self._n_past, len(ids), self.n_ctx)
         ll, ctx = self._ll, self._ctx
         for i in range(0, len(ids), self.n_batch):
             chunk = ids[i:i + self.n_batch]
@@ -278,7 +278,7 @@ class LlamaCppSession:
             raise UserError(f"decode needs n >= 0, got {n}")
         if n and not self._ready:
             raise LlamaCppError("decode() before prefill(): there are no logits to sample from")
-        self._room(n)
+        check_room(self._n_past, n, self.n_ctx)
         ll, ctx, nv, one = self._ll, self._ctx, self.n_vocab, self._one
         as_array, get_logits, batch_get_one = np.ctypeslib.as_array, ll.llama_get_logits_ith, \
             ll.llama_batch_get_one
@@ -315,11 +315,6 @@ class LlamaCppSession:
     def n_past(self) -> int:
         """Tokens the KV cache holds."""
         return self._n_past
-
-    def _room(self, n: int) -> None:
-        if self._n_past + n > self.n_ctx:
-            raise UserError(f"the context holds {self.n_ctx} tokens; {self._n_past} are used "
-                            f"and {n} more were asked: load the model with a larger n_ctx")
 
     def _decode(self, batch: Any, n: int) -> None:
         rc = self._ll.llama_decode(self._ctx, batch)

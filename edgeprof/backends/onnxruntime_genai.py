@@ -34,7 +34,7 @@ from edgeprof.core.backend import Capabilities
 from edgeprof.core.errors import UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.llm import FormatInfo, GenerativeBackend, LLMModel, LLMSpec, WeightTensor, \
-    dist_version
+    check_room, dist_version
 
 #: model_type -> what the builder calls it (checked against its dispatch table)
 FAMILIES = ("llama", "qwen2", "gemma", "gemma2", "gemma3_text", "phi3")
@@ -263,25 +263,20 @@ class OgSession:
         self._gen = og.Generator(self._model, params)
         self._count = 0
 
-    def _room(self, more: int) -> None:
-        if self._count + more > self.n_ctx:
-            raise UserError(f"the sequence would hold {self._count + more} tokens; this "
-                            f"session was loaded for a context of {self.n_ctx}")
-
     def prefill(self, token_ids: Sequence[int]) -> None:
         import numpy as np
 
         ids = np.asarray(list(token_ids), dtype=np.int32)
         if ids.size == 0:
             return
-        self._room(int(ids.size))
+        check_room(self._count, int(ids.size), self.n_ctx)
         self._gen.append_tokens(ids)
         self._count += int(ids.size)
 
     def decode(self, n: int, on_token: Callable[[int], None]) -> None:
         if self._count == 0:
             raise UserError("decode needs a prefilled prompt first")
-        self._room(n)
+        check_room(self._count, n, self.n_ctx)
         gen = self._gen
         for _ in range(n):
             gen.generate_next_token()

@@ -48,7 +48,7 @@ from edgeprof.core.backend import Capabilities
 from edgeprof.core.errors import UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.llm import FormatInfo, GenerativeBackend, LLMModel, LLMSpec, WeightTensor, \
-    dist_version
+    check_room, dist_version
 
 FORMATS = ("int4", "int8", "fp16")
 #: families whose transformers implementation exports with a DynamicCache of plain layers
@@ -402,13 +402,11 @@ class OvGenaiSession:
         self._count = 0
 
     def _generate(self, ids: list[int], n: int, on_token: Callable[[int], None] | None) -> None:
+        check_room(len(ids), n, self.n_ctx)  # LLMPipeline re-reads the prompt each call
         import numpy as np
         import openvino as ov
         import openvino_genai as ov_genai
 
-        if len(ids) + n > self.n_ctx:
-            raise UserError(f"the sequence would hold {len(ids) + n} tokens; this session was "
-                            f"loaded for a context of {self.n_ctx}")
         config = ov_genai.GenerationConfig()
         config.max_new_tokens = n
         config.min_new_tokens = n

@@ -24,7 +24,7 @@ from edgeprof.backends.llm_layout import GENERIC_FORMATS
 from edgeprof.core.backend import Capabilities
 from edgeprof.core.errors import UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
-from edgeprof.core.llm import GenerativeBackend, LLMModel
+from edgeprof.core.llm import GenerativeBackend, LLMModel, check_room
 
 FORMATS = ("fp32", "bf16")
 DTYPE = {"fp32": "float32", "bf16": "bfloat16"}
@@ -117,11 +117,6 @@ class TorchSession:
         self._logits = None
         self._count = 0
 
-    def _room(self, more: int) -> None:
-        if self._count + more > self.n_ctx:
-            raise UserError(f"the sequence would hold {self._count + more} tokens; this "
-                            f"session was loaded for a context of {self.n_ctx}")
-
     def _forward(self, ids: list[int]) -> None:
         import torch
 
@@ -136,7 +131,7 @@ class TorchSession:
         ids = [int(t) for t in token_ids]
         if not ids:
             return
-        self._room(len(ids))
+        check_room(self._count, len(ids), self.n_ctx)
         self._forward(ids)
         if self._device.startswith("cuda"):  # a GPU runs ahead: the prompt ends when it ends
             import torch
@@ -147,7 +142,7 @@ class TorchSession:
     def decode(self, n: int, on_token: Callable[[int], None]) -> None:
         if self._logits is None:
             raise UserError("decode needs a prefilled prompt first")
-        self._room(n)
+        check_room(self._count, n, self.n_ctx)
         for i in range(n):
             token = int(self._logits.argmax())
             on_token(token)

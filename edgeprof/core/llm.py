@@ -284,6 +284,14 @@ class GenerativeSession(Protocol):
         """Free the runtime's memory."""
 
 
+def check_room(used: int, more: int, n_ctx: int) -> None:
+    """A session's context check: :class:`UserError` when ``more`` tokens after the ``used``
+    ones the cache holds would overflow the ``n_ctx`` the session was loaded for."""
+    if used + more > n_ctx:
+        raise UserError(f"the sequence would hold {used + more} tokens ({used} in the cache, "
+                        f"{more} more asked); this session was loaded for a context of {n_ctx}")
+
+
 class GenerativeBackend(Backend):
     """Base class of a generative backend (registered through the same
     ``edgeprof_register_backends`` hook as tensor backends).
@@ -457,4 +465,4 @@ class GenerationRecord:
 __all__ = ["DeclaresFormats", "FormatInfo", "GenerationConfig", "GenerationRecord",
            "GenerativeBackend", "GenerativeSession", "LLMModel", "LLMSpec", "LLM_PREFIX",
            "RANDOM_WEIGHTS_NOTE", "WeightLayout", "WeightTensor", "backend_workload",
-           "dist_version", "is_llm_spec"]
+           "check_room", "dist_version", "is_llm_spec"]

@@ -205,7 +205,7 @@ def test_prefill_then_decode_reset_and_depth(tmp_path, backend):
         second: list[int] = []
         session.decode(6, second.append)
         assert second == first  # greedy from an empty cache: the same tokens
-        with pytest.raises(UserError, match="context holds"):
+        with pytest.raises(UserError, match="loaded for a context of 256"):
             session.decode(session.n_ctx, lambda t: None)
         with pytest.raises(UserError, match="outside the vocabulary"):
             session.prefill([spec.vocab_size])
