@@ -5,16 +5,31 @@
     EdgeprofError                      exit 1 unless a subclass says otherwise
     ├── UserError                      exit 2: the input or configuration is wrong
     │   ├── ConfigError                a TOML file (plugins.toml, a target) is malformed; .path, .field
-    │   │   └── TargetError            a target descriptor is invalid
+    │   │   ├── TargetError            a target descriptor is invalid
+    │   │   ├── CalibrationError       a calibration file is corrupted or of another format [1]
+    │   │   │   └── LLMCalibrationError  an LLM calibration file is, too [2]
+    │   │   └── MeasurementsError      a measurements CSV is unusable; names the file and line [3]
     │   ├── UnknownNameError           unknown target / backend / model / precision; .kind, .name, .known
     │   ├── ModelError                 a model spec or file cannot be loaded; .spec
     │   ├── InputSpecError             --input-shape / --input-dtype / batch size is wrong
     │   ├── PluginError                a plugin cannot be imported or clashes with another
+    │   ├── NotOfferedError            a runtime does not offer the precision asked; .offered [4]
     │   └── OutputError                --out cannot be used or written; .path, .result
     ├── UnsupportedError               exit 3: the backend cannot do this (precision, format)
     ├── BackendUnavailableError        exit 3: runtime or device missing; .reason, .hint
     ├── MeasurementError               exit 3: a run that should work produced no measurement
-    └── ConstraintError                exit 4: the user's constraints cannot be met
+    │   ├── WorkerLost                 the worker process died, hung past its timeout or sent nothing [5]
+    │   └── SchedulerLostError         the connection to the fleet's scheduler is gone [6]
+    ├── ConstraintError                exit 4: the user's constraints cannot be met
+    ├── ArtifactError                  an artifact's file is missing or differs from its manifest [7]
+    └── LlamaCppError                  llama.cpp refused or failed (quantizing, loading, decoding) [8]
+
+Defined beside their users: [1] ``profilers/predict/calibration.py``, [2]
+``profilers/predict/llm/files.py``, [3] ``profilers/predict/measured.py``, [4]
+``profilers/predict/runtimes.py``, [5] ``profilers/measure/runners.py``, [6]
+``profilers/measure/fleet_dispatcher.py``, [7] ``core/artifact.py``, [8]
+``backends/llama_cpp.py``. ``tests/core/test_errors.py`` keeps the drawing whole: every
+subclass in the package, under its base.
 
 Every error carries its context as attributes, and ``str(err)`` is one line that says what
 was wrong and what to do; the CLI prints exactly that line and exits with ``err.exit_code``.
