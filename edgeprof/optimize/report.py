@@ -239,7 +239,7 @@ class OptimizeReport:
         lines.append("")
         lines.append(self.verdict.get("message", ""))
         for o in self.overruled:
-            lines.append(f"  measurement overruled the router: {o['message']}")
+            lines.append(f"  the candidates overruled the router: {o['message']}")
         for w in self.warnings:
             lines.append(f"  warning [{w.code}]: {w.message}")
         return "\n".join(lines)
