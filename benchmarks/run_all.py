@@ -21,6 +21,10 @@ RUNS = [
                           "--rounds", "5"]),
     ("bare_loop_tflite_compile", ["bare_loop_tflite_compile.py", "--model",
                                   "builtin:small_resnet"]),
+    # ncnn, MNN, ExecuTorch (issue 32)
+    ("bare_loop_native", ["bare_loop_native.py", "--model", "builtin:small_resnet",
+                          "--rounds", "5"]),
+    ("native_runtimes_matrix", ["native_runtimes_matrix.py"]),
     ("backend_matrix", ["backend_matrix.py", "--max-autotune"]),
     ("optimize_vs_sweep", ["optimize_vs_sweep.py"]),
     ("estimate_speed", ["estimate_speed.py", "--rounds", "9"]),
