@@ -5,9 +5,11 @@ Three sources, combined (the largest wins; ``detail["method"]`` names the one us
 * **VmHWM** (Linux) — the kernel's peak-RSS mark of this process, reset at the start by
   writing ``5`` to ``/proc/self/clear_refs`` and read from ``/proc/self/status`` at the end:
   the exact peak of the run, transient activation peaks included.
-* **RSS sampling** — a daemon thread reads this process's RSS every ``interval_s`` (5 ms by
-  default) from the baseline to the end of the runs. It can miss a peak shorter than the
-  interval.
+* **RSS sampling** — where the peak mark cannot be reset (not Linux, or ``clear_refs`` not
+  writable), a daemon thread reads this process's RSS every ``interval_s`` (5 ms by default)
+  from the baseline to the end of the runs. It can miss a peak shorter than the interval.
+  Where VmHWM works no thread runs: the mark already holds every RSS a sampler could read,
+  and a second Python thread, even asleep, slowed ExecuTorch's Python runtime by ~9 %.
 * **ru_maxrss** — the kernel's exact lifetime peak of this process. It says something about
   this run only when it grew during the run (then the run set a new lifetime peak, and that
   peak is exact). Linux carries it across fork+exec, so even a freshly spawned worker may
@@ -120,7 +122,10 @@ class PeakMemory:
         self._torch = _cuda_device(self.device)
         if self._torch is not None:
             self._torch.cuda.reset_peak_memory_stats()
-        if self.interval_s > 0:
+        # the sampler only where the kernel keeps no exact peak: VmHWM holds every RSS the
+        # sampler could read, and a Python thread alive beside the runs, even asleep, cost
+        # ExecuTorch's Python runtime ~9 % (benchmarks/bare_loop_native.py)
+        if self.interval_s > 0 and not self._hwm_reset:
             self._stop.clear()
             self._thread = threading.Thread(target=self._loop, name="edgeprof-rss", daemon=True)
             self._thread.start()
