@@ -8,8 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 
-import pytest
-
 from edgeprof.cli.main import build_parser, main
 
 ARGV = ["optimize", "llm:qwen2.5-0.5b", "--target", "raspberry_pi_5", "--backend",
