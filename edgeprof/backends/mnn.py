@@ -160,15 +160,29 @@ class MnnBackend(OfferedPrecisions, Backend):
                                  f"{len(inputs)}")
 
         def feed(xs: Sequence[Any]) -> list:
-            """numpy -> MNN variables (NCHW), outside the timed run."""
+            """numpy -> MNN variables (NCHW), outside the timed run: integer inputs (token
+            ids) as MNN's int32, which MNNConvert makes of an int64 graph input (fed as
+            floats, an embedding's gather failed its shape check and MNN returned no
+            output), the rest as float32."""
             out = []
             for x in xs:
-                a = np.ascontiguousarray(np.asarray(x, dtype=np.float32))
-                out.append(F.const(a, list(a.shape), F.NCHW))
+                a = np.asarray(x)
+                if np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_:
+                    a = np.ascontiguousarray(a, dtype=np.int32)
+                    out.append(F.const(a, list(a.shape), F.NCHW, F.int))
+                else:
+                    a = np.ascontiguousarray(a, dtype=np.float32)
+                    out.append(F.const(a, list(a.shape), F.NCHW))
             return out
+
+        n_out = len(meta["outputNames"])
 
         def run(vs):
             ys = module.forward(vs)
+            if len(ys) < n_out:  # MNN reports a failed forward on stderr and returns nothing
+                raise UnsupportedError(f"MNN ran '{path.name}' and returned {len(ys)} of its "
+                                       f"{n_out} output(s): its own error is on stderr "
+                                       "(--debug)", backend="mnn")
             return [y.read() for y in ys]  # read() waits for the result: the work is timed
 
         def to_numpy(outputs) -> list:

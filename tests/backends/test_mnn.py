@@ -128,3 +128,15 @@ def test_no_module_is_loaded_without_a_runtime_manager_after_ours(backend, cnn, 
     _prepare(backend, cnn, "fp32")
     first_rt = calls.index("runtime_manager")
     assert "load" not in calls[first_rt:], calls
+
+
+def test_token_ids_are_fed_as_integers_and_the_transformer_agrees(backend):
+    """builtin:tiny_transformer (int64 token ids): fed as floats, the embedding's gather
+    failed MNN's shape check, MNN returned no output and prepare died on an IndexError
+    ('failed' in benchmarks/backend_matrix.py)."""
+    handle = resolve_model("builtin:tiny_transformer")
+    pm = _prepare(backend, handle)
+    a = pm.extra["agreement"]
+    assert a["passed"], a
+    out = pm.to_numpy(pm.run(pm.inputs))
+    assert len(out) == 1 and out[0].shape == (1, 10)
