@@ -152,25 +152,10 @@ class ExecuTorchBackend(OfferedPrecisions, Backend):
 
     def build(self, model, precision: str, calibration: Any = None):
         """torch (or .onnx -> torch) -> .pte by the conversion graph."""
-        from dataclasses import replace
+        from edgeprof.backends.native_runtimes import build_checked
 
-        from edgeprof.backends.common import ensure_agreement
-        from edgeprof.core.formats import get_graph
-
-        self.check_precision(precision)
-        if calibration is not None:
-            model = replace(model, calibration=Path(calibration))
-        route = self.route(model.format, precision)
-        artifact = get_graph().convert(model, route, backend=self.name,
-                                       requested_precision=precision)
-        stored = artifact.manifest.stored_precision or "fp32"
-        if not artifact.manifest.route and precision != "fp32":
-            raise UnsupportedError(f"'{Path(model.path).name}' is a .pte program; edgeprof "
-                                   "does not re-quantize .pte files, ask for fp32 (or give "
-                                   "the torch model)", backend=self.name, precision=precision)
-        artifact.manifest.backend, artifact.manifest.requested_precision = self.name, precision
-        ensure_agreement(self, artifact, model, "int8_static" if stored == "int8" else stored)
-        return artifact
+        return build_checked(self, model, precision, calibration, native="a .pte program",
+                             tolerance=lambda s: "int8_static" if s == "int8" else s)
 
     def load(self, artifact, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
         """The .pte's forward method in ExecuTorch's Python runtime."""

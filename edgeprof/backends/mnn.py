@@ -100,31 +100,16 @@ class MnnBackend(OfferedPrecisions, Backend):
 
     def build(self, model, precision: str, calibration: Any = None):
         """torch / .onnx -> .mnn by the conversion graph (the last step stores the
-        precision)."""
-        from edgeprof.backends.common import ensure_agreement
-        from edgeprof.core.formats import get_graph
+        precision; the agreement check takes the tolerance of what is stored)."""
+        from edgeprof.backends.native_runtimes import build_checked
 
-        self.check_precision(precision)
-        route = self.route(model.format, precision)
-        artifact = get_graph().convert(model, route, backend=self.name,
-                                       requested_precision=precision)
-        stored = artifact.manifest.stored_precision or "fp32"
-        if not artifact.manifest.route and precision != "fp32":
-            raise UnsupportedError(f"'{Path(model.path).name}' is an .mnn file; edgeprof does "
-                                   "not re-quantize .mnn files, ask for fp32 (or give the "
-                                   ".onnx)", backend=self.name, precision=precision)
-        artifact.manifest.backend, artifact.manifest.requested_precision = self.name, precision
-        ensure_agreement(self, artifact, model, stored)  # tolerance of what is stored
-        return artifact
+        return build_checked(self, model, precision, native="an .mnn file")
 
     @staticmethod
     def _executed(stored: str) -> tuple[str, str | None]:
-        from edgeprof.backends.native_runtimes import cpu_has_fp16_arithmetic
+        from edgeprof.backends.native_runtimes import fp16_executed
 
-        if stored != "fp16" or cpu_has_fp16_arithmetic():
-            return stored, None
-        return "fp32", ("fp16 weights: this CPU has no fp16 arithmetic (ARMv8.2), so MNN "
-                        "unpacked them and computed in fp32")
+        return fp16_executed(stored, "MNN unpacked the fp16 weights and computed in fp32")
 
     def load(self, artifact, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
         """An MNN Module on the artifact's .mnn (imports only MNN and numpy)."""

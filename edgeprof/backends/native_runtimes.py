@@ -122,3 +122,39 @@ def numpy_inputs(inputs: Sequence[Any]) -> list:
 
 def describe(d: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in d.items())
+
+
+def fp16_executed(precision: str, why: str) -> tuple[str, str | None]:
+    """(the precision that ran, a note or None) of an fp16 request on this CPU: fp32, with
+    ``why``, where the CPU has no fp16 arithmetic (ARMv8.2 asimdhp); as asked otherwise."""
+    if precision != "fp16" or cpu_has_fp16_arithmetic():
+        return precision, None
+    return "fp32", f"this CPU has no fp16 arithmetic (ARMv8.2 asimdhp): {why}"
+
+
+def build_checked(backend: Any, model: Any, precision: str, calibration: Any = None, *,
+                  native: str | None = None, tolerance: Any = None) -> Any:
+    """A backend's build through the conversion graph: the precision checked, the route to
+    its format converted (cached), the artifact's outputs checked against the source model.
+    ``native``: how to name a file already in the backend's format ("an .mnn file"), which
+    edgeprof runs as given and refuses to re-quantize; ``tolerance(stored)``: the precision
+    whose tolerance the agreement check applies (default: the stored precision)."""
+    from dataclasses import replace
+
+    from edgeprof.backends.common import ensure_agreement
+    from edgeprof.core.formats import get_graph
+
+    backend.check_precision(precision)
+    if calibration is not None:
+        model = replace(model, calibration=Path(calibration))
+    route = backend.route(model.format, precision)
+    artifact = get_graph().convert(model, route, backend=backend.name,
+                                   requested_precision=precision)
+    stored = artifact.manifest.stored_precision or "fp32"
+    if native and not artifact.manifest.route and precision != "fp32":
+        raise UnsupportedError(f"'{Path(model.path).name}' is {native}; edgeprof does not "
+                               "re-quantize it, ask for fp32 (or give the source model)",
+                               backend=backend.name, precision=precision)
+    artifact.manifest.backend, artifact.manifest.requested_precision = backend.name, precision
+    ensure_agreement(backend, artifact, model, tolerance(stored) if tolerance else stored)
+    return artifact

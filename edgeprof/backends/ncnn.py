@@ -190,26 +190,16 @@ class NcnnBackend(OfferedPrecisions, Backend):
 
     def build(self, model, precision: str, calibration: Any = None):
         """torch / .onnx -> pnnx -> ncnn by the conversion graph (fp32 weights on disk; fp16
-        is a run option)."""
-        from edgeprof.backends.common import ensure_agreement
-        from edgeprof.core.formats import get_graph
+        is a run option, so the agreement check takes the tolerance of the precision asked)."""
+        from edgeprof.backends.native_runtimes import build_checked
 
-        self.check_precision(precision)
-        route = self.route(model.format, precision)
-        artifact = get_graph().convert(model, route, backend=self.name,
-                                       requested_precision=precision)
-        artifact.manifest.backend, artifact.manifest.requested_precision = self.name, precision
-        ensure_agreement(self, artifact, model, precision)
-        return artifact
+        return build_checked(self, model, precision, tolerance=lambda _stored: precision)
 
     @staticmethod
     def _executed(precision: str) -> tuple[str, str | None]:
-        from edgeprof.backends.native_runtimes import cpu_has_fp16_arithmetic
+        from edgeprof.backends.native_runtimes import fp16_executed
 
-        if precision != "fp16" or cpu_has_fp16_arithmetic():
-            return precision, None
-        return "fp32", ("this CPU has no fp16 arithmetic (ARMv8.2 asimdhp): ncnn ran the "
-                        "fp16 request in fp32")
+        return fp16_executed(precision, "ncnn ran the fp16 request in fp32")
 
     def load(self, artifact, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
         """An ncnn Net on the artifact's .param/.bin (imports only ncnn and numpy)."""
