@@ -30,6 +30,20 @@ MCUNET_NAMES = ("mcunet_in0", "mcunet_in1", "mcunet_in2", "mcunet_in3", "mcunet_
 BUILTIN_MODELS.update({n: f"edgeprof.zoo.mcunet:{n}" for n in MCUNET_NAMES})
 
 
+#: ncnn's benchncnn networks (edgeprof.zoo.ncnn_bench), at benchncnn's input sizes
+NCNN_BENCH_NAMES: tuple[str, ...] = ()
+BUILTIN_MODELS.update({n: f"edgeprof.zoo.ncnn_bench:{n}" for n in NCNN_BENCH_NAMES})
+
+#: Ultralytics YOLO detectors (edgeprof.zoo.ultralytics), at 640 x 640
+ULTRALYTICS_NAMES: tuple[str, ...] = (
+    "yolov8s", "yolo11n", "yolo11s", "yolo11m", "yolo26n", "yolo26s", "yolo26m", "yolo26x")
+BUILTIN_MODELS.update({n: f"edgeprof.zoo.ultralytics:{n}" for n in ULTRALYTICS_NAMES})
+
+#: OpenCV model-zoo networks and deeper torchvision classifiers (edgeprof.zoo.opencv_zoo)
+OPENCV_ZOO_NAMES: tuple[str, ...] = ()
+BUILTIN_MODELS.update({n: f"edgeprof.zoo.opencv_zoo:{n}" for n in OPENCV_ZOO_NAMES})
+
+
 @hookimpl
 def edgeprof_register_models():
     return dict(BUILTIN_MODELS)
