@@ -40,7 +40,10 @@ ULTRALYTICS_NAMES: tuple[str, ...] = (
 BUILTIN_MODELS.update({n: f"edgeprof.zoo.ultralytics:{n}" for n in ULTRALYTICS_NAMES})
 
 #: OpenCV model-zoo networks and deeper torchvision classifiers (edgeprof.zoo.opencv_zoo)
-OPENCV_ZOO_NAMES: tuple[str, ...] = ()
+OPENCV_ZOO_NAMES: tuple[str, ...] = (
+    "yunet", "yolox_s", "nanodet_plus_m", "mp_handpose", "mp_persondet", "pphumanseg",
+    "mobilefacenet_fer", "efficientformer_l3", "resnet101", "resnet152", "densenet161", "vgg13",
+    "mobilenet_yolov3_lite")
 BUILTIN_MODELS.update({n: f"edgeprof.zoo.opencv_zoo:{n}" for n in OPENCV_ZOO_NAMES})
 
 
