@@ -31,7 +31,11 @@ BUILTIN_MODELS.update({n: f"edgeprof.zoo.mcunet:{n}" for n in MCUNET_NAMES})
 
 
 #: ncnn's benchncnn networks (edgeprof.zoo.ncnn_bench), at benchncnn's input sizes
-NCNN_BENCH_NAMES: tuple[str, ...] = ()
+NCNN_BENCH_NAMES: tuple[str, ...] = (
+    "squeezenet_ncnn", "mobilenet_v3", "shufflenet_v1", "mnasnet", "proxylessnas",
+    "efficientnet_b0", "efficientnetv2_b0", "regnety_400m", "blazeface", "googlenet",
+    "alexnet_ncnn", "squeezenet_ssd", "mobilenet_ssd", "mobilenet_yolo", "mobilenetv2_yolov3",
+    "nanodet_m", "yolo_fastest_1_1", "yolo_fastestv2", "vision_transformer", "fastestdet")
 BUILTIN_MODELS.update({n: f"edgeprof.zoo.ncnn_bench:{n}" for n in NCNN_BENCH_NAMES})
 
 #: Ultralytics YOLO detectors (edgeprof.zoo.ultralytics), at 640 x 640
