@@ -3,10 +3,12 @@ edgeprof/profilers/predict/data/device_measurements_train.csv (published measure
 
     .venv/bin/python benchmarks/predict_boards.py [--write]
 
-Rebuilds each board's calibration from the training file (estimating every rebuilt model
-on the board's descriptor) and prints per board, from *nested* leave-one-out (each row
-predicted by a fit to the others, the grouping and shrink chosen again without it, by the
-method the predictor would use for it: ``calibrated`` where its runtime and precision keep
+Rebuilds each board processor's calibration from the training file (rows read as
+edgeprof/profilers/predict/data/board_rows.toml says; every rebuilt model estimated on that
+processor's view of the board) and prints per calibration, from *nested* cross-validation
+(each row predicted by a fit to the others, the grouping and shrink chosen again without it
+-- one row held out at a time up to 30 rows, a tenth at a time above --, by the method the
+predictor would use for it: ``calibrated`` where its runtime and precision keep
 other rows, else a precision or runtime transfer): rows used / left out, median |error|,
 share within +-25 %, Spearman, and how often the 90 % interval the predictor would give
 held the truth and its median width (high/low); then the same for the rows predicted by the
@@ -45,10 +47,10 @@ def _stats(cal, keep) -> tuple[int, str, str, str]:
 
 
 def table(built) -> str:
-    head = (f"{'board':16s} {'rows':>4s} {'left out':>8s}  {'rows':13s} {'n':>3s} "
+    head = (f"{'calibration':30s} {'rows':>4s} {'left out':>8s}  {'rows':13s} {'n':>3s} "
             f"{'median |err|':>12s} {'within +-25%':>12s} {'Spearman':>8s}  "
             f"{'90% interval: coverage, width':>29s}")
-    lines = ["nested leave-one-out; 'calibrated': rows whose runtime and precision keep other "
+    lines = ["nested cross-validation; 'calibrated': rows whose runtime and precision keep other "
              "rows; 'transfer': a precision or runtime the other rows never ran", head,
              "-" * len(head)]
     for t, (cal, skipped) in built.items():
@@ -63,9 +65,35 @@ def table(built) -> str:
             width = cv.get(f"median_width{sfx}")
             interval = (f"{_pct(cv.get(f'coverage{sfx}')):>6s}, "
                         + (f"{width:5.2f}x" if width is not None else "-"))
-            lines.append(f"{t if i == 0 else '':16s} {cv['n'] if i == 0 else '':>4} "
+            lines.append(f"{t if i == 0 else '':30s} {cv['n'] if i == 0 else '':>4} "
                          f"{len(skipped) if i == 0 else '':>8}  {label:13s} {n:3d} {med:>12s} "
                          f"{w25:>12s} {rho:>8s}  {interval:>29s}")
+    lines.append("")
+    lines.append("per (calibration, runtime family): nested cross-validation of its rows")
+    lines.append(f"  {'calibration':30s} {'family':18s} {'n':>3s} {'median |err|':>12s} "
+                 f"{'within +-25%':>12s} {'90% interval: coverage, width':>29s}")
+    for t, (cal, _) in built.items():
+        by: dict[str, list] = {}
+        for e in cal.cv["errors"]:
+            by.setdefault(e["family"], []).append(e)
+        for fam, es in sorted(by.items(), key=lambda kv: -len(kv[1])):
+            import statistics
+            rel = [abs(e["error"]) for e in es]
+            held = [e.get("interval_held") for e in es if e.get("interval_held") is not None]
+            widths = [e["interval_width"] for e in es if e.get("interval_width")]
+            lines.append(f"  {t:30s} {fam:18s} {len(es):3d} "
+                         f"{100 * statistics.median(rel):11.0f}% "
+                         f"{100 * sum(r <= 0.25 for r in rel) / len(rel):11.0f}% "
+                         + (f"{100 * sum(held) / len(held):21.0f} %, "
+                            f"{statistics.median(widths):5.2f}x" if held else ""))
+    lines.append("")
+    lines.append("threads: serial share fitted per board from its rows of one runtime, build, "
+                 "precision and model at 1 thread and at all the big cores")
+    for t, (cal, _) in built.items():
+        for fam, v in (cal.parameters.get("serial_share_fit") or {}).items():
+            lines.append(f"  {t:30s} {fam:12s} serial share "
+                         f"{cal.parameters['serial_share'][fam]:.3f} from {v['n_pairs']} "
+                         f"pairs (median speedup {v['median_speedup']:.2f}x)")
     lines.append("")
     lines.append("fit per board (all rows; chosen by leave-one-out): grouping, shrink, "
                  "per-inference ms, per-layer ms compute/memory, theta per class")
@@ -74,22 +102,22 @@ def table(built) -> str:
         theta = {}
         for c, v in p["efficiency_multiplier"].items():
             theta.setdefault(round(v, 3), []).append(c)
-        lines.append(f"  {t:16s} {p['grouping']}, shrink {p.get('shrink', 1.0):g}, "
+        lines.append(f"  {t:30s} {p['grouping']}, shrink {p.get('shrink', 1.0):g}, "
                      f"{p['per_inference_ms']:.3g}, {p['per_layer_ms']:.3g}/"
                      f"{p.get('per_memory_layer_ms', p['per_layer_ms']):.3g}; "
                      + ", ".join(f"{'/'.join(cs)} {v:.3g}" for v, cs in theta.items()))
     lines.append("")
-    lines.append("row  board            model                 family          prec  measured ms  "
+    lines.append(f"row  {'calibration':30s} model                 family          prec  measured ms  "
                  "LOO predicted ms  error  method              chosen without the row")
     for t, (cal, skipped) in built.items():
         for e in cal.cv["errors"]:
-            lines.append(f"{e['id']:3d}  {t:16s} {e['model']:21s} {e['family']:15s} "
+            lines.append(f"{e['id']:3d}  {t:30s} {e['model']:21s} {e['family']:15s} "
                          f"{next(s['precision'] for s in cal.samples if s['id'] == e['id']):5s} "
                          f"{e['measured_ms']:11.4g} {e['predicted_ms']:17.4g} "
                          f"{100 * e['error']:+6.0f} %  {e.get('method', ''):19s} "
                          f"{e.get('chosen', '')}")
         for s in skipped:
-            lines.append(f"{s['id']:3d}  {t:16s} {s['model'][:40]:40s} {s['reason'][:60]}")
+            lines.append(f"{s['id']:3d}  {t:30s} {s['model'][:40]:40s} {s['reason'][:60]}")
     return "\n".join(lines)
 
 

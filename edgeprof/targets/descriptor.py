@@ -176,6 +176,10 @@ class Target:
     #: the programming interfaces of the processor the top-level figures describe (top-level
     #: ``apis``; see :attr:`Processor.apis`)
     apis: tuple[str, ...] = ()
+    #: set on a processor's view of the board (``runtimes.on_device``): the device the view's
+    #: figures describe (``gpu`` for a Raspberry Pi 5's VideoCore VII), which its kind alone
+    #: cannot name
+    view_device: str | None = None
 
     # -- convenience ----------------------------------------------------------------
     @property
@@ -205,7 +209,10 @@ class Target:
 
     @property
     def implied_device(self) -> str:
-        """The device the top-level figures describe (by the target's kind)."""
+        """The device the top-level figures describe (by the target's kind; a processor's
+        view: that processor)."""
+        if self.view_device is not None:
+            return self.view_device
         return IMPLIED_DEVICE.get(self.kind, "cpu")
 
     @property

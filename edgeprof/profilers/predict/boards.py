@@ -1,24 +1,29 @@
 """The shipped board calibrations, built from ``data/device_measurements_train.csv`` only.
 
-That file holds 38 published latencies (Raspberry Pi 4, Jetson Nano, STM32H743 and its
-sibling STM32H7A3), each with its source and a quote. :data:`ROWS` says, for each row, which
-target and runtime family it measures, the precision, and the ``builtin:`` model that
-rebuilds the network (``edgeprof.zoo.reference``, ``edgeprof.zoo.mcunet``) -- or why the row
-is left out. The build
-estimates each model on the target's descriptor, chooses the grouping of kernel classes and
-the runtime factors' shrink by leave-one-out, fits the target's few parameters (fit.py),
-reports nested leave-one-out (the choice made again without each row; each row predicted
-by the method the predictor would use for it, with the interval it would give) and writes
-``data/calibrations/<target>--published.json`` and ``data/prior.json``.
+That file holds published latencies (Raspberry Pi 4 and 5, Jetson Nano, STM32 boards), each
+with its source and a quote. ``data/board_rows.toml`` says how every row is read: the
+target and processor it ran on, its runtime family (and build, where builds differ), its
+precision, and the ``builtin:`` network that rebuilds it (``edgeprof.zoo``) -- or why the
+row is left out. The rules match the row's text, not its position, and a row no rule reads
+is an error, so rows can be appended to the file in any order.
 
-Runtime families: an edgeprof backend name where the runtime is one (``tflite`` for
-XNNPACK/TFLite on the Pi and for TFLite Micro + CMSIS-NN on the MCU, as the mcu descriptor
-says; ``torch_eager``; ``onnxruntime``; ``tensorrt``), else the runtime's own name (``ncnn``,
-``tvm``, ``opencv``, ``xcubeai`` ...): those rows inform the board's shared efficiencies and
-overheads, not a backend's factor. End-to-end application timings (pre/post-processing
-included) get their own family (``tensorrt_app``) so they do not bias TensorRT's factor.
-MCU rows measured at another clock are scaled to the descriptor's 480 MHz (latency x
-f/480 MHz: compute and the AXI bus both run off the core clock).
+Each (board, processor) gets its own calibration: a board's GPU rows say nothing of its CPU
+and the reverse (``<board>--published.json`` for the processor the board's kind implies,
+``<board>--published-<device>.json`` for another). The build estimates each model on that
+processor's view of the board, chooses the grouping of kernel classes and the runtime
+factors' shrink by leave-one-out, fits the few parameters (fit.py), reports nested
+leave-one-out (the choice made again without each row; each row predicted by the method the
+predictor would use for it, with the interval it would give) and writes the calibration
+files and ``data/prior.json``.
+
+* **Threads.** Rows at 1 and 4 threads of one runtime, build, precision and model on a board
+  give that runtime's serial share there (Amdahl's law, the median over the pairs: ncnn's
+  tables); the fit and the predictions for other thread counts use it.
+* **Builds.** Where one board's rows of a runtime come from several builds (ncnn's tables of
+  May 2020 and June 2023 on the Pi 4), the newest build is the family's own key and an older
+  one ``family@build``: a prediction is for the newest unless a build is asked for.
+* **Clock.** MCU rows measured at another clock than the descriptor's are scaled to it
+  (latency x f / f_descriptor: compute and the AXI bus both run off the core clock).
 
 Run ``python benchmarks/predict_boards.py --write`` to rebuild (needs torch).
 """
@@ -27,64 +32,24 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
+import re
+import statistics
+import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
 DATA = Path(__file__).parent / "data"
 TRAIN_CSV = DATA / "device_measurements_train.csv"
-BOARDS = ("raspberry_pi_4", "jetson_nano", "mcu")
-
-_VWW = ("left out: mcunet-vww1's searched config was not available, so edgeprof does not "
-        "rebuild it (the ImageNet MCUNets are in edgeprof.zoo.mcunet)")
-
-#: row index -> (target, family, precision, builtin model or None, clock Hz or None, note)
-ROWS: dict[int, tuple[str, str, str, str | None, float | None, str]] = {
-    0: ("raspberry_pi_4", "tflite", "fp32", "mobilenet_v2", None, "XNNPACK end2end"),
-    1: ("raspberry_pi_4", "tflite", "fp32", "mobilenet_v3_small", None, "XNNPACK end2end"),
-    2: ("raspberry_pi_4", "tflite", "int8", "mobilenet_v2", None, "XNNPACK end2end"),
-    3: ("raspberry_pi_4", "torch_eager", "int8", "mobilenet_v2", None, "qnnpack"),
-    4: ("raspberry_pi_4", "torch_eager", "int8", "resnet18", None,
-        "precision not stated; the tutorial's table lists quantized models: taken as int8"),
-    5: ("raspberry_pi_4", "ncnn", "fp32", "mobilenet_v2", None, ""),
-    6: ("raspberry_pi_4", "ncnn", "fp32", "resnet18", None, ""),
-    7: ("raspberry_pi_4", "tvm", "int8", "tiny_resnet8", None, "Latent AI LEIP (TVM)"),
-    8: ("raspberry_pi_4", "tvm", "int8", "tiny_ds_cnn", None, "Latent AI LEIP (TVM)"),
-    9: ("raspberry_pi_4", "tvm", "fp32", "tiny_resnet8", None, "Latent AI LEIP (TVM)"),
-    10: ("raspberry_pi_4", "opencv", "fp32", "mobilenet_v2", None, "OpenCV DNN"),
-    11: ("raspberry_pi_4", "tflite", "int8", "ssd_mobilenet_v2", None,
-         "uint8 quantized TFLite, Python loop; NMS not in the rebuilt model"),
-    12: ("raspberry_pi_4", "ncnn", "fp32", "yolov8n", None, "Ultralytics export"),
-    13: ("raspberry_pi_4", "onnxruntime", "fp32", "yolov8n", None, "Ultralytics benchmark"),
-    14: ("jetson_nano", "tensorrt", "fp16", "alexnet", None, "torch2trt"),
-    15: ("jetson_nano", "tensorrt", "fp16", "resnet18", None, "torch2trt"),
-    16: ("jetson_nano", "tensorrt", "fp16", "vgg16", None, "torch2trt"),
-    17: ("jetson_nano", "torch_eager", "fp16", "resnet18", None, "PyTorch CUDA, model.half()"),
-    18: ("jetson_nano", "ncnn_vulkan", "fp16", "mobilenet_v2", None, "ncnn Vulkan GPU"),
-    19: ("jetson_nano", "opencv_cuda", "fp32", "resnet50_vd", None,
-         "OpenCV DNN CUDA, pre/post-processing included"),
-    20: ("jetson_nano", "tf_trt", "fp16", "ssd_mobilenet_v2", None, "TF-TRT"),
-    21: ("jetson_nano", "tensorflow", "fp32", "ssd_mobilenet_v2", None, "TensorFlow GPU"),
-    22: ("jetson_nano", "tensorrt_app", "fp16", "ssd_mobilenet_v2", None,
-         "TensorRT (UFF) application FPS, pre/post-processing included"),
-    23: ("jetson_nano", "tensorrt_app", "fp16", "yolov4_tiny", None,
-         "TensorRT application FPS, pre/post-processing included"),
-    24: ("jetson_nano", "tensorrt_app", "fp16", "yolov3", None,
-         "TensorRT application FPS, pre/post-processing included"),
-    25: ("mcu", "tflm_reference", "int8", "mcunet_proxyless_w03", None, "TF-Lite Micro"),
-    26: ("mcu", "tflite", "int8", "mcunet_proxyless_w03", None, "CMSIS-NN"),
-    27: ("mcu", "xcubeai", "int8", "mcunet_proxyless_w03", None, "X-CUBE-AI 7.3"),
-    28: ("mcu", "tinyengine", "int8", "mcunet_proxyless_w03", None, "TinyEngine"),
-    29: ("mcu", "xcubeai", "int8", None, None, _VWW),
-    30: ("mcu", "tinyengine", "int8", None, None, _VWW),
-    31: ("mcu", "xcubeai", "int8", "mcunet_in2", None, "X-CUBE-AI 7.3"),
-    32: ("mcu", "xcubeai", "int8", "mcunet_in4", None, "X-CUBE-AI 7.3"),
-    33: ("mcu", "tflite", "int8", "mobilenet_v1_025_160", 4.0e8,
-         "CMSIS-NN (uint8 extension) on a NUCLEO-H743ZI at 400 MHz"),
-    34: ("mcu", "xcubeai", "int8", "tiny_resnet8", 2.8e8, "STM32H7A3 at 280 MHz (proxy)"),
-    35: ("mcu", "xcubeai", "int8", "tiny_vww_mobilenet", 2.8e8, "STM32H7A3 at 280 MHz (proxy)"),
-    36: ("mcu", "xcubeai", "int8", "tiny_ds_cnn", 2.8e8, "STM32H7A3 at 280 MHz (proxy)"),
-    37: ("mcu", "xcubeai", "int8", "tiny_fc_autoencoder", 2.8e8, "STM32H7A3 at 280 MHz (proxy)"),
-}
+RULES_FILE = DATA / "board_rows.toml"
+#: (rules table, the CSV column its patterns read)
+TABLES = (("board", "device"), ("runtime", "framework"), ("precision", "precision"),
+          ("model", "model"))
 
 
 def training_rows() -> list[dict[str, str]]:
@@ -92,69 +57,229 @@ def training_rows() -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def board_samples(target_id: str, *, targets_dir=None) -> tuple[list[dict[str, Any]],
-                                                                 list[dict[str, Any]], dict]:
-    """(samples, left-out rows, per-class kernel ranges) for one board."""
+@lru_cache(maxsize=1)
+def rules() -> dict[str, list[dict[str, Any]]]:
+    return tomllib.loads(RULES_FILE.read_text(encoding="utf-8"))
+
+
+def _match(table: str, column: str, row: dict[str, str],
+           table_rules: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The first rule of ``table`` that reads the row; a ``{N}`` in its string values is
+    the pattern's N-th group (``build = "ultralytics-{1}"``)."""
+    for rule in table_rules.get(table, []):
+        where = rule.get("where", {})
+        m = re.search(rule["pattern"], row.get(column, ""))
+        if m and all(re.search(v, row.get(c, "")) for c, v in where.items()):
+            out = dict(rule)
+            for i, g in enumerate(m.groups(), 1):
+                out = {k: v.replace(f"{{{i}}}", g or "") if isinstance(v, str) else v
+                       for k, v in out.items()}
+            return out
+    raise ValueError(f"no [[{table}]] rule of {RULES_FILE.name} reads the {column} "
+                     f"{row.get(column)!r} (row: {row.get('model')!r} on "
+                     f"{row.get('device', '')[:50]!r}); add one")
+
+
+def read_row(row: dict[str, str], table_rules: dict | None = None) -> dict[str, Any]:
+    """How the board fit reads one published row: target, processor kind (None: the
+    runtime's default there), family, build, precision, builtin model (or ``left_out``),
+    clock and notes. :class:`ValueError` where a table has no rule for it."""
+    table_rules = table_rules or rules()
+    board, runtime, precision, model = (_match(t, c, row, table_rules) for t, c in TABLES)
+    return {"target": board["target"],
+            "processor": runtime.get("processor") or board.get("processor"),
+            "family": runtime["family"], "build": runtime.get("build"),
+            "precision": precision["precision"], "builtin": model.get("builtin"),
+            "input_shape": model.get("input_shape"),
+            "left_out": model.get("left_out"), "clock_hz": board.get("clock_hz"),
+            "notes": [r["note"] for r in (board, runtime, precision, model) if r.get("note")]}
+
+
+def device_for(target, family: str, kind: str | None) -> str:
+    """The board's device a row ran on: the board's processor of ``kind`` (``gpu``, ``cpu``)
+    where the rules name one, else the runtime's default processor there."""
+    from edgeprof.profilers.predict.runtimes import board_processors, processor_for
+
+    if kind is None:
+        return processor_for(target, family, None)[0]
+    for device, k in board_processors(target):
+        if k == kind:
+            return device
+    raise ValueError(f"{target.id} has no {kind} processor (its processors: "
+                     f"{board_processors(target)})")
+
+
+@lru_cache(maxsize=1)
+def readings() -> tuple[dict[str, Any], ...]:
+    """Every training row read (``read_row``), with its index ``id`` and device."""
+    from edgeprof.targets import get_target_registry
+
+    reg = get_target_registry()
+    out = []
+    for i, row in enumerate(training_rows()):
+        r = read_row(row)
+        r["id"] = i
+        r["device"] = device_for(reg.get(r["target"]), r["family"], r["processor"])
+        out.append(r)
+    return tuple(out)
+
+
+def calibration_name(target, device: str) -> str:
+    """``<board>--published`` for the processor the board's kind implies, else
+    ``<board>--published-<device>``."""
+    return (f"{target.id}--published" if device == target.implied_device
+            else f"{target.id}--published-{device}")
+
+
+def groups() -> list[tuple[str, str]]:
+    """The (board, device) pairs the training rows calibrate, in the file's order."""
+    return list(dict.fromkeys((r["target"], r["device"]) for r in readings()
+                              if r["builtin"] is not None))
+
+
+def build_keys(rs: list[dict[str, Any]]) -> dict[int, str]:
+    """row id -> the family key a row is fitted under: the family for its newest build on
+    the board (and for rows that name none), ``family@build`` for an older one."""
+    newest: dict[tuple[str, str], str] = {}
+    for r in rs:
+        if r["build"]:
+            k = (r["target"], r["family"])
+            newest[k] = max(newest.get(k, r["build"]), r["build"], key=build_order)
+    return {r["id"]: (f"{r['family']}@{r['build']}"
+                      if r["build"] and r["build"] != newest[(r["target"], r["family"])]
+                      else r["family"]) for r in rs}
+
+
+def build_order(build: str) -> tuple:
+    """Builds in release order: numbers compared as numbers (8.3.152 after 8.3.39, 2023-06
+    after 2020-05)."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p)
+                 for p in re.split(r"(\d+)", build) if p)
+
+
+def serial_shares(rs: list[dict[str, Any]], rows: list[dict[str, str]],
+                  big_cores: int) -> dict[str, dict[str, Any]]:
+    """family -> {serial_share, n, speedups}: Amdahl's serial share from the board's pairs
+    of rows of one family, build, precision and model at 1 thread and at all the big cores
+    (the median speedup s over the pairs: serial = (P / s - 1) / (P - 1))."""
+    from edgeprof.profilers.predict.threads import parse_threads
+    from edgeprof.targets import get_target_registry
+
+    reg = get_target_registry()
+    by: dict[tuple, dict[int, float]] = {}
+    for r in rs:
+        if r["builtin"] is None:
+            continue
+        t, _ = parse_threads(rows[r["id"]].get("threads"), r["family"], reg.get(r["target"]))
+        if t is None:
+            continue
+        key = (r["family"], r["build"], r["precision"], r["builtin"])
+        by.setdefault(key, {})[t] = float(rows[r["id"]]["latency_ms"])
+    speed: dict[str, list[float]] = {}
+    for (family, *_), ts in by.items():
+        if 1 in ts and big_cores in ts and big_cores > 1:
+            speed.setdefault(family, []).append(ts[1] / ts[big_cores])
+    out = {}
+    for family, ss in speed.items():
+        s = statistics.median(ss)
+        serial = min(1.0, max(0.0, (big_cores / s - 1.0) / (big_cores - 1.0)))
+        out[family] = {"serial_share": serial, "n": len(ss),
+                       "median_speedup": s, "speedups": sorted(ss)}
+    return out
+
+
+def board_samples(target_id: str, device: str | None = None, *, targets_dir=None
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict, dict]:
+    """(samples, left-out rows, per-class kernel ranges, fitted serial shares) for one
+    board's processor ``device`` (default: the one the board's kind implies)."""
     from edgeprof.core.models import resolve_model
     from edgeprof.profilers.estimate.analytic import estimate_model
     from edgeprof.profilers.predict.kernels import features, kernel_ranges, kernels_of
-    from edgeprof.profilers.predict.threads import family_info, parse_threads, work_scale
+    from edgeprof.profilers.predict.predictor import processor_kind_of
+    from edgeprof.profilers.predict.runtimes import executed_precision, on_device
+    from edgeprof.profilers.predict.threads import (big_cores, family_info, parse_threads,
+                                                    work_scale)
     from edgeprof.targets import get_target_registry
 
-    target = get_target_registry(targets_dir).get(target_id)
+    board = get_target_registry(targets_dir).get(target_id)
+    device = device or board.implied_device
+    target = on_device(board, device)
     rows = training_rows()
+    mine = [r for r in readings() if r["target"] == target_id and r["device"] == device]
+    keys = build_keys(mine)
+    shares = serial_shares(mine, rows, big_cores(target))
     samples, skipped, ranges = [], [], {}
-    handles: dict[str, Any] = {}
-    for i, row in enumerate(rows):
-        tid, family, precision, model, clock, note = ROWS[i]
-        if tid != target_id:
+    handles: dict[tuple, Any] = {}
+    for r in mine:
+        i, row = r["id"], rows[r["id"]]
+        if r["builtin"] is None:
+            skipped.append({"id": i, "model": row["model"], "reason": r["left_out"]})
             continue
-        if model is None:
-            skipped.append({"id": i, "model": row["model"], "reason": note})
-            continue
-        handle = handles.setdefault(model, resolve_model(f"builtin:{model}"))
-        est = estimate_model(handle, target, precision)
-        kernels = kernels_of(est, family)
+        family, precision = r["family"], r["precision"]
+        shape = r.get("input_shape")
+        key = (r["builtin"], tuple(shape or ()))
+        if key not in handles:
+            handles[key] = resolve_model(f"builtin:{r['builtin']}",
+                                         input_shapes=[shape] if shape else None)
+        handle = handles[key]
+        executed = executed_precision(target, precision)
+        est = estimate_model(handle, target, executed)
+        kernels = kernels_of(est, family, processor_kind_of(target))
         threads, threads_note = parse_threads(row.get("threads"), family, target)
-        serial = float(family_info(family)["serial_share"])
+        fitted = shares.get(family)
+        serial = float(fitted["serial_share"] if fitted else family_info(family)["serial_share"])
         published = float(row["latency_ms"])
         scale = 1.0
-        if clock is not None and target.frequency is not None:
-            scale = clock / float(target.frequency.value)
+        if r["clock_hz"] is not None and target.frequency is not None:
+            scale = float(r["clock_hz"]) / float(target.frequency.value)
         for c, (lo, hi) in kernel_ranges(kernels).items():
-            r = ranges.setdefault(c, [lo, hi])
-            ranges[c] = [min(r[0], lo), max(r[1], hi)]
+            rg = ranges.setdefault(c, [lo, hi])
+            ranges[c] = [min(rg[0], lo), max(rg[1], hi)]
         samples.append({
-            "id": i, "model": model, "published_model": row["model"], "family": family,
-            "precision": precision, "latency_ms": published * scale,
+            "id": i, "model": r["builtin"], "published_model": row["model"],
+            "family": keys[i], "runtime": family, "build": r["build"],
+            "precision": executed, "published_precision": row["precision"],
+            "latency_ms": published * scale,
             "published_latency_ms": published, "clock_scale": scale,
-            "framework": row["framework"], "source": row["source"], "note": note,
+            "framework": row["framework"], "source": row["source"],
+            "note": "; ".join(r["notes"]),
             "threads": threads, "threads_published": row.get("threads"),
             "threads_note": threads_note, "serial_share": serial,
             "work_scale": work_scale(threads, target, serial),
             "features": features(kernels)})
-    return samples, skipped, ranges
+    return samples, skipped, ranges, shares
 
 
-def winograd_board(target) -> bool:
-    """Whether the board's fit is offered the ``+winograd`` groupings: a GPU board, whose
-    runtimes (cuDNN, TensorRT, ncnn-Vulkan) run 3x3 stride-1 convolutions by Winograd."""
-    return getattr(target, "kind", "") in ("gpu", "edge_gpu")
+def winograd_board(target, samples: list[dict[str, Any]] | None = None) -> bool:
+    """Whether the board processor's fit is offered the ``+winograd`` groupings: a GPU, whose
+    runtimes (cuDNN, TensorRT, ncnn-Vulkan) run 3x3 stride-1 convolutions by Winograd, or
+    a processor where one of the rows' runtimes does (ncnn and MNN on an Arm CPU:
+    runtimes.toml ``winograd``)."""
+    if getattr(target, "kind", "") in ("gpu", "edge_gpu"):
+        return True
+    return any(float(s["features"].get("conv3x3_roofline_ms") or 0.0) > 0
+               for s in samples or ())
 
 
-def fit_board(target_id: str, *, targets_dir=None) -> dict[str, Any]:
-    """A board's rows and the model leave-one-out chooses for them (grouping, shrink, the
-    winner's leave-one-out predictions and its own calibrated spread): the first half of
-    :func:`build_board`, which the other boards' interval priors read."""
+def fit_board(target_id: str, device: str | None = None, *, targets_dir=None
+              ) -> dict[str, Any]:
+    """A board processor's rows and the model leave-one-out chooses for them (grouping,
+    shrink, the winner's leave-one-out predictions and its own calibrated spread): the first
+    half of :func:`build_board`, which the other boards' interval priors read."""
     from edgeprof.profilers.predict.fit import method_sigmas, select_model
+    from edgeprof.profilers.predict.runtimes import on_device
     from edgeprof.targets import get_target_registry
 
-    target = get_target_registry(targets_dir).get(target_id)
-    samples, skipped, ranges = board_samples(target_id, targets_dir=targets_dir)
-    winograd = winograd_board(target)
+    board = get_target_registry(targets_dir).get(target_id)
+    device = device or board.implied_device
+    target = on_device(board, device)
+    samples, skipped, ranges, shares = board_samples(target_id, device,
+                                                     targets_dir=targets_dir)
+    winograd = winograd_board(target, samples)
     grouping, shrink, spreads, loo = select_model(samples, winograd=winograd)
     own = method_sigmas(samples, loo["predicted"], loo["methods"])
-    return {"target": target, "samples": samples, "skipped": skipped, "ranges": ranges,
+    return {"target": target, "device": device, "samples": samples, "skipped": skipped,
+            "ranges": ranges, "serial_shares": shares,
             "winograd": winograd, "grouping": grouping, "shrink": shrink,
             "spreads": spreads, "loo": loo, "own_sigma": own["log_sigma_calibrated"],
             "n_calibrated": own["n_calibrated"]}
@@ -175,10 +300,10 @@ def cross_board_sigma(fitted: dict[str, dict[str, Any]], target_id: str
     return math.sqrt(sum(k * s * s for k, s in parts) / n), n
 
 
-def build_board(target_id: str, *, targets_dir=None, fitted: dict[str, Any] | None = None,
-                prior_sigma: float | None = None, prior_rows: int = 0
-                ) -> tuple[Any, list[dict[str, Any]]]:
-    """Fit one board's calibration (with its nested leave-one-out error); returns
+def build_board(target_id: str, device: str | None = None, *, targets_dir=None,
+                fitted: dict[str, Any] | None = None, prior_sigma: float | None = None,
+                prior_rows: int = 0) -> tuple[Any, list[dict[str, Any]]]:
+    """Fit one board processor's calibration (with its nested leave-one-out error); returns
     (calibration, left-out rows). ``prior_sigma`` (the other boards' calibrated spread,
     :func:`cross_board_sigma`) is pooled into the calibrated interval spread, in the shipped
     fit and in every nested fold alike."""
@@ -187,15 +312,24 @@ def build_board(target_id: str, *, targets_dir=None, fitted: dict[str, Any] | No
     from edgeprof.profilers.predict.fit import (PRIOR_SIGMA_WEIGHT, cv_summary, fit,
                                                 method_sigmas, nested_leave_one_out)
     from edgeprof.profilers.predict.predictor import fingerprint_of
+    from edgeprof.targets import get_target_registry
 
-    f = fitted or fit_board(target_id, targets_dir=targets_dir)
+    f = fitted or fit_board(target_id, device, targets_dir=targets_dir)
     target, samples, skipped, ranges = f["target"], f["samples"], f["skipped"], f["ranges"]
     grouping, shrink, loo = f["grouping"], f["shrink"], f["loo"]
     params = fit(samples, grouping, shrink=shrink)
     params["grouping_spreads"] = f["spreads"]
+    shares = f.get("serial_shares") or {}
+    params["serial_share"] = {fam: v["serial_share"] for fam, v in shares.items()}
+    params["serial_share_fit"] = {
+        fam: {"n_pairs": v["n"], "median_speedup": v["median_speedup"],
+              "source": "rows of one build, precision and model at 1 thread and at all the "
+                        "big cores (Amdahl: serial = (P / speedup - 1) / (P - 1), median "
+                        "speedup over the pairs)"} for fam, v in shares.items()}
     nested = nested_leave_one_out(samples, winograd=f["winograd"], prior_sigma=prior_sigma)
     cv = cv_summary(samples, nested["predicted"], nested["methods"])
-    cv["method"] = "nested leave-one-out"
+    cv["method"] = ("nested leave-one-out" if nested["folds"] == "leave-one-out"
+                    else f"nested {nested['folds']} cross-validation")
     # the intervals' spreads: the chosen model's leave-one-out on every row (the procedure
     # whose coverage the nested figures below measure, fold by fold)
     cv.update(method_sigmas(samples, loo["predicted"], loo["methods"], prior_sigma))
@@ -206,19 +340,26 @@ def build_board(target_id: str, *, targets_dir=None, fitted: dict[str, Any] | No
                                          "leave-one-out spreads, pooled by their rows"})
     cv["nested_log_sigma"] = method_sigmas(samples, nested["predicted"],
                                            nested["methods"])["log_sigma"]
-    cv.update(nested_coverage(samples, nested))
-    for e, choice, sg in zip(cv["errors"], nested["choices"], nested["sigmas"]):
+    cover = nested_coverage(samples, nested)
+    per_row = cover.pop("rows")
+    cv.update(cover)
+    for e, choice, sg, (inside, width) in zip(cv["errors"], nested["choices"],
+                                              nested["sigmas"], per_row):
         e["chosen"], e["log_sigma"] = choice, sg
+        e["interval_held"], e["interval_width"] = inside, width
     runtimes = {}
+    builds = {s["family"]: s.get("build") for s in samples}
     for key, v in params.pop("factors").items():
         family, precision = key.split("/")
-        runtimes[key] = {"family": family, "precision": precision, "version": None,
+        runtimes[key] = {"family": family, "precision": precision,
+                         "version": builds.get(family),
                          "factor": v["factor"], "n": v["n"],
                          "sources": sorted({s["framework"] for s in samples
                                             if s["family"] == family
                                             and s["precision"] == precision})}
     cal = Calibration(
-        name=f"{target_id}--published", target=target_id, fingerprint=fingerprint_of(target),
+        name=calibration_name(get_target_registry(targets_dir).get(target_id),
+                              f["device"]), target=target_id, fingerprint=fingerprint_of(target),
         runtimes=runtimes, parameters=params, cv=cv, ranges=ranges, samples=samples,
         created_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         edgeprof_version=__version__,
@@ -246,6 +387,7 @@ def nested_coverage(samples: list[dict[str, Any]], nested: dict[str, Any]) -> di
                                 nested["sigmas"], gaps):
         lo, hi = interval_bounds(p, sg, gap, float(s["features"]["roofline_total_ms"]))
         rows.append((m, lo <= s["latency_ms"] <= hi, hi / lo))
+    out["rows"] = [(bool(inside), float(w)) for _, inside, w in rows]
     for label, keep in (("", lambda m: True), ("_calibrated", lambda m: m == "calibrated"),
                         ("_transfer", lambda m: m != "calibrated")):
         sel = [(inside, w) for m, inside, w in rows if keep(m)]
@@ -279,26 +421,40 @@ def prior_from(cals: list[Any]) -> dict[str, Any]:
             "p90_ratio": float(np.percentile(ratios, 90)), "n": len(ratios),
             "source": "measured/roofline of the published board measurements in "
                       "device_measurements_train.csv used by the shipped calibrations "
-                      "(Raspberry Pi 4, Jetson Nano, STM32H743/H7A3), each at the board's "
+                      "(Raspberry Pi 4 and 5, Jetson Nano, STM32 boards), each at the board's "
                       "big cores (divided by the thread law's work factor of the threads it "
                       "ran)"}
 
 
 def build_all(write: bool = False, *, targets_dir=None) -> dict[str, tuple[Any, list]]:
-    """Every board's calibration; with ``write`` also the package's data files."""
+    """Every board processor's calibration, by calibration name; with ``write`` also the
+    package's data files (a shipped calibration no longer fitted is removed)."""
     import json
 
     from edgeprof.core.io import write_json
 
-    fitted = {t: fit_board(t, targets_dir=targets_dir) for t in BOARDS}
+    fitted = {}
+    for t, device in groups():
+        f = fit_board(t, device, targets_dir=targets_dir)
+        fitted[calibration_name(get_registry_target(t, targets_dir), device)] = f
     out = {}
-    for t in BOARDS:
-        prior, rows = cross_board_sigma(fitted, t)
-        out[t] = build_board(t, targets_dir=targets_dir, fitted=fitted[t], prior_sigma=prior,
-                             prior_rows=rows)
+    for name, f in fitted.items():
+        prior, rows = cross_board_sigma(fitted, name)
+        out[name] = build_board(f["target"].base_id, f["device"], targets_dir=targets_dir,
+                                fitted=f, prior_sigma=prior, prior_rows=rows)
     if write:
-        for t, (cal, _) in out.items():
-            cal.save(DATA / "calibrations" / f"{t}--published.json")
+        folder = DATA / "calibrations"
+        for old_file in folder.glob("*--published*.json"):
+            if old_file.stem not in out:
+                old_file.unlink()
+        for name, (cal, _) in out.items():
+            cal.save(folder / f"{name}.json")
         write_json(DATA / "prior.json", prior_from([c for c, _ in out.values()]))
         json.loads((DATA / "prior.json").read_text())
     return out
+
+
+def get_registry_target(target_id: str, targets_dir=None):
+    from edgeprof.targets import get_target_registry
+
+    return get_target_registry(targets_dir).get(target_id)

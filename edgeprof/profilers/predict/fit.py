@@ -73,11 +73,11 @@ SHRINK = 1.0
 #: count as n against a prior worth ``shrink`` rows at a factor of 1)
 SHRINKS = (0.25, 0.5, 1.0)
 ITERATIONS = 25
-#: the multiplications Winograd's F(2x2, 3x3) saves on a 3x3 stride-1 convolution: 36 per
-#: 2x2 outputs directly, 16 transformed (Lavin & Gray, CVPR 2016); the ``conv3x3`` group's
-#: theta is at least 1 / this (the larger tiles cuDNN also has, F(4x4, 3x3), save 4x: the
-#: smaller gain is the conservative bound)
-WINOGRAD_GAIN = 2.25
+#: the multiplications Winograd's F(4x4, 3x3) saves on a 3x3 stride-1 convolution: 144 per
+#: 4x4 outputs directly, 36 transformed (Lavin & Gray, CVPR 2016; cuDNN's WINOGRAD_NONFUSED
+#: and ncnn's Arm conv3x3s1_winograd43 use it, F(2x2, 3x3) saves 2.25x, ncnn's F(6x6, 3x3)
+#: 5.1x); the ``conv3x3`` group's theta is at least 1 / this
+WINOGRAD_GAIN = 4.0
 #: the pseudo-class of dense 3x3 stride-1 convolutions (a part of ``conv``) in a grouping
 CONV3X3 = "conv3x3"
 _SPLIT_COMPUTE = ("conv", "pointwise", "linear", "recurrent", "attention")
@@ -98,8 +98,10 @@ for _g in ("tied", "compute_memory", "split", "split_linear"):  # the same, 3x3 
 #: the groupings a board's fit chooses among by leave-one-out (``select_model``)
 CANDIDATE_GROUPINGS = ("tied", "compute_memory", "split", "split_linear")
 #: offered besides on a GPU board, whose runtimes run 3x3 stride-1 convolutions by Winograd
-#: (cuDNN's and TensorRT's WINOGRAD algorithms, ncnn's Vulkan winograd shaders); CPU runtimes
-#: differ (XNNPACK, ONNX Runtime's MLAS and QNNPACK have none) and MCU kernels have none
+#: (cuDNN's and TensorRT's WINOGRAD algorithms, ncnn's Vulkan winograd shaders), and on a CPU
+#: where one of the rows' runtimes does (ncnn, MNN: runtimes.toml ``winograd``); others
+#: have none (XNNPACK, ONNX Runtime's MLAS and QNNPACK, MCU kernels), and their kernels stay
+#: in ``conv`` (kernels.runs_winograd)
 WINOGRAD_GROUPINGS = tuple(f"{g}+winograd" for g in CANDIDATE_GROUPINGS)
 Z90 = 1.645
 PRECISION_TRANSFER_WIDENING = 1.5  # sigma x 1.5 for a precision the rows never ran
@@ -585,29 +587,45 @@ def row_sigma(sigmas: dict[str, Any], method: str, factors: dict[str, Any] | Non
     return max(s, float(st)) if st is not None else s
 
 
+#: above this many rows the nested cross-validation holds out a tenth at a time (rows i,
+#: i + 10, ... together) instead of one row: the inner choice is a leave-one-out over the
+#: rest, so nested leave-one-out costs n^3 fits (an 80-row board: about twenty minutes)
+NESTED_FOLDS_ABOVE = 30
+NESTED_FOLDS = 10
+
+
 def nested_leave_one_out(samples: list[dict[str, Any]], *, winograd: bool = False,
                          shrinks: tuple[float, ...] = SHRINKS,
-                         prior_sigma: float | None = None) -> dict[str, Any]:
+                         prior_sigma: float | None = None,
+                         folds: int | None = None) -> dict[str, Any]:
     """Each row predicted by the model :func:`select_model` chooses *without it* (the
     grouping and shrink chosen again on the other rows), with the method the predictor would
     use, and the 90 % interval the predictor would give it: the log spreads of that inner
     leave-one-out (:func:`row_sigma`; its calibrated spread pooled with ``prior_sigma``
-    where given), reaching to the family factor's gap (:func:`sample_gap`). Returns
-    ``{"predicted", "methods", "sigmas", "choices", "gaps"}`` per row."""
-    pred, meth, sig, choice, gaps = [], [], [], [], []
-    for i, s in enumerate(samples):
-        rest = samples[:i] + samples[i + 1:]
+    where given), reaching to the family factor's gap (:func:`sample_gap`). Rows are held
+    out one at a time, or ``folds`` at a time above ``NESTED_FOLDS_ABOVE`` rows (default
+    ``NESTED_FOLDS``; row i in fold i mod folds): each is still predicted by a fit and a
+    choice that never saw it. Returns ``{"predicted", "methods", "sigmas", "choices",
+    "gaps", "folds"}`` per row."""
+    n = len(samples)
+    if folds is None:
+        folds = NESTED_FOLDS if n > NESTED_FOLDS_ABOVE else n
+    folds = max(1, min(folds, n))
+    out: dict[int, tuple] = {}
+    for k in range(folds):
+        held = [i for i in range(n) if i % folds == k]
+        rest = [s for i, s in enumerate(samples) if i % folds != k]
         g, sh, _, inner = select_model(rest, winograd=winograd, shrinks=shrinks)
         params = fit(rest, g, shrink=sh)
-        p, m = predict_sample_method(params, s)
         sigmas = method_sigmas(rest, inner["predicted"], inner["methods"], prior_sigma)
-        pred.append(p)
-        meth.append(m)
-        sig.append(row_sigma(sigmas, m, params["factors"]))
-        gaps.append(sample_gap(params, s))
-        choice.append(f"{g} shrink {sh:g}")
-    return {"predicted": pred, "methods": meth, "sigmas": sig, "choices": choice,
-            "gaps": gaps}
+        for i in held:
+            p, m = predict_sample_method(params, samples[i])
+            out[i] = (p, m, row_sigma(sigmas, m, params["factors"]),
+                      sample_gap(params, samples[i]), f"{g} shrink {sh:g}")
+    cols = list(zip(*(out[i] for i in range(n)))) if n else [()] * 5
+    return {"predicted": list(cols[0]), "methods": list(cols[1]), "sigmas": list(cols[2]),
+            "gaps": list(cols[3]), "choices": list(cols[4]),
+            "folds": "leave-one-out" if folds == n else f"{folds}-fold"}
 
 
 def cv_summary(samples: list[dict[str, Any]], predicted: list[float],

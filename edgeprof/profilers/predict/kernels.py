@@ -5,7 +5,10 @@ The classes (nn-Meter's kernel split, reduced to what the estimate's rows can te
 * ``conv`` -- a dense convolution with a kernel larger than 1x1 (or grouped),
 * ``depthwise`` -- one filter per channel,
 * ``pointwise`` -- 1x1 (``macs == input elements x output channels``),
-* ``linear`` -- fully connected, GEMM,
+* ``linear`` -- fully connected on one row (a batch-1 classifier: a matrix-vector product
+  that reads every weight once), and any GEMM-like op we do not know by name; a linear
+  layer over ``LINEAR_ROWS_AS_POINTWISE`` rows or more (a transformer's tokens) is the
+  same GEMM as a 1x1 convolution over as many pixels, and is classed ``pointwise``,
 * ``recurrent`` -- LSTM / GRU / RNN layers (a small GEMM per time step, in sequence),
 * ``attention`` -- activation x activation matmuls and attention blocks,
 * ``pooling`` -- max/average/global pooling and reductions,
@@ -78,6 +81,9 @@ class Kernel:
     compute_ms: float = 0.0
     memory_ms: float = 0.0
     detail: dict[str, Any] = field(default_factory=dict)
+    #: whether the runtime runs a dense 3x3 stride-1 convolution by Winograd on this
+    #: processor (runtimes.toml ``winograd``); the geometry alone does not make it so
+    runtime_winograd: bool = True
 
     @property
     def fused(self) -> bool:
@@ -89,7 +95,7 @@ class Kernel:
         reduction depth a multiple of 9 (in/groups x 3 x 3) and k^2/s^2 about 9 (7.5-9.5:
         'same' padding gives 9, no padding 9 (H-2)^2/H^2, 8.4 on a 28x28 map; 3x3/2 is
         2.25, 5x5/2 6.25, 7x7/2 12.25, AlexNet's 11x11/4 7.3 with a depth of 363)."""
-        if self.kclass != "conv":
+        if self.kclass != "conv" or not self.runtime_winograd:
             return False
         depth = float(self.detail.get("depth", 0.0))
         k2s = float(self.detail.get("k2_over_s2", 0.0))
@@ -114,6 +120,20 @@ def _conv_class(row) -> tuple[str, dict[str, Any]]:
     return "conv", detail
 
 
+#: a weighted GEMM over this many rows or more reuses each weight like a 1x1 convolution:
+#: ``pointwise``, not the weight-streaming ``linear`` of a batch-1 classifier
+LINEAR_ROWS_AS_POINTWISE = 8
+
+
+def _linear_class(row) -> tuple[str, dict[str, Any]]:
+    """``linear`` for a matrix-vector product (one row of activations), ``pointwise`` for
+    a GEMM over many rows (macs / weights = the rows that share each weight)."""
+    weights = float(row.parameter_count or 0)
+    rows = float(row.macs) / weights if weights > 0 and row.macs > 0 else 1.0
+    detail = {"rows": round(rows, 2)}
+    return ("pointwise" if rows >= LINEAR_ROWS_AS_POINTWISE else "linear"), detail
+
+
 def classify(row) -> tuple[str, dict[str, Any]]:
     """The latency class of one estimate row (see the module docstring)."""
     op = row.op_type.lower()
@@ -121,12 +141,12 @@ def classify(row) -> tuple[str, dict[str, Any]]:
         return _conv_class(row) if row.macs > 0 else ("elementwise", {})
     if op in _ATTENTION:
         return "attention", {}
-    if op in _MATMUL:
-        return ("linear" if row.parameter_count > 0 else "attention"), {}
+    if op in _MATMUL and row.parameter_count <= 0:
+        return "attention", {}
     if op in _RECURRENT:
         return "recurrent", {}
-    if op in _LINEAR:
-        return "linear", {}
+    if op in _LINEAR or op in _MATMUL:
+        return _linear_class(row)
     if op in _POOL:
         return "pooling", {}
     if row.macs > 0:  # an op with MACs we do not know by name: a GEMM-like kernel
@@ -148,8 +168,21 @@ def fusions_of(family: str | None) -> tuple[frozenset[str], bool, bool]:
     return frozenset(ops), "identity" in kinds, "elementwise" in kinds
 
 
-def kernels_of(estimate, family: str | None = None) -> list[Kernel]:
-    """The estimate's rows as kernels, with the rows ``family`` fuses marked."""
+def runs_winograd(family: str | None, kind: str | None) -> bool:
+    """Whether ``family`` runs dense 3x3 stride-1 convolutions by Winograd on a processor of
+    ``kind`` (runtimes.toml ``winograd``: the processor kinds where it does; GPU libraries
+    by default). Unknown family or kind: True (the fit's groupings decide)."""
+    if family is None or kind is None:
+        return True
+    from edgeprof.profilers.predict.threads import family_info
+
+    return kind in family_info(family).get("winograd", ("gpu",))
+
+
+def kernels_of(estimate, family: str | None = None, kind: str | None = None) -> list[Kernel]:
+    """The estimate's rows as kernels, with the rows ``family`` fuses marked, and whether it
+    runs 3x3 convolutions by Winograd on a processor of ``kind`` (cpu, gpu ...)."""
+    wino = runs_winograd(family, kind)
     fusable, drop_identity, fuse_elementwise = fusions_of(family)
     out: list[Kernel] = []
     anchor: Kernel | None = None
@@ -162,7 +195,8 @@ def kernels_of(estimate, family: str | None = None) -> list[Kernel]:
                    roofline_ms=float(row.roofline_latency_ms), detail=detail,
                    param_bytes=float(row.parameter_bytes),
                    compute_ms=float(getattr(row, "compute_ms", 0.0) or 0.0),
-                   memory_ms=float(getattr(row, "memory_ms", 0.0) or 0.0))
+                   memory_ms=float(getattr(row, "memory_ms", 0.0) or 0.0),
+                   runtime_winograd=wino)
         same = anchor is not None and int(row.output_elements) == anchor_elems
         if drop_identity and op in _IDENTITY and row.macs == 0:
             k.fused_into = "(removed)"

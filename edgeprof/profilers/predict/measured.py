@@ -291,6 +291,12 @@ def _log_rmse(samples, preds) -> float:
                                   for s, p in zip(samples, preds)])))
 
 
+def _kind(target) -> str:
+    from edgeprof.profilers.predict.predictor import processor_kind_of
+
+    return processor_kind_of(target)
+
+
 def choose_lambda(prior: np.ndarray, samples: list[dict[str, Any]]) -> float | None:
     """The ridge strength with the smallest leave-one-out log error (None: level only)."""
     if len(samples) < SHAPE_MIN_ROWS:
@@ -388,7 +394,7 @@ def calibrate_from_measurements(path: str | os.PathLike, target, family: str, *,
         except Exception as e:  # a user's factory can raise anything
             raise _bad(path, r.line, f"model {r.model!r} does not load: {type(e).__name__}: "
                                      f"{str(e).splitlines()[0] if str(e) else ''}") from None
-        kernels = kernels_of(est, family)
+        kernels = kernels_of(est, family, _kind(target))
         for c, (lo, hi) in kernel_ranges(kernels).items():
             old = ranges.setdefault(c, [lo, hi])
             ranges[c] = [min(old[0], lo), max(old[1], hi)]

@@ -173,6 +173,45 @@ def check_threads(threads: int | None, target) -> None:
                         + (f"1 to {n}" if n > 1 else "1"))
 
 
+def processor_kind_of(target) -> str:
+    """cpu, gpu, npu or mcu: the kind of processor a target (or a processor's view of a
+    board) describes."""
+    from edgeprof.profilers.predict.runtimes import KIND_OF_TARGET
+
+    return KIND_OF_TARGET.get(getattr(target, "kind", ""), "cpu")
+
+
+def runtime_of(family_key: str) -> str:
+    """The runtime family of a calibration's family key (``ncnn`` for ``ncnn@2020-05``, an
+    older build's rows: boards.py)."""
+    return family_key.split("@", 1)[0]
+
+
+def build_key(backend: str, runtime_version: str | None, cands: list[Calibration]) -> str:
+    """The family key a prediction for ``backend`` at build ``runtime_version`` reads:
+    ``backend@build`` where a calibration holds rows of that older build, else ``backend``
+    (the newest build's rows; a calibration fitted with another build warns)."""
+    if runtime_version:
+        key = f"{backend}@{runtime_version}"
+        if any(e.get("family") == key for c in cands for e in c.runtimes.values()):
+            return key
+    return backend
+
+
+def kernels_family(backend: str, target, cands: list[Calibration]) -> str | None:
+    """The family whose rows predict ``backend`` on ``target``'s processor where it has none
+    of its own and runs that family's kernels there (``runtimes.toml`` ``kernels_on``: TFLite
+    Micro runs CMSIS-NN on a microcontroller); else None."""
+    from edgeprof.profilers.predict.runtimes import KIND_OF_TARGET
+
+    other = (family_info(backend).get("kernels_on") or {}).get(
+        KIND_OF_TARGET.get(getattr(target, "kind", ""), ""))
+    if not other:
+        return None
+    fams = {e.get("family") for c in cands for e in c.runtimes.values()}
+    return other if other in fams and backend not in fams else None
+
+
 def _cal_threads(cal: Calibration, family: str) -> int | None:
     """The one thread count a calibration's rows of ``family`` ran at, else None."""
     ts = {s.get("threads") for s in cal.samples if s.get("family") == family}
@@ -277,7 +316,8 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
     runtime_transfer = source_precision is None and cal.entry(backend, compute) is None
     src = compute if runtime_transfer else (source_precision or compute)
     roof = float(estimate.roofline_latency_ms)
-    kernels = kernels_of(estimate, backend)
+    runtime = runtime_of(backend)  # "ncnn" for a build's key "ncnn@2020-05"
+    kernels = kernels_of(estimate, runtime, processor_kind_of(target))
     feats = features(kernels)
     params = dict(cal.parameters)
     factors = {k: float(v["factor"]) for k, v in cal.runtimes.items()}
@@ -299,7 +339,7 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
                          f"least {p}'s rate on {target.id} with fewer bytes")
             factor = f
     # -- threads -------------------------------------------------------------------------
-    serial, fitted = _serial(cal, backend)
+    serial, fitted = _serial(cal, runtime)
     ws = work_scale(threads, target, serial)
     seen = {s.get("threads") for s in cal.samples if s.get("family") == backend} - {None}
     thread_transfer = threads is not None and bool(seen) and threads not in seen
@@ -413,7 +453,7 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
                      + (f"; transferred from the rows' "
                         f"{', '.join(str(x) for x in sorted(seen))} thread(s) by "
                         f"Amdahl's law, serial share {serial:.3g} "
-                        f"({'fitted' if fitted else 'prior: ' + family_info(backend)['serial_share_source'][:80] + '...'})"
+                        f"({'fitted' if fitted else 'prior: ' + family_info(runtime)['serial_share_source'][:80] + '...'})"
                         if thread_transfer else ""))
     if outside:
         shown = ", ".join(outside[:5]) + (f" and {len(outside) - 5} more" if len(outside) > 5
@@ -552,7 +592,14 @@ def _predict(estimate, target, backend: str, compute: str, *, threads: int | Non
     the processor has a rate for (``estimate`` is at it)."""
     precision = compute
     roof = float(estimate.roofline_latency_ms)
-    cal, src = _resolve(calibration, target, backend, compute, dirs)
+    key, borrowed = backend, None
+    if calibration is None:
+        cands = calibrations_for(base_id(target), dirs)
+        if runtime_version:  # an older build's own rows, where shipped
+            key = build_key(backend, runtime_version, cands)
+        borrowed = kernels_family(backend, target, cands)
+        key = borrowed or key
+    cal, src = _resolve(calibration, target, key, compute, dirs)
     t, why = resolve_threads(threads, target, backend, cal)
     if cal is None:
         serial = float(family_info(backend)["serial_share"])
@@ -568,5 +615,14 @@ def _predict(estimate, target, backend: str, compute: str, *, threads: int | Non
         return p
     if cal.parameters.get("basis") == "work":
         t = threads  # a host calibration: measured at the backend's own thread setting
-    return predict_with(cal, estimate, target, backend, compute, source_precision=src,
-                        threads=t, threads_note=why, runtime_version=runtime_version)
+    p = predict_with(cal, estimate, target, key, compute, source_precision=src,
+                     threads=t, threads_note=why, runtime_version=runtime_version)
+    if key != backend:
+        p.backend = backend
+        p.notes.insert(1, (f"{backend} runs {key}'s kernels on {base_id(target)}'s "
+                           f"{target.implied_device} ({family_info(backend).get('kernels_on_source', '')}): "
+                           f"predicted from {key}'s rows") if borrowed else
+                       (f"build {runtime_version}: the rows of {backend} build "
+                        f"{runtime_version} ({key} in {cal.name})"))
+        p.note = "; ".join(p.notes)
+    return p

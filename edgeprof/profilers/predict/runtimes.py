@@ -8,10 +8,12 @@ against before it is given.
   then its ``[processors.X]`` tables), each of a kind (the target's kind for the implied
   one: ``edge_gpu`` -> gpu, ``mcu`` -> mcu ...; a table's ``kind``). A family missing from
   the file takes the devices its backend class declares (cuda -> gpu), else the CPU.
-* **Precisions.** An edgeprof backend offers the precisions its class declares
-  (``Capabilities.precisions``); a prediction-only family (a runtime the published board
-  rows name that no edgeprof backend runs: ncnn, xcubeai, tinyengine ...) the ones its
-  ``data/runtimes.toml`` entry lists.
+* **Precisions.** A family offers the precisions its ``data/runtimes.toml`` entry lists
+  (``precisions``: what the runtime runs on a board, for a prediction-only family -- a
+  runtime the published board rows name that no edgeprof backend runs: xcubeai, tinyengine
+  ... -- and for a backend whose build here lacks one: ncnn's int8 needs tools its wheel
+  does not carry, yet ncnn runs int8 on a board); else the ones its edgeprof backend's
+  class declares (``Capabilities.precisions``).
 * **Executed precision.** A processor with no rate for a precision's compute type (a
   Cortex-A72 has no fp16 arithmetic) does not run it: the runtime falls back to the
   precision whose peak the roofline takes (fp32), and the prediction is that precision's.
@@ -79,7 +81,7 @@ def on_device(target: Any, device: str | None) -> Any:
     # not drive its kernels), and so are its cores, peaks and clock
     kind = {"cpu": "edge_cpu", "gpu": "edge_gpu"}.get(proc.kind, proc.kind)
     changes: dict[str, Any] = {"peak_compute": dict(proc.peak_compute), "cores": proc.cores,
-                               "kind": kind}
+                               "kind": kind, "view_device": device}
     if proc.bandwidth is not None:
         changes["bandwidth"] = proc.bandwidth
     if proc.frequency is not None:
@@ -229,13 +231,13 @@ def family_processors(family: str, registry: Any = None,
 def offered_precisions(family: str, registry: Any = None) -> tuple[tuple[str, ...] | None, str]:
     """(the precisions ``family`` offers, their source); None where nothing says (a family
     of neither an edgeprof backend nor ``data/runtimes.toml``'s precisions)."""
+    own = _table().get(family, {})
+    if "precisions" in own:  # what the runtime offers on a board, beyond what is built here
+        return tuple(own["precisions"]), str(own.get("precisions_source", ""))
     cls = _backend_class(family, registry)
     if cls is not None:
         return (tuple(cls.capabilities.precisions),
                 f"as edgeprof's {family} backend declares")
-    own = _table().get(family, {})
-    if "precisions" in own:
-        return tuple(own["precisions"]), str(own.get("precisions_source", ""))
     return None, ""
 
 

@@ -92,8 +92,10 @@ def test_shipped_samples_carry_their_threads():
     cal = next(c for c in calibrations_for("raspberry_pi_4", [SHIPPED_DIR]))
     by_id = {s["id"]: s for s in cal.samples}
     assert by_id[0]["threads"] == 4  # XNNPACK, 'multi-threaded (4 cores)'
-    assert by_id[11]["threads"] == 1  # TFLite, not stated: the interpreter's default
-    assert by_id[11]["work_scale"] > 2
+    (ssd,) = [s for s in cal.samples if s["family"] == "tflite"
+              and s["published_model"].startswith("SSD MobileNet v2")]
+    assert ssd["threads"] == 1  # TFLite, not stated: the interpreter's default
+    assert ssd["work_scale"] > 1.5
     assert all("threads_note" in s for s in cal.samples)
 
 
@@ -104,10 +106,10 @@ def test_tensorrt_fp32_is_never_faster_than_fp16_on_the_nano(nano, registry, use
         fp16 = predict_latency(_est(model, nano, "fp16", registry), nano, "tensorrt")
         fp32 = predict_latency(_est(model, nano, "fp32", registry), nano, "tensorrt")
         assert fp16.provenance == fp32.provenance == "predicted"
-        assert fp16.method == "calibrated" and fp32.method == "precision transfer"
+        # fp32 has one row now (EfficientFormer-L3, trtexec): its factor is raised to fp16's
+        # where fp16's is larger, so fp32 is never the faster
+        assert fp16.method == "calibrated" and fp32.method == "calibrated"
         assert fp32.value_ms >= fp16.value_ms
-        assert fp32.high_ms / fp32.low_ms > fp16.high_ms / fp16.low_ms  # wider
-        assert "throughput ratio fp32/fp16 = 0.5" in fp32.note
 
 
 def test_make_demo_line_is_predicted(pi, registry, user_dir):
@@ -178,7 +180,6 @@ def test_a_precision_the_board_lacks_names_the_fallback(nano, registry, user_dir
     assert "unknown" not in p.note
     assert "jetson_nano gives no int8 rate (it runs fp32, fp16" in p.note
     assert "executed precision fp32" in p.note and p.executed_precision == "fp32"
-    assert "ratio fp32/fp16 = 0.5 (descriptor peaks)" in p.note
     assert p.value_ms == pytest.approx(fp32.value_ms)
 
 
