@@ -4,7 +4,8 @@ The CLI is a thin layer over these functions; other toolchains call them directl
 the :class:`ProfileReport` (or its JSON, ``profile.json``).
 
 Every name is importable from here; each lives in one module of this package, and those
-import only ``common`` beside them, never this package (an import-linter contract):
+import only ``common`` beside them, never this package (an import-linter contract), except
+``kinds``, the entry points that take either kind of model:
 
 - ``common``: the documents' schema version, the progress callback, target lookup, name
   lists, the checks and writes of ``out``;
@@ -13,7 +14,13 @@ import only ``common`` beside them, never this package (an import-linter contrac
   ``calibrate_measurements``;
 - ``profiling``: ``profile`` (:class:`ProfileReport`) and ``batch_sizes`` (:class:`BatchReport`);
 - ``generative``: generative models: ``estimate_llm``, ``profile_llm``, ``recommend_llm``,
-  ``optimize_llm``, ``calibrate_llm``, ``calibrate_llm_measurements``.
+  ``optimize_llm``, ``calibrate_llm``, ``calibrate_llm_measurements``;
+- ``kinds``: ``profile``, ``predict`` and ``calibrate`` for either kind of model (a tensor
+  model to ``profiling`` / ``predictions``, a generative one to ``generative``; an option of
+  the other kind is a one-line ``UserError``), and :class:`CalibrationResult`.
+
+``profile`` and ``predict`` here are those of ``kinds``; the tensor implementations keep
+their names in ``profiling`` and ``predictions``.
 """
 
 from __future__ import annotations
@@ -23,19 +30,21 @@ from edgeprof.api.generative import (DEFAULT_LLM_FORMATS, LLM_CALIBRATION_MODELS
                                      calibrate_llm, calibrate_llm_measurements, estimate_llm,
                                      llm_exit_code, llm_plan,
                                      optimize_llm, profile_llm, recommend_llm)
+from edgeprof.api.kinds import CalibrationResult, calibrate, model_kind, predict, profile
 from edgeprof.api.predictions import (Predictor, calibrate_measurements, calibrations_of,
-                                      on_device, predict, predict_many)
-from edgeprof.api.profiling import (BatchReport, ProfileReport, ProfileRun, batch_sizes,
-                                    profile, resolve_backends)
+                                      on_device, predict_many)
+from edgeprof.api.profiling import (BatchReport, ProfileReport, ProfileRun, TargetRecord,
+                                    batch_sizes, resolve_backends)
 from edgeprof.api.verbs import benchmark, estimate, list_backends, list_targets, summarize
 
 __all__ = [
     "DEFAULT_LLM_FORMATS", "LLM_CALIBRATION_MODELS", "SCHEMA_VERSION", "BatchReport",
-    "Predictor", "ProfileReport", "ProfileRun", "Progress", "batch_sizes", "benchmark",
+    "CalibrationResult", "Predictor", "ProfileReport", "ProfileRun", "Progress",
+    "TargetRecord", "batch_sizes", "benchmark", "calibrate",
     "calibrate_llm", "calibrate_llm_measurements", "calibrate_measurements", "calibrations_of",
     "estimate", "estimate_llm", "list_backends",
-    "list_targets", "llm_exit_code", "llm_plan", "on_device", "optimize_llm", "predict",
-    "predict_many", "profile", "profile_llm", "recommend_llm", "resolve_backends",
+    "list_targets", "llm_exit_code", "llm_plan", "model_kind", "on_device", "optimize_llm",
+    "predict", "predict_many", "profile", "profile_llm", "recommend_llm", "resolve_backends",
     "split_names", "summarize",
     "_target_registry",  # the CLI's target lookup (cli/main, cli/fleet)
 ]

@@ -18,15 +18,16 @@ from edgeprof.profilers.predict.config import ConfigPredictor, on_device  # noqa
 
 
 def _tensor_only(model: Any) -> None:
-    """A generative model's prediction is ``estimate_llm(model, target, backends=B)`` (its
-    tokens/s), not a latency: say so (exit 2) instead of failing to import 'llm'."""
+    """A generative model's prediction is its tokens/s (``edgeprof.predict``, which routes it
+    to ``estimate_llm``), not a latency: say so (exit 2) instead of failing to import
+    'llm'."""
     from edgeprof.core.llm import is_llm_spec
 
     if isinstance(model, (str, os.PathLike)) and is_llm_spec(str(model)):
         raise UserError(f"{model} is a generative model: predict its tokens/s on a board with "
-                        "edgeprof.api.estimate_llm(model, target, backends=B, precisions=FORMAT) "
-                        "(the CLI's 'edgeprof predict' does this); predict() and Predictor "
-                        "take tensor models")
+                        "edgeprof.predict(model, target, backend, FORMAT) (or "
+                        "edgeprof.api.estimate_llm for several formats at once); Predictor and "
+                        "predict_many take tensor models")
 
 
 class Predictor:
@@ -77,8 +78,10 @@ def predict(model: Any, target: Any, backend: str, precision: str = "fp32", *,
             input_shapes: Sequence[Sequence[int]] | None = None,
             input_dtypes: Sequence[str] | None = None, plugins=None, targets_dir=None,
             runtime_version: str | None = None) -> Any:
-    """Predicted latency of ``model`` on ``target`` with runtime ``backend`` at ``precision``
-    on ``threads`` of the board's cores, without building or running anything: a
+    """Predicted latency of a tensor ``model`` on ``target`` with runtime ``backend`` at
+    ``precision`` on ``threads`` of the board's cores (``edgeprof.predict``, in
+    ``api/kinds.py``, takes either kind of model and calls this for a tensor one), without
+    building or running anything: a
     :class:`~edgeprof.profilers.predict.Prediction` (``value_ms``, ``low_ms``, ``high_ms``,
     ``provenance``, ``calibration``, ``method``, ``notes``). ``runtime_version``: the board's
     runtime build; a calibration fitted with another is used with a warning naming both."""

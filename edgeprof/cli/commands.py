@@ -240,59 +240,33 @@ def cmd_compare(args) -> int:
 
 
 def cmd_calibrate(args) -> int:  # predict helper: edgeprof calibrate
-    if args.measurements is not None:
-        measuring = [flag for flag, given in (
-            ("--fleet", args.fleet is not None), ("--models", args.models is not None),
-            ("--kernels", args.kernels is not None), ("--runs", args.runs is not None),
-            ("--isolate", bool(args.isolate)), ("--timeout", args.timeout is not None))
-            if given]
-        if measuring:
-            raise UserError(f"{', '.join(measuring)} measure (here or on a board of the "
-                            "fleet); --measurements fits timings you took: give one or the "
-                            "other")
-        return _calibrate_measurements(args)
-    if args.threads is not None or args.calibration_out is not None:
-        raise UserError("--threads and --out go with --measurements FILE.csv (a calibration "
-                        "from your own timings)")
-    spec = profile_fleet(args)  # --fleet, else $EDGEPROF_FLEET for a target not this host
-    if args.target != "host" and spec is None:
-        raise UserError(f"calibrating '{args.target}' needs that device: only --target host "
-                        "can be calibrated on this machine; give --fleet SCHEDULER to measure "
-                        "on a board of the fleet (built-in boards ship calibrations "
-                        "fitted to published measurements)")
-    from edgeprof.core.plugins import get_registry
-    from edgeprof.profilers.predict.host import calibrate_fleet, calibrate_host
+    """``edgeprof calibrate``: ``api.calibrate`` (which checks the flags against the backend's
+    kind and the source: measured or --measurements), then the result printed."""
+    from edgeprof.api import calibrate
 
-    reg = get_registry(args.plugins)
-    if getattr(reg.backend(args.backend), "workload", "tensor") == "generate":
-        if args.kernels is not None or args.runs is not None:
-            raise UserError("--kernels and --runs go with a tensor backend's kernels; a "
-                            f"generative backend ({args.backend}) measures presets: --models")
-        return llm.cmd_calibrate_llm(args, spec)  # here, isolated, or on a board of the fleet
-    args.kernels = args.kernels or "default"
-    args.runs = 20 if args.runs is None else args.runs
-    if args.isolate or args.timeout is not None:
-        raise UserError("--isolate and --timeout go with a generative backend (e.g. "
-                        "--backend llama_cpp); a tensor calibration measures its kernels here "
-                        "or, with --fleet, on a board")
-    if args.models is not None:
-        raise UserError(f"--models names the presets a generative backend measures; "
-                        f"{args.backend} calibrates from kernels (--kernels default or tiny)")
     progress = Progress(enabled=not args.json)
     try:
-        if spec is not None:
-            cal, path = calibrate_fleet(spec, args.target, args.backend,
-                                        args.precision or "fp32",
-                                        kernels=args.kernels, runs=args.runs,
-                                        registry=get_registry(args.plugins),
-                                        targets_dir=args.targets_dir, progress=progress)
-        else:
-            cal, path = calibrate_host(args.backend, args.precision or "fp32",
-                                       kernels=args.kernels,
-                                       runs=args.runs, registry=get_registry(args.plugins),
-                                       progress=progress)
+        result = calibrate(
+            args.backend, args.target, args.precision, measurements=args.measurements,
+            kernels=args.kernels, runs=args.runs, models=args.models, threads=args.threads,
+            out=args.calibration_out, isolate=bool(args.isolate), timeout_s=args.timeout,
+            # --fleet, else $EDGEPROF_FLEET for a target not this host (measured runs only)
+            fleet=args.fleet if args.measurements is not None else profile_fleet(args),
+            plugins=args.plugins, targets_dir=args.targets_dir, progress=progress)
     finally:
         progress.stop()
+    if result.kind == "generative":
+        if result.source == "measurements":
+            return llm.print_llm_measurements_calibration(result, args)
+        return llm.print_llm_calibration(result, args)
+    if result.source == "measurements":
+        return _print_measurements_calibration(result, args)
+    return _print_calibration(result, args)
+
+
+def _print_calibration(result, args) -> int:
+    """A tensor backend's kernel calibration, measured here or on a board of the fleet."""
+    cal, path = result.calibration, result.path
     cv = cal.cv
     if args.json:
         print(json.dumps({"calibration": cal.name, "path": str(path), "cv": {
@@ -313,24 +287,10 @@ def cmd_calibrate(args) -> int:  # predict helper: edgeprof calibrate
     return 0
 
 
-def _calibrate_measurements(args) -> int:
-    """``calibrate --measurements FILE.csv``: the user's own timings refine the shipped
-    calibration of the board."""
-    from edgeprof.api import calibrate_measurements
-    from edgeprof.core.plugins import get_registry
-
-    reg = get_registry(args.plugins)
-    if args.backend in reg.backends and getattr(reg.backend(args.backend), "workload",
-                                                "") == "generate":
-        return llm.cmd_calibrate_llm_measurements(args)
-    progress = Progress(enabled=not args.json)
-    try:
-        cal, path, summary = calibrate_measurements(
-            args.measurements, args.target, args.backend, precision=args.precision,
-            threads=args.threads, out=args.calibration_out, plugins=args.plugins,
-            targets_dir=args.targets_dir, progress=progress)
-    finally:
-        progress.stop()
+def _print_measurements_calibration(result, args) -> int:
+    """``calibrate --measurements FILE.csv`` of a tensor backend: the user's own timings
+    refine the shipped calibration of the board."""
+    cal, path, summary = result.calibration, result.path, result.summary
     if args.json:
         print(json.dumps({"calibration": cal.name, "path": str(path), **summary,
                           "parameters": cal.parameters, "note": cal.note},

@@ -2,9 +2,10 @@
 line: their flags, an argument group of ``profile``, ``estimate``, ``predict``,
 ``recommend`` and ``optimize`` (:func:`add_generative_args`), and the command functions
 those subcommands (and ``calibrate`` of a generative backend) run when the model is a
-generative one (``edgeprof.cli.common.resolve_kind`` chooses). Parsing and printing only:
-the work is in ``edgeprof.api`` (``profile_llm``, ``estimate_llm``, ``recommend_llm``,
-``calibrate_llm_measurements``); errors and exit codes are main's (``_run``).
+generative one (``edgeprof.cli.common.resolve_kind`` chooses), and the printing of a
+generative backend's ``calibrate``. Parsing and printing only: the work is in
+``edgeprof.api`` (``profile_llm``, ``estimate_llm``, ``recommend_llm``, ``calibrate``);
+errors and exit codes are main's (``_run``).
 """
 
 from __future__ import annotations
@@ -92,22 +93,15 @@ def add_calibrate_args(cal) -> None:
     add_isolation_flags(cal, "preset (generative backends)")
 
 
-def cmd_calibrate_llm(args, fleet=None) -> int:
-    """``calibrate --backend llama_cpp``: presets of three sizes measured (here, in a worker
-    with --isolate/--timeout, or on a board of --target with --fleet), then an LLM
-    calibration (effective bandwidth, per-layer overhead, prefill efficiency): the board's
-    when a real board of the target measured them, else this host's."""
-    from edgeprof import api
+def print_llm_calibration(result, args) -> int:
+    """``calibrate --backend llama_cpp`` (``api.calibrate``'s result): presets of three sizes
+    measured (here, in a worker with --isolate/--timeout, or on a board of --target with
+    --fleet), then an LLM calibration (effective bandwidth, per-layer overhead, prefill
+    efficiency): the board's when a real board of the target measured them, else this
+    host's."""
     from edgeprof.cli.render import _fmt
 
-    progress = Progress(enabled=not args.json)
-    try:
-        cal, records = api.calibrate_llm(
-            args.backend, args.precision, models=args.models or api.LLM_CALIBRATION_MODELS,
-            plugins=args.plugins, progress=progress, target=args.target, fleet=fleet,
-            isolate=bool(args.isolate), timeout_s=args.timeout, targets_dir=args.targets_dir)
-    finally:
-        progress.stop()
+    cal, records = result.calibration, result.records
     fp = cal.get("fingerprint") or {}
     if args.json:
         print(json.dumps({"calibration": cal.get("name"), "path": cal.get("path"),
@@ -133,16 +127,13 @@ def cmd_calibrate_llm(args, fleet=None) -> int:
     return 0
 
 
-def cmd_calibrate_llm_measurements(args) -> int:
-    """``calibrate --target BOARD --backend llama_cpp --measurements FILE.csv``: the user's
-    llama-bench tests on the board fitted as a fleet board's measurements are."""
-    from edgeprof.api import calibrate_llm_measurements
+def print_llm_measurements_calibration(result, args) -> int:
+    """``calibrate --target BOARD --backend llama_cpp --measurements FILE.csv``
+    (``api.calibrate``'s result): the user's llama-bench tests on the board fitted as a
+    fleet board's measurements are."""
     from edgeprof.cli.render import _fmt
 
-    cal, summary = calibrate_llm_measurements(
-        args.measurements, args.target, args.backend, precision=args.precision,
-        threads=args.threads, out=args.calibration_out, plugins=args.plugins,
-        targets_dir=args.targets_dir)
+    cal, summary = result.calibration, result.summary
     if args.json:
         print(json.dumps({"calibration": cal.get("name"), "path": cal.get("path"), **summary,
                           "calibration_data": cal}, indent=2, allow_nan=False, default=str))

@@ -58,6 +58,12 @@ class Figure:
             d["reason"] = self.reason or "not available"
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Figure:
+        """A figure from its ``to_dict()`` form."""
+        return cls(d.get("value"), d.get("unit", ""), d.get("provenance", "analytic"),
+                   d.get("reason"))
+
 
 # --------------------------------------------------------------------------- estimate
 @dataclass
@@ -212,6 +218,16 @@ class Estimate:
         d["layers"] = [asdict(r) for r in self.layers]
         return clean(d)
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Estimate:
+        """Rebuild an estimate from its ``to_dict()`` form (``totals`` are recomputed from
+        the layers); keys this version does not know are ignored."""
+        names = {f.name for f in fields(cls)} - {"layers"}
+        lnames = {f.name for f in fields(LayerEstimate)}
+        layers = [LayerEstimate(**{k: v for k, v in row.items() if k in lnames})
+                  for row in d.get("layers") or []]
+        return cls(**{k: v for k, v in d.items() if k in names}, layers=layers)
+
 
 # -------------------------------------------------------------------------- benchmark
 @dataclass
@@ -337,6 +353,15 @@ class GenerativeRunRecord:
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # fleet: the board that measured it
     provenance: str = "measured"
+    #: the request's conditions, as a tensor record's ``config``: precision (the format),
+    #: threads asked, device, isolate, timeout_s, seed and the test shape (prompt_tokens,
+    #: gen_tokens, depths, repetitions, warmup)
+    config: dict[str, Any] = field(default_factory=dict)
+    #: the machine and process that measured it, as a tensor record's ``environment``:
+    #: runtime, runtime_version, threads and ``conditions`` (process: inline or isolated,
+    #: process_state, threads, threads_from, thread_env, affinity, warmup, timing); empty
+    #: when nothing ran (a worker that died, a runtime not installed)
+    environment: dict[str, Any] = field(default_factory=dict)
 
     kind = "generate"  # class attribute: the discriminator in to_dict()
 
@@ -423,6 +448,17 @@ class Summary:
             "warnings": [w.to_dict() for w in self.warnings], "notes": list(self.notes),
             **({"prediction": self.prediction} if self.prediction is not None else {}),
         })
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Summary:
+        """Rebuild a summary from its ``to_dict()`` form."""
+        return cls(target=d.get("target"), backend=d.get("backend"),
+                   precision=d.get("precision"), on_host=bool(d.get("on_host")),
+                   figures={k: Figure.from_dict(v) for k, v in (d.get("figures") or {}).items()},
+                   reading=d.get("reading", ""),
+                   warnings=[WarningRecord(w["code"], w["message"])
+                             for w in d.get("warnings") or []],
+                   notes=list(d.get("notes") or []), prediction=d.get("prediction"))
 
     def to_frame(self):
         import pandas as pd

@@ -284,12 +284,19 @@ def test_predict_a_generative_model_bad_input(capsys, argv, words):
     assert "\n" not in err and words in err
 
 
-def test_the_python_predict_names_estimate_llm_for_a_generative_model():
+def test_the_python_predict_gives_a_generative_models_prediction():
+    """edgeprof.predict takes a generative model (issue 31): the one prediction estimate_llm
+    gives for that backend and format, typed; Predictor (tensor models) names it."""
     import edgeprof
     from edgeprof.core.errors import UserError
 
-    with pytest.raises(UserError, match="estimate_llm"):
-        edgeprof.predict("llm:qwen2.5-0.5b", "jetson_nano", "llama_cpp", "q4_0")
+    pred = edgeprof.predict("llm:qwen2.5-0.5b", "jetson_nano", "llama_cpp", "q4_0")
+    assert isinstance(pred, edgeprof.GenerativePrediction)
+    [same] = edgeprof.estimate_llm("llm:qwen2.5-0.5b", "jetson_nano", backends="llama_cpp",
+                                   precisions="q4_0")["predictions"]
+    assert pred.to_dict() == same and pred.key == ("llama_cpp", "q4_0", 0)
+    with pytest.raises(UserError, match="edgeprof.predict"):
+        edgeprof.Predictor("jetson_nano", "llama_cpp")("llm:qwen2.5-0.5b")
 
 
 def test_recommend_needs_a_target(capsys):

@@ -141,7 +141,9 @@ def test_targets_and_backends_listings(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "source" in out
     # the board calibrations predict uses: which runtimes, how many rows, how good
-    assert "calibration jetson_nano--published: runtimes tensorrt/fp16 (3 rows)" in out
+    assert "calibration jetson_nano--published: runtimes tensorrt/fp16 (4 rows)" in out
+    # its CPU cluster has its own (ncnn's Cortex-A57 tables)
+    assert "calibration jetson_nano--published-cpu: runtimes ncnn/fp32 (25 rows)" in out
     assert "% within ±25 %" in out
     assert "LLM calibration llm--published, jetson_nano/cuda: decode llama_cpp (2 rows)" in out
     import edgeprof

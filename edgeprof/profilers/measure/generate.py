@@ -457,11 +457,66 @@ def run_generation_request(request: Any, backend_cls: Any, *, registry: Any = No
                                  artifact=built)
     run = GenerativeRunRecord(backend=request.backend, model=model.spec.name,
                               format=request.config.precision, device=config.device,
-                              records=records, extra={"process": process})
+                              records=records, extra={"process": process},
+                              config=request_conditions(request),
+                              environment=generation_environment(backend_cls, config, records,
+                                                                 process))
     return run.settle()
 
 
+def request_conditions(request: Any) -> dict[str, Any]:
+    """What a generative request asked for, as a tensor record's ``config``: the format
+    (``precision``), the threads asked (None: the physical cores), device, ``isolate``,
+    ``timeout_s`` (None: the runner's default), seed, and the test shape."""
+    c = request.config
+    gen = request.generation_config().to_dict()
+    return {"precision": c.precision, "threads": gen.get("threads"), "device": gen["device"],
+            "isolate": bool(c.isolate), "timeout_s": c.timeout_s, "seed": gen["seed"],
+            "prompt_tokens": gen["prompt_tokens"], "gen_tokens": gen["gen_tokens"],
+            "depths": gen["depths"], "repetitions": gen["repetitions"],
+            "warmup": gen["warmup"]}
+
+
+def generation_environment(backend_cls: Any, config: GenerationConfig,
+                           records: Sequence[GenerationRecord], process: str
+                           ) -> dict[str, Any]:
+    """The machine and process a generative run was measured in, with the keys of a tensor
+    record's ``environment`` (``collect_environment``: runtime, runtime_version, threads)
+    and its ``conditions`` (``harness._conditions``: process, process_state, threads,
+    threads_from, thread_env, affinity, warmup, timing)."""
+    import os
+
+    from edgeprof.profilers.measure.environment import (affinity, collect_environment,
+                                                        frameworks_loaded, os_threads,
+                                                        thread_environment)
+
+    requires = tuple(getattr(backend_cls, "requires", ()) or ())
+    first = records[0] if records else None
+    threads = {"n_threads": int(first.n_threads if first is not None
+                                else config.threads or default_threads())}
+    version = (first.runtime_version or first.build_commit) if first is not None else ""
+    env = collect_environment(runtime=requires[0] if requires else getattr(backend_cls, "name",
+                                                                            None),
+                              runtime_version=version or None, threads=threads)
+    env["build_commit"] = (first.build_commit or None) if first is not None else None
+    env["conditions"] = {
+        "process": process,
+        "process_state": {"pid": os.getpid(), "frameworks_loaded": frameworks_loaded(),
+                          "os_threads": os_threads()},
+        "threads": dict(threads),
+        "threads_from": ("--threads" if config.threads else
+                         f"llama-bench's default (physical cores: {threads['n_threads']})"),
+        "thread_env": thread_environment(),
+        "affinity": affinity(),
+        "warmup": {"policy": "fixed", "repetitions": config.warmup},
+        "timing": {"repetitions": config.repetitions, "tests": ["pp", "tg"],
+                   "prompt_tokens": config.prompt_tokens, "gen_tokens": config.gen_tokens,
+                   "depths": list(config.depths)},
+    }
+    return env
+
+
 __all__ = ["LengthError", "available_memory", "check_context", "context_tokens", "measure_generation",
-           "random_tokens", "rate_stats", "request_model", "request_records",
-           "run_generation_request", "session_context", "token_range", "too_big_reason",
+           "generation_environment", "random_tokens", "rate_stats", "request_conditions",
+           "request_model", "request_records", "run_generation_request", "session_context", "token_range", "too_big_reason",
            "tpot_stats"]

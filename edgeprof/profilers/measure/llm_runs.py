@@ -86,7 +86,10 @@ def run_dicts(record: Any) -> list[dict[str, Any]]:
     """A :class:`~edgeprof.core.results.GenerativeRunRecord` as a profile's runs, one per
     depth; a board's run says where (``measured_on``: one line, ``board``: the fleet's
     record of it), and an emulating worker's carries the warning that its figures are that
-    host's, not the target's."""
+    host's, not the target's. Each carries the run's conditions with a tensor record's
+    keys: ``config`` (what was asked: isolate, timeout_s, threads ...), ``environment``
+    (runtime, runtime_version, threads and ``conditions``: process inline or isolated ...)
+    and ``notes`` (e.g. the isolated worker's pid)."""
     from edgeprof.profilers.measure.fleet import measured_on
 
     board = board_of(record)
@@ -100,6 +103,9 @@ def run_dicts(record: Any) -> list[dict[str, Any]]:
         run = r.to_dict()
         if board:
             run["measured_on"], run["board"] = line, board
+        run["config"] = dict(getattr(record, "config", None) or {})
+        run["environment"] = dict(getattr(record, "environment", None) or {})
+        run["notes"] = list(getattr(record, "notes", None) or [])
         runs.append(run)
     return runs
 

@@ -53,14 +53,16 @@ def _run_generation(request: MeasureRequest, runner: Runner, cls: type
                     ) -> GenerativeRunRecord:
     """A generative request on ``runner``: what it raised (a worker that died or timed out,
     a board that could not run it) becomes every depth's status."""
-    from edgeprof.profilers.measure.generate import request_records
+    from edgeprof.profilers.measure.generate import request_conditions, request_records
 
     if isinstance(runner, (InlineRunner, IsolatedRunner)):  # this host's runtime: check first
         a = cls.availability()
         if not a.available:
             status, reason = status_of(BackendUnavailableError(request.backend, a.reason,
                                                                a.hint))
-            return request_records(request, status, reason, backend_cls=cls)
+            record = request_records(request, status, reason, backend_cls=cls)
+            record.config = request_conditions(request)
+            return record
     try:
         record = runner.run(request)
     except BACKEND_FAILURES as e:  # status_of re-raises what is not the backend's
@@ -68,6 +70,8 @@ def _run_generation(request: MeasureRequest, runner: Runner, cls: type
         record = partial if isinstance(partial, GenerativeRunRecord) \
             else request_records(request, backend_cls=cls)
         record.fail(*status_of(e))
+    if not record.config:  # what was asked, whatever ran (a tensor record's config)
+        record.config = request_conditions(request)
     return record
 
 

@@ -444,10 +444,13 @@ class GenerativeReport:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> GenerativeReport:
-        """Read a generative profile.json (ConfigError naming the file when it is not one)."""
+        """Read a generative profile.json (``path``: the file, or the ``save``/``--out``
+        folder holding it; ConfigError naming the file when it is not one)."""
         from edgeprof.core.errors import ConfigError
 
         p = Path(path)
+        if p.is_dir():
+            p = p / "profile.json"
         try:
             doc = json.loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError:

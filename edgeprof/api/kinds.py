@@ -1,0 +1,377 @@
+"""The entry points that take either kind of model and branch on it, as the CLI's one parser
+does (``cli/common.resolve_kind``): ``profile``, ``predict`` and ``calibrate``.
+
+A tensor model (``builtin:NAME``, ``package.module:factory``, .onnx, .tflite, IR ...) goes to
+the tensor implementation (``profiling.profile``, ``predictions.predict``, the kernel
+calibration); a generative one (``llm:NAME``, a .gguf file, a Hugging Face folder, an
+``LLMModel``) to the generative one (``generative.profile_llm``, ``estimate_llm``,
+``calibrate_llm``). The options both kinds take (target, backends, precisions, threads,
+device, isolate, timeout_s, out, fleet, calibration ...) mean the same for both; an option of
+one kind given for the other kind's model is a one-line ``UserError`` naming it.
+
+This is the one module of the API that imports its siblings (``profiling``,
+``predictions``, ``generative``); they import only ``common``, never this module.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgeprof.api.common import Progress
+from edgeprof.core.errors import OutputError, UnsupportedError, UserError
+
+TENSOR, GENERATIVE = "tensor", "generative"
+#: what each kind of model is, as the errors name it (the CLI's words)
+KIND_WORDS = {TENSOR: "tensor models (builtin:NAME, package.module:factory, .onnx, .tflite, "
+                      ".xml, .keras)",
+              GENERATIVE: "generative models (llm:NAME, .gguf, HF folder)"}
+
+
+def model_kind(model: Any) -> str:
+    """``generative`` for an ``LLMModel``, ``llm:NAME``, a .gguf file or a Hugging Face folder;
+    else ``tensor`` (a spec, a path, an ``nn.Module``, a ``ModelHandle``)."""
+    from edgeprof.core.llm import LLMModel, is_llm_spec
+
+    if isinstance(model, LLMModel):
+        return GENERATIVE
+    if isinstance(model, (str, os.PathLike)) and is_llm_spec(str(model)):
+        return GENERATIVE
+    return TENSOR
+
+
+def _refuse_other_kind(model: Any, kind: str, given: Mapping[str, bool]) -> None:
+    """A ``UserError`` naming the first option of ``given`` (name -> whether it was given)
+    that applies to the other kind of model only."""
+    other = GENERATIVE if kind == TENSOR else TENSOR
+    for name, was_given in given.items():
+        if was_given:
+            shown = model if isinstance(model, (str, os.PathLike)) else type(model).__name__
+            raise UserError(f"{name} applies to {KIND_WORDS[other]}; {shown} is a {kind} "
+                            "model")
+
+
+def _merge_option(run_options: dict[str, Any], key: str, value: Any, name: str) -> None:
+    """``run_options[key] = value``, a ``UserError`` when run_options already says otherwise."""
+    if key in run_options and run_options[key] != value:
+        raise UserError(f"{name}={value!r} and run_options['{key}']={run_options[key]!r} "
+                        "disagree; give one")
+    run_options[key] = value
+
+
+# --------------------------------------------------------------------------- profile
+def profile(model: Any, target: Any = None, backends: Sequence[str] | str | None = None,
+            precisions: Sequence[str] | str | None = None, *,
+            # both kinds
+            threads: int | None = None, device: str | None = None,
+            warmup: int | None = None, isolate: bool = False, timeout_s: float | None = None,
+            out: str | os.PathLike | None = None, plugins: str | os.PathLike | None = None,
+            targets_dir: str | os.PathLike | None = None, progress: Progress | None = None,
+            fleet: Any = None, calibration: str | os.PathLike | None = None,
+            # tensor models
+            batch_size: int | None = None,
+            input_shapes: Sequence[Sequence[int]] | None = None,
+            input_dtypes: Sequence[str] | None = None, stream_rate_fps: float | None = None,
+            latency_budget_ms: float | None = None, run_options: dict[str, Any] | None = None,
+            recalibrate: bool = False, trace: bool = False,
+            calibration_data: str | os.PathLike | None = None,
+            # generative models
+            prompt_tokens: int | None = None, gen_tokens: int | None = None,
+            depths: Sequence[int] | int | None = None, repetitions: int | None = None,
+            workdir: str | os.PathLike | None = None) -> Any:
+    """Profile ``model`` on ``target``: estimate, measure here (or on a board of ``fleet``)
+    and read the runs against the target, for either kind of model.
+
+    * A tensor model: :func:`edgeprof.api.profiling.profile` (``target`` default ``host``,
+      ``backends`` default ``torch_eager``, ``precisions`` default ``fp32``); returns a
+      :class:`~edgeprof.api.profiling.ProfileReport`. ``device``, ``warmup``, ``isolate``
+      and ``timeout_s`` are its ``run_options`` of those names.
+    * A generative model: :func:`edgeprof.api.generative.profile_llm` (``target`` default
+      none, ``backends`` default ``llama_cpp``, ``precisions`` default each backend's
+      format; ``prompt_tokens``, ``gen_tokens``, ``depths``, ``repetitions``, ``warmup``
+      its test shape, default profile_llm's); returns a
+      :class:`~edgeprof.profilers.report.generative.GenerativeReport`.
+
+    An option of the other kind (``batch_size`` for a generative model, ``prompt_tokens``
+    for a tensor one ...) is a ``UserError`` naming it. When ``out`` cannot be written the
+    ``OutputError`` carries the report (``.result``), as for the functions it calls."""
+    kind = model_kind(model)
+    tensor_only = {"batch_size": batch_size is not None, "input_shapes": input_shapes is not None,
+                   "input_dtypes": input_dtypes is not None,
+                   "stream_rate_fps": stream_rate_fps is not None,
+                   "latency_budget_ms": latency_budget_ms is not None,
+                   "run_options": run_options is not None, "recalibrate": bool(recalibrate),
+                   "trace": bool(trace), "calibration_data": calibration_data is not None}
+    generative_only = {"prompt_tokens": prompt_tokens is not None,
+                       "gen_tokens": gen_tokens is not None, "depths": depths is not None,
+                       "repetitions": repetitions is not None, "workdir": workdir is not None}
+    if kind == GENERATIVE:
+        _refuse_other_kind(model, kind, tensor_only)
+        return _profile_generative(
+            model, target=target, backends=backends, precisions=precisions, threads=threads,
+            device=device, warmup=warmup, isolate=isolate, timeout_s=timeout_s, out=out,
+            plugins=plugins, targets_dir=targets_dir, progress=progress, fleet=fleet,
+            calibration=calibration, prompt_tokens=prompt_tokens, gen_tokens=gen_tokens,
+            depths=depths, repetitions=repetitions, workdir=workdir)
+    _refuse_other_kind(model, kind, generative_only)
+    from edgeprof.api.profiling import profile as profile_tensor
+
+    options = dict(run_options or {})
+    for name, key, value, given in (("device", "device", device, device is not None),
+                                    ("warmup", "warmup", warmup, warmup is not None),
+                                    ("isolate", "isolate", True, bool(isolate)),
+                                    ("timeout_s", "timeout_s", timeout_s,
+                                     timeout_s is not None)):
+        if given:
+            _merge_option(options, key, value, name)
+    return profile_tensor(
+        model, target="host" if target is None else target,
+        backends=("torch_eager",) if backends is None else backends,
+        precisions=("fp32",) if precisions is None else precisions, batch_size=batch_size,
+        input_shapes=input_shapes, input_dtypes=input_dtypes, threads=threads,
+        stream_rate_fps=stream_rate_fps, latency_budget_ms=latency_budget_ms,
+        run_options=options or None, out=out, plugins=plugins, targets_dir=targets_dir,
+        recalibrate=recalibrate, trace=trace, calibration_data=calibration_data,
+        progress=progress, fleet=fleet, calibration=calibration)
+
+
+def _profile_generative(model: Any, *, target: Any, backends: Any, precisions: Any,
+                        warmup: int | None, prompt_tokens: int | None,
+                        gen_tokens: int | None, depths: Any, repetitions: int | None,
+                        **options: Any) -> Any:
+    """``profile_llm`` with profile_llm's own defaults for what was not given; its payload
+    as a :class:`GenerativeReport`."""
+    from edgeprof.api.generative import profile_llm
+    from edgeprof.profilers.report.generative import GenerativeReport
+
+    shape = {k: v for k, v in (("prompt_tokens", prompt_tokens), ("gen_tokens", gen_tokens),
+                               ("depths", depths), ("repetitions", repetitions),
+                               ("warmup", warmup)) if v is not None}
+    try:
+        payload = profile_llm(model, backends="llama_cpp" if backends is None else backends,
+                              precisions=precisions, target=target, **shape, **options)
+    except OutputError as e:  # measured, but out could not be written: the report travels
+        if isinstance(e.result, dict):
+            e.result = GenerativeReport.from_dict(e.result)
+        raise
+    return GenerativeReport.from_dict(payload)
+
+
+# --------------------------------------------------------------------------- predict
+def predict(model: Any, target: Any, backend: str, precision: str | None = None, *,
+            # both kinds
+            threads: int | None = None, device: str | None = None,
+            calibration: str | os.PathLike | Any = None, runtime_version: str | None = None,
+            plugins=None, targets_dir=None,
+            # tensor models
+            input_shapes: Sequence[Sequence[int]] | None = None,
+            input_dtypes: Sequence[str] | None = None,
+            # generative models
+            prompt_tokens: int | None = None, gen_tokens: int | None = None,
+            depth: int | None = None) -> Any:
+    """The predicted figures of ``model`` on the board ``target`` with runtime ``backend`` at
+    ``precision``, without building or running anything, for either kind of model.
+
+    * A tensor model: :func:`edgeprof.api.predictions.predict` (``precision`` default fp32):
+      a :class:`~edgeprof.profilers.predict.Prediction` (latency with its interval).
+    * A generative model: ``estimate_llm(model, target, backends=backend, ...)``'s one
+      prediction (``precision``: the weight format, default the backend's; ``prompt_tokens``
+      / ``gen_tokens`` default 512 / 128, ``depth`` the tokens already cached, default 0;
+      ``runtime_version`` the runtime build): a
+      :class:`~edgeprof.profilers.report.generative.GenerativePrediction` (prefill and
+      decode tokens/s, TTFT, TPOT, each with its interval and provenance).
+
+    An option of the other kind is a ``UserError`` naming it."""
+    kind = model_kind(model)
+    if kind == GENERATIVE:
+        _refuse_other_kind(model, kind, {"input_shapes": input_shapes is not None,
+                                         "input_dtypes": input_dtypes is not None})
+        return _predict_generative(model, target, backend, precision, threads=threads,
+                                   device=device, calibration=calibration,
+                                   build=runtime_version, plugins=plugins,
+                                   targets_dir=targets_dir, prompt_tokens=prompt_tokens,
+                                   gen_tokens=gen_tokens, depth=depth)
+    _refuse_other_kind(model, kind, {"prompt_tokens": prompt_tokens is not None,
+                                     "gen_tokens": gen_tokens is not None,
+                                     "depth": depth is not None})
+    from edgeprof.api.predictions import predict as predict_tensor
+
+    return predict_tensor(model, target, backend, "fp32" if precision is None else precision,
+                          threads=threads, device=device, calibration=calibration,
+                          input_shapes=input_shapes, input_dtypes=input_dtypes,
+                          plugins=plugins, targets_dir=targets_dir,
+                          runtime_version=runtime_version)
+
+
+def _one(value: Any, name: str) -> Any:
+    """``value`` when it names one thing (a prediction is for one configuration)."""
+    from edgeprof.api.common import split_names
+
+    if value is None:
+        return None
+    names = split_names(value, name)
+    if len(names) != 1:
+        raise UserError(f"{name} names one for a prediction, got {', '.join(names) or 'none'}; "
+                        "estimate_llm (edgeprof estimate) predicts several at once")
+    return names[0]
+
+
+def _predict_generative(model: Any, target: Any, backend: str, precision: str | None, *,
+                        prompt_tokens: int | None, gen_tokens: int | None,
+                        depth: int | None, **options: Any) -> Any:
+    from edgeprof.api.generative import estimate_llm
+    from edgeprof.profilers.report.generative import GenerativePrediction
+
+    if target is None:
+        raise UserError(f"predict {model} needs a target board (e.g. raspberry_pi_5): a "
+                        "prediction is for a board; estimate_llm gives the analytic figures "
+                        "without one")
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
+                              or depth < 0):
+        raise UserError(f"depth must be 0 or more tokens, got {depth!r}")
+    payload = estimate_llm(model, target, backends=_one(backend, "backend"),
+                           precisions=_one(precision, "precision"),
+                           prompt_tokens=512 if prompt_tokens is None else prompt_tokens,
+                           gen_tokens=128 if gen_tokens is None else gen_tokens,
+                           depths=(depth or 0,), **options)
+    predictions = payload.get("predictions") or []
+    if not predictions:
+        why = [n for n in payload.get("notes") or [] if "no prediction" in n]
+        raise UnsupportedError("; ".join(why) or f"no prediction of {model} on {target} with "
+                               f"{backend}", backend=backend, precision=precision)
+    return GenerativePrediction(dict(predictions[0]))
+
+
+# ------------------------------------------------------------------------- calibrate
+@dataclass
+class CalibrationResult:
+    """What :func:`calibrate` made: ``kind`` (``tensor`` or ``generative``: the backend's),
+    ``source`` (``measured``: kernels or presets timed here or on a fleet board;
+    ``measurements``: the user's own timings fitted), the ``calibration`` (a tensor
+    ``Calibration`` object, a generative calibration dict), the ``path`` it was written to,
+    and, as each source gives them, the fit's ``summary`` (measurements) or the measured
+    ``records`` (a generative backend's presets)."""
+
+    kind: str
+    source: str
+    calibration: Any
+    path: Path | None
+    summary: dict[str, Any] | None = None
+    records: list[Any] = field(default_factory=list)
+
+
+def calibrate(backend: str, target: Any = "host", precision: str | None = None, *,
+              measurements: str | os.PathLike | None = None, kernels: str | None = None,
+              runs: int | None = None, models: Sequence[str] | str | None = None,
+              threads: int | None = None, out: str | os.PathLike | None = None,
+              fleet: Any = None, isolate: bool = False, timeout_s: float | None = None,
+              plugins=None, targets_dir=None,
+              progress: Progress | None = None) -> CalibrationResult:
+    """A calibration of ``backend`` on ``target``, written where predictions look for it
+    (``edgeprof calibrate``), for either kind of backend:
+
+    * ``measurements`` (a CSV of the user's own timings on the board, ``threads``: the
+      threads every row ran, ``out``: where to write): fitted with
+      :func:`~edgeprof.api.predictions.calibrate_measurements` (a tensor backend) or
+      :func:`~edgeprof.api.generative.calibrate_llm_measurements` (a generative one);
+    * else measured: a tensor backend's sampled ``kernels`` (``default`` or ``tiny``;
+      ``runs`` timed runs each, default 20) here (``target`` host) or on a board of
+      ``target`` on the Dask scheduler ``fleet``; a generative backend's presets
+      (``models``, default ``LLM_CALIBRATION_MODELS``) here, in a worker (``isolate``,
+      ``timeout_s``) or on a board of the fleet (:func:`calibrate_llm`).
+
+    ``precision``: default fp32 (a generative backend: q4_0 or int4 where it makes it).
+    Options of the other source or kind (``kernels`` for a generative backend, ``models``
+    or ``isolate`` for a tensor one, a measuring option with ``measurements`` ...) are a
+    ``UserError`` naming them."""
+    from edgeprof.core.plugins import get_registry
+
+    if measurements is not None:
+        measuring = [flag for flag, given in (
+            ("--fleet", fleet is not None), ("--models", models is not None),
+            ("--kernels", kernels is not None), ("--runs", runs is not None),
+            ("--isolate", bool(isolate)), ("--timeout", timeout_s is not None)) if given]
+        if measuring:
+            raise UserError(f"{', '.join(measuring)} measure (here or on a board of the "
+                            "fleet); --measurements fits timings you took: give one or the "
+                            "other")
+        return _calibrate_measurements(measurements, target, backend, precision=precision,
+                                       threads=threads, out=out, plugins=plugins,
+                                       targets_dir=targets_dir, progress=progress)
+    if threads is not None or out is not None:
+        raise UserError("--threads and --out go with --measurements FILE.csv (a calibration "
+                        "from your own timings)")
+    target_id = target if isinstance(target, str) else getattr(target, "id", target)
+    if target_id != "host" and fleet is None:
+        raise UserError(f"calibrating '{target_id}' needs that device: only --target host "
+                        "can be calibrated on this machine; give --fleet SCHEDULER to measure "
+                        "on a board of the fleet (built-in boards ship calibrations "
+                        "fitted to published measurements)")
+    reg = get_registry(plugins)
+    if getattr(reg.backend(backend), "workload", "tensor") == "generate":
+        if kernels is not None or runs is not None:
+            raise UserError("--kernels and --runs go with a tensor backend's kernels; a "
+                            f"generative backend ({backend}) measures presets: --models")
+        from edgeprof.api.generative import LLM_CALIBRATION_MODELS, calibrate_llm
+
+        cal, records = calibrate_llm(
+            backend, precision, models=models or LLM_CALIBRATION_MODELS, plugins=plugins,
+            progress=progress, target=target, fleet=fleet, isolate=bool(isolate),
+            timeout_s=timeout_s, targets_dir=targets_dir)
+        return CalibrationResult(GENERATIVE, "measured", cal, _path(cal.get("path")),
+                                 records=list(records))
+    kernels = kernels or "default"
+    runs = 20 if runs is None else runs
+    if isolate or timeout_s is not None:
+        raise UserError("--isolate and --timeout go with a generative backend (e.g. "
+                        "--backend llama_cpp); a tensor calibration measures its kernels here "
+                        "or, with --fleet, on a board")
+    if models is not None:
+        raise UserError(f"--models names the presets a generative backend measures; "
+                        f"{backend} calibrates from kernels (--kernels default or tiny)")
+    from edgeprof.profilers.predict.host import calibrate_fleet, calibrate_host
+
+    if fleet is not None:
+        cal, path = calibrate_fleet(fleet, target, backend, precision or "fp32",
+                                    kernels=kernels, runs=runs, registry=reg,
+                                    targets_dir=targets_dir, progress=progress)
+    else:
+        cal, path = calibrate_host(backend, precision or "fp32", kernels=kernels, runs=runs,
+                                   registry=reg, progress=progress)
+    return CalibrationResult(TENSOR, "measured", cal, _path(path))
+
+
+def _calibrate_measurements(measurements: str | os.PathLike, target: Any, backend: str, *,
+                            precision: str | None, threads: int | None,
+                            out: str | os.PathLike | None, plugins: Any, targets_dir: Any,
+                            progress: Progress | None) -> CalibrationResult:
+    """The user's own timings on the board refine its calibration (either kind)."""
+    from edgeprof.core.plugins import get_registry
+
+    reg = get_registry(plugins)
+    if backend in reg.backends and getattr(reg.backend(backend), "workload",
+                                           "") == "generate":
+        from edgeprof.api.generative import calibrate_llm_measurements
+
+        cal, summary = calibrate_llm_measurements(
+            measurements, target, backend, precision=precision, threads=threads, out=out,
+            plugins=plugins, targets_dir=targets_dir)
+        return CalibrationResult(GENERATIVE, "measurements", cal, _path(cal.get("path")),
+                                 summary=summary)
+    from edgeprof.api.predictions import calibrate_measurements
+
+    cal, path, summary = calibrate_measurements(
+        measurements, target, backend, precision=precision, threads=threads, out=out,
+        plugins=plugins, targets_dir=targets_dir, progress=progress)
+    return CalibrationResult(TENSOR, "measurements", cal, _path(path), summary=summary)
+
+
+def _path(path: Any) -> Path | None:
+    return Path(path) if path is not None else None
+
+
+__all__ = ["GENERATIVE", "KIND_WORDS", "TENSOR", "CalibrationResult", "calibrate",
+           "model_kind", "predict", "profile"]
