@@ -10,7 +10,8 @@ estimator for the preset and format each row is read as), prints what was fitted
 board and stage (decode, prefill): the median |pred/meas - 1|, the share within +-25 %
 (decode) / +-50 % (prefill), and how often the stated 80 % interval held the truth with its
 median width (high/low). The leave-one-out is nested: each held-out row's interval is the one
-a fit without it states. ``--write`` also rewrites the shipped calibration
+a fit without it states; a row's twins (the same model, format and stage on the same board and
+runtime at another build of the same era) are held out with it. ``--write`` also rewrites the shipped calibration
 (profilers/predict/data/llm/llm--published.json) and saves the tables to
 benchmarks/results/predict_llm.md. Deterministic: no timing involved.
 """
@@ -109,7 +110,9 @@ def fitted(cal: dict) -> list[str]:
 
 def loo_tables(cal: dict) -> list[str]:
     out = ["## Leave-one-out, per row (each row predicted by a fit to the others, its interval "
-           "the one that fit states)", "",
+           "the one that fit states; rows of one measurement -- the same board, processor, "
+           "runtime, build era, model, format and stage at another build -- held out "
+           "together)", "",
            "| row | target/device | runtime | build | stage | model | format | measured tok/s | "
            "LOO predicted | 80 % interval | provenance | extrapolated | error |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -149,12 +152,20 @@ def loo_tables(cal: dict) -> list[str]:
                    f"{_x(r['median_width'])} over {r['n']} held-out rows: "
                    + ("meets the goal" if r["meets_goal"] else "misses the goal: "
                       + "; ".join(r["why"])))
-    out += ["", "Each prefill row of the training file is the only one of its runtime and build "
-            "era on its board, and every one is TinyLlama, so leave-one-out can only test "
-            "transfers (to another build era, runtime or board), not a prediction inside what "
-            "the rows cover; a prediction for a build era and board the rows do cover (e.g. a "
-            "Pi 5 with a 2025+ llama.cpp) states the narrower interval of the in-coverage "
-            "sigma, a transfer the wider one these rows measured."]
+    out += ["", "What each board's rows cover (a held-out row outside it is a transfer: to "
+            "another runtime, build era, model size, or, with no other row of its stage on "
+            "the board, to the prior or a board of the same core; its interval is the wider "
+            "one those transfers showed):", ""]
+    cover: dict[tuple[str, str], list[dict]] = {}
+    for s in cal["samples"]:
+        cover.setdefault((f"{s['target']}/{s['device']}", s["stage"]), []).append(s)
+    for (key, st), ss in sorted(cover.items()):
+        rts = sorted({s["runtime"] for s in ss})
+        out.append(f"- {key} {st}: {len(ss)} rows, {len({s['model'] for s in ss})} models, "
+                   + "; ".join(f"{rt} builds " + (", ".join(sorted(
+                       {(s.get('build') or {}).get('label') or '?' for s in ss
+                        if s['runtime'] == rt})))
+                       for rt in rts))
     return out
 
 

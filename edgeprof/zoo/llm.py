@@ -55,12 +55,35 @@ GGUF_FILE_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 7: "q8_0", 8: "q5_0
 
 
 # ------------------------------------------------------------------------------ presets
+#: preset keys that describe how a preset represents its model, not LLMSpec fields:
+#: ``architecture`` (the published Hugging Face model_type, where the preset builds it as
+#: another edgeprof family) and ``unrepresented_parameters`` (the published parameters that
+#: family does not hold: published_parameters = edgeprof's count + these)
+REPRESENTATION_KEYS = ("architecture", "unrepresented_parameters")
+
+
+@lru_cache(maxsize=1)
+def _preset_data() -> dict[str, dict[str, Any]]:
+    with open(PRESETS_FILE, "rb") as f:
+        return tomllib.load(f)["presets"]
+
+
 @lru_cache(maxsize=1)
 def _presets() -> dict[str, LLMSpec]:
-    with open(PRESETS_FILE, "rb") as f:
-        data = tomllib.load(f)
-    return {name: LLMSpec.from_dict({"name": name, **fields})
-            for name, fields in data["presets"].items()}
+    return {name: LLMSpec.from_dict({"name": name, **{k: v for k, v in fields.items()
+                                                      if k not in REPRESENTATION_KEYS}})
+            for name, fields in _preset_data().items()}
+
+
+def preset_representation(name: str) -> dict[str, Any]:
+    """How preset ``name`` represents its published model: ``{"architecture": the published
+    model_type, "family": the edgeprof family it is built as, "unrepresented_parameters":
+    published parameters that family does not hold (0 where none)}``; a preset that is its
+    own family gives its family as the architecture and 0."""
+    spec = get_preset(name)
+    fields = _preset_data()[spec.name]
+    return {"architecture": fields.get("architecture", spec.family), "family": spec.family,
+            "unrepresented_parameters": int(fields.get("unrepresented_parameters", 0))}
 
 
 def preset_names() -> list[str]:
@@ -353,5 +376,6 @@ def spec_from_gguf(path: Path) -> tuple[LLMSpec, str | None, bool]:
     return llm, file_format, bool(fields.get(GGUF_RANDOM_KEY, False))
 
 
-__all__ = ["FAMILIES", "GGUF_RANDOM_KEY", "HF_RANDOM_KEY", "PRESETS_FILE", "get_preset",
-           "hf_config", "preset_names", "resolve_llm", "spec_from_gguf", "spec_from_hf_config"]
+__all__ = ["FAMILIES", "GGUF_RANDOM_KEY", "HF_RANDOM_KEY", "PRESETS_FILE", "REPRESENTATION_KEYS",
+           "get_preset", "hf_config", "preset_names", "preset_representation", "resolve_llm",
+           "spec_from_gguf", "spec_from_hf_config"]

@@ -17,14 +17,17 @@ the datasheet's; ``jetson_orin_nano:super`` gives the Super mode's). The peak MA
 one :func:`compute_precision` names: on a CPU the format's compute precision (llama.cpp's
 quantized types run int8 dot products, SDOT on a Cortex-A76/A55/A78) or fp32 where the
 processor has no int8 rate (Cortex-A72/A57 NEON); on a GPU the fp16 (tensor-core) rate for a
-quantized format -- of the big cores (:func:`board_of`). ``fraction`` (effective/peak
+quantized format; on an NPU the format's precision where the NPU has its rate, else the one it
+has (the RK3588's: int8) -- of the big cores (:func:`board_of`). ``fraction`` (effective/peak
 bandwidth), ``per_layer_s`` and ``efficiency`` (of that peak at the prompt's batch) are
 fitted:
 
 * **shipped** (``data/llm/llm--published.json``), fitted by :func:`build_calibration` only to
   ``data/llm/llm_measurements_train.csv`` (published rows, each with its source and quote).
   ``data/llm/rows.toml`` says, keyed on each row's content, the target (and mode), device,
-  runtime, preset, format, build and threads it is read as, or why it is left out. Entries
+  runtime, preset, format, build and threads it is read as, or why it is left out (a row's
+  prompt and generated tokens where it states them; a TTFT row is its prompt's prefill rate;
+  formats no backend makes, llama.cpp's q3_k_m and RKLLM's w8a8 / w4a16: ``formats``). Entries
   are per (base target, device): a Super-mode row is fitted against the Super peaks and the
   fitted fractions then apply to whichever mode is asked (the peaks scale the prediction).
   Per entry: the bandwidth fraction from its decode rows; the per-layer overhead where model
@@ -55,23 +58,26 @@ board's big cores, :func:`board_of`). Prefill is compute-bound and follows Amdah
 peak ratio); decode is bandwidth-bound and saturates, ``D(n) = min(1, n_eff / n_sat)``. The
 serial share and ``n_sat`` are fitted per (board, stage) where rows of one model and build
 ran at two thread counts or more, else priors with their sources
-(:data:`PREFILL_SERIAL_PRIOR`, :data:`DECODE_SATURATION_PRIOR`). A GPU prediction ignores
-threads.
+(:data:`PREFILL_SERIAL_PRIOR`, :data:`DECODE_SATURATION_PRIOR`). A GPU or NPU prediction
+ignores threads.
 
 **Provenance and intervals.** A figure is ``predicted`` when a calibration has rows for that
 stage on that (target, device). Its interval is an 80 % one (the truth four times in five),
 value x/ exp(1.2816 sigma): sigma is the board's leave-one-out log-error RMS of predictions
 inside what its rows covered, shrunk towards the pooled one of that stage
-(:data:`POOLED_WEIGHT` pseudo-rows), plus in quadrature, for each way the prediction leaves
-what the rows covered (another runtime, build era, mode, thread count, compute precision, a
-model more than 2x outside the rows' bytes or MACs), the sigma the held-out rows that made
-that extrapolation showed (at least :data:`EXTRAPOLATION_SIGMA`; :func:`attach_cv`); capped
-at x/ :data:`MAX_SPREAD` with a note saying so. Otherwise it is ``estimated``: from a board
-of the same core (``rk3588``'s Cortex-A76 from the Raspberry Pi 5's fractions; sigma +
+(:data:`POOLED_WEIGHT` pseudo-rows) -- the runtime's own where the board's rows are of several
+runtimes and it has two held-out rows or more, shrunk towards the board's --, plus in
+quadrature, for each way the prediction leaves what the rows covered (another runtime, build
+era, mode, thread count, compute precision, a model more than 2x outside the bytes or MACs of
+the runtime's own rows, else the board's), the sigma the held-out rows that made that
+extrapolation showed (at least :data:`EXTRAPOLATION_SIGMA`; :func:`attach_cv`); capped at x/
+:data:`MAX_SPREAD` with a note saying so. Otherwise it is ``estimated``: from a board of the
+same core (an uncalibrated Cortex-A76 board from the Raspberry Pi 5's fractions; sigma +
 :data:`CORE_TRANSFER_SIGMA`) or from the prior of its processor kind (median fitted
 fraction / efficiency of the shipped boards), with the prior's leave-one-out spread. Each
 calibration reports, from nested leave-one-out (each held-out row's interval is the one a fit
-without it states), how often the interval held the truth and its median width (high/low),
+without it states; the shipped file holds a row's twins at other builds of its era out with
+it: :func:`crossval.same_measurement`), how often the interval held the truth and its median width (high/low),
 per board and stage, against the goal (80 %, at most 2x); a prediction wider than 2x says
 why. No figure is ever faster than the datasheet roofline, and nothing depends on this
 machine's load.
@@ -83,7 +89,8 @@ eras), ``inputs`` (the estimate's numbers, the board's figures, the thread laws)
 (the published rows and the samples made of them), ``fit`` (the per-board fit and the
 prior), ``core`` (one prediction's parameters, times and sigma), ``crossval``
 (leave-one-out, the intervals' sigmas and reports), ``files`` (building, writing and
-reading calibration files), ``host`` (calibrating this machine).
+reading calibration files), ``host`` (calibrating this machine), ``formats`` (the rows'
+formats no backend makes).
 """
 
 from __future__ import annotations
@@ -120,6 +127,7 @@ from edgeprof.profilers.predict.llm.files import (LLMCalibrationError, _entries_
                                                   validate, write_calibration)
 from edgeprof.profilers.predict.llm.fit import (fit_decode, fit_entries, fit_prefill,
                                                 fit_prior)
+from edgeprof.profilers.predict.llm.formats import ROW_FORMATS, row_format
 from edgeprof.profilers.predict.llm.host import calibrate_llm_host, host_samples
 from edgeprof.profilers.predict.llm.inputs import (DECODE_SATURATION_PRIOR,
                                                    DECODE_SATURATION_SOURCE, NEON_PIPES,
@@ -140,8 +148,9 @@ def _figure(value: float, low: float, high: float, unit: str, prov: str, cal: st
 
 def _threads_asked(threads: int | None, board: dict[str, Any], target) -> dict[str, Any]:
     if board["kind"] != "cpu":
+        what = "an NPU" if board["kind"] == "npu" else "a GPU"
         return {"value": None, "default": threads is None,
-                "why": "a GPU runs the layers: host threads do not change the prediction"
+                "why": f"{what} runs the layers: host threads do not change the prediction"
                        + (f" (--threads {threads} ignored)" if threads else "")}
     if threads is None:
         return {"value": board["n_ref"], "default": True,
@@ -337,12 +346,13 @@ __all__ = [
     "JETPACK_DATES", "LLAMAFILE_DATES", "LLAMA_CPP_BUILD_DATES", "LLAMA_CPP_PYTHON",
     "LLMCalibrationError", "MAX_SPREAD", "NEON_PIPES", "OVERHEAD_SPAN", "POOLED_WEIGHT",
     "PREFILL_SERIAL_PRIOR", "PREFILL_SERIAL_SOURCE", "READABLE_VERSIONS", "ROWS_FILE",
-    "RowMap", "SHIPPED_FILE", "SHRINK", "SIGMA_FLOOR", "SIZE_SPAN", "SUPER_MODE_BANDWIDTH",
+    "ROW_FORMATS", "RowMap", "SHIPPED_FILE", "SHRINK", "SIGMA_FLOOR", "SIZE_SPAN",
+    "SUPER_MODE_BANDWIDTH",
     "SUPER_MODE_GPU_CLOCK_RATIO", "SUPER_MODE_SOURCE", "TRAIN_CSV", "Z80", "attach_cv",
     "board_of", "build_calibration", "calibrate_llm_host", "comparable", "compute_precision",
     "core_type", "cv_table", "decode_speed", "estimate_numbers", "fit_decode", "fit_entries",
     "fit_prefill", "fit_prior", "host_samples", "installed_build", "interval_report",
     "learned_builds", "leave_one_out", "llama_cpp_build_date", "llm_calibrations",
     "load_llm_calibration", "map_row", "normalize_build", "predict_llm", "prefill_speed",
-    "published_samples", "row_key", "row_maps", "sample_from", "training_rows", "validate",
-    "write_calibration"]
+    "published_samples", "row_format", "row_key", "row_maps", "sample_from", "training_rows",
+    "validate", "write_calibration"]

@@ -24,7 +24,13 @@ LLAMAFILE_DATES = {"0.6": "2024-01-04", "0.6.2": "2024-01-27", "0.7": "2024-03-3
 #: from 2025 on, which dates ggml 0.25 to the 2025+ era.
 LLAMA_CPP_PYTHON = {"0.3.36": {"commit": "0c1e57098", "ggml": "0.25.3",
                                "era_date": "2025-09-01"}}
-#: per runtime family: where its build eras split and why (the kernels that changed)
+#: per runtime family: where its build eras split and why (the kernels that changed). Within an
+#: era the rows show no build effect: the same model, format and prompt at two builds measured
+#: within 7 % (llama.cpp b9333 / b9518 on the Orin Nano Super, 66.69 / 66.55 tok/s decode;
+#: b6726 / b7095 on a Pi 4, Qwen3-0.6B prefill 19.8 / 19.9 tok/s at pp256 / pp512; RKLLM
+#: 1.2.1, 1.2.2, 1.3.0 on the RK3588's NPU, within 3 %: RKLLM has no eras), against factors of
+#: 0.7-1.3 between eras (tests/profilers/predict/test_llm.py,
+#: test_builds_of_one_era_measured_the_same)
 BUILD_ERAS: dict[str, dict[str, str]] = {
     "llama_cpp": {"key": "date", "split": "2025-01-01", "why": (
         "llama.cpp's CPU matmuls for Arm were reworked between the 2024 builds and the 2025+ "

@@ -17,21 +17,28 @@ from edgeprof.profilers.predict.llm.inputs import (compute_precision, decode_spe
                                                    prefill_speed)
 
 
-def _why_size(stage: str, fit: dict[str, Any], n: dict[str, Any]) -> str | None:
+def _why_size(stage: str, fit: dict[str, Any], n: dict[str, Any],
+              runtime: str | None = None) -> str | None:
+    """Why the model's size is outside what the rows covered: the runtime's own rows where
+    the fit records their range (its level, and its overhead where identified, come from
+    them), else the board's."""
+    rp = (fit.get("runtimes") or {}).get(runtime) or {}
+    whose = f"{runtime} rows'" if rp.get("bytes_range" if stage == "decode" else "macs_range") \
+        else "rows'"
     if stage == "decode":
-        lo, hi = fit["bytes_range"]
+        lo, hi = rp.get("bytes_range") or fit["bytes_range"]
         x = n["decode_bytes_per_token"]
         if x < lo / SIZE_SPAN or x > hi * SIZE_SPAN:
-            return (f"{x / 1e6:.0f} MB per token is outside the rows' {lo / 1e6:.0f}-"
+            return (f"{x / 1e6:.0f} MB per token is outside the {whose} {lo / 1e6:.0f}-"
                     f"{hi / 1e6:.0f} MB")
         return None
-    rng = fit.get("macs_range")
+    rng = rp.get("macs_range") or fit.get("macs_range")
     if not rng:
         return None
     lo, hi = rng
     x = n["prefill_macs"]
     if x < lo / SIZE_SPAN or x > hi * SIZE_SPAN:
-        return (f"{x / 1e9:.0f} GMAC for the prompt is outside the rows' {lo / 1e9:.0f}-"
+        return (f"{x / 1e9:.0f} GMAC for the prompt is outside the {whose} {lo / 1e9:.0f}-"
                 f"{hi / 1e9:.0f} GMAC")
     return None
 
@@ -79,7 +86,7 @@ def _stage(cal: dict[str, Any], entry: dict[str, Any] | None, stage: str, n: dic
     fit = entry.get(stage) if entry else None
     if fit is not None:
         p, why, used = _params(fit, stage, runtime, era)
-        w = _why_size(stage, fit, n)
+        w = _why_size(stage, fit, n, runtime if runtime in fit["runtimes"] else None)
         if w:
             why.append(("size", w))
         if stage == "prefill" and precision not in fit["precisions"]:
@@ -159,7 +166,8 @@ def _core(cal: dict[str, Any], n: dict[str, Any], board: dict[str, Any], runtime
             "pre": st["prefill"]["p"], "t_dec": t_dec, "t_pre": t_pre,
             "prov": {s: st[s]["prov"] for s in st}, "why": {s: st[s]["why"] for s in st},
             "source": {s: st[s]["source"] for s in st}, "used": {s: st[s]["used"] for s in st},
-            "fits": {s: st[s]["fit"] for s in st}, "serial": serial, "n_sat": n_sat}
+            "fits": {s: st[s]["fit"] for s in st}, "serial": serial, "n_sat": n_sat,
+            "runtime": runtime}
 
 
 def _ex_sigma(cal: dict[str, Any], stage: str, kind: str) -> float:
@@ -177,8 +185,12 @@ def _sigma(cal: dict[str, Any], c: dict[str, Any], stage: str) -> tuple[float, s
     if c["prov"][stage] == "predicted" or c["source"][stage]:
         base = float(fit.get("sigma", 0.0)) if fit else 0.0
         k = int(fit.get("sigma_rows", 0)) if fit else 0
+        of = ""
+        rp = ((fit or {}).get("runtimes") or {}).get(c.get("runtime"))
+        if c["prov"][stage] == "predicted" and rp and "sigma" in rp:
+            base, k, of = float(rp["sigma"]), int(rp["sigma_rows"]), f" of {c['runtime']}"
         what = (f"leave-one-out sigma {base:.2f}"
-                + (f" ({k} own rows{': few, mostly the pooled one' if k < 3 else ''})"
+                + (f" ({k} own rows{of}{': few, mostly the pooled one' if k < 3 else ''})"
                    if fit else ""))
         s2 = base ** 2 + sum(x ** 2 for _, x in ex)
         if c["source"][stage]:

@@ -6,13 +6,14 @@ per-board accuracy table and the interval report against the goal (:func:`cv_tab
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from edgeprof.profilers.predict.llm.constants import (ESTIMATE_MIN_SPREAD,
                                                       EXTRAPOLATION_SIGMA, INTERVAL_GOAL,
                                                       MAX_SPREAD, POOLED_WEIGHT, Z80)
 from edgeprof.profilers.predict.llm.core import _core, _sigma
 from edgeprof.profilers.predict.llm.fit import _era_of, _median, fit_entries, fit_prior
+from edgeprof.profilers.predict.llm.inputs import _registry_target
 
 
 def _rate_of(core: dict[str, Any], s: dict[str, Any]) -> float:
@@ -44,19 +45,39 @@ def _fit_all(samples: list[dict[str, Any]], *, per_runtime: bool, targets=None,
             "prior": dict(prior) if prior is not None else fit_prior(entries)}
 
 
+def same_measurement(s: dict[str, Any]) -> tuple:
+    """What makes two published rows one measurement repeated: the same board and processor,
+    runtime and build era, model, format and stage (another build of the same era measures
+    the same within 7 %: test_builds_of_one_era_measured_the_same). Leave-one-out holds such
+    rows out together, so a model measured at two builds is not predicted from its own twin:
+    the errors are those of a model the fit has not seen."""
+    return (s["target"], s["device"], s["runtime"], (s.get("build") or {}).get("era"),
+            s.get("model"), s.get("format"), s["stage"])
+
+
 def leave_one_out(samples: list[dict[str, Any]], *, per_runtime: bool = False, targets=None,
-                  prior: dict[str, Any] | None = None, nested: bool = True
+                  prior: dict[str, Any] | None = None, nested: bool = True,
+                  group: Callable[[dict[str, Any]], Any] | None = None
                   ) -> list[dict[str, Any]]:
     """Each sample predicted by a fit to all the others (prior included, unless one is
     given), through the prediction path. ``nested``: the held-out row's interval is the one
-    that fit states (its sigmas from a leave-one-out of the others), so coverage is honest."""
+    that fit states (its sigmas from a leave-one-out of the others), so coverage is honest.
+    ``targets``: the samples' targets by id (default: read from the registry once, here, not
+    in each of the n^2 refits). ``group``: rows of one key are held out together (the
+    published rows: :func:`same_measurement`); None: each row alone."""
+    if targets is None:
+        targets = {tid: _registry_target(tid) for tid in sorted({s["target"] for s in samples})}
     out = []
     for i, s in enumerate(samples):
-        rest = samples[:i] + samples[i + 1:]
+        if group is None:
+            rest = samples[:i] + samples[i + 1:]
+        else:
+            key = group(s)
+            rest = [x for j, x in enumerate(samples) if j != i and group(x) != key]
         cal = _fit_all(rest, per_runtime=per_runtime, targets=targets, prior=prior)
         if nested and len(rest) > 1:
             attach_cv(cal, leave_one_out(rest, per_runtime=per_runtime, targets=targets,
-                                         prior=prior, nested=False))
+                                         prior=prior, nested=False, group=group))
         pred, prov, c = _predict_sample(cal, s)
         r = {"id": s["id"], "target": s["target"], "device": s["device"],
              "runtime": s["runtime"], "stage": s["stage"], "model": s.get("model"),
@@ -122,6 +143,19 @@ def attach_cv(cal: dict[str, Any], loo: list[dict[str, Any]]) -> None:
             e[st]["sigma_rows"] = k
             e[st]["sigma_pooled"] = pooled[st]
             e[st]["sigma_pooled_from"] = pooled_from[st]
+            # a runtime's own spread where the board's rows are of several runtimes and its
+            # own held-out rows are two or more (RKLLM and a llama.cpp fork on one NPU are not
+            # one spread), shrunk towards the board's
+            rts = (e[st].get("runtimes") or {})
+            for rt, r in rts.items():
+                r.pop("sigma", None)
+                r.pop("sigma_rows", None)
+                mine = [x["log_error"] for x in loo if f"{x['target']}/{x['device']}" == key
+                        and x["stage"] == st and x["runtime"] == rt and inside(x)]
+                if len(rts) >= 2 and len(mine) >= 2:
+                    r["sigma"] = pooled_sigma(_rms(mine), len(mine), e[st]["sigma"],
+                                              POOLED_WEIGHT)
+                    r["sigma_rows"] = len(mine)
     ex: dict[str, dict[str, Any]] = {}
     for st in ("decode", "prefill"):
         ex[st] = {}
@@ -203,11 +237,17 @@ def interval_report(loo: list[dict[str, Any]]) -> dict[str, Any]:
             ext = sum(r["provenance"] == "predicted" and bool(r.get("extrapolations"))
                       for r in rows)
             kinds = sorted({k for r in rows for k in r.get("extrapolations") or []})
+            wide = {}
+            for r in rows:
+                wide.setdefault(f"{r['target']}/{r['device']}", []).append(r["width"])
+            wide = sorted(((_median(v), k) for k, v in wide.items()
+                           if _median(v) > INTERVAL_GOAL["median_width"]), reverse=True)
             why.append(f"median width {width:.1f}x: of {len(rows)} held-out rows, {est} had no "
                        "other row of that stage on their board (estimated, from the prior or "
                        f"a board of the same core) and {ext} were predicted outside what the "
-                       f"other rows covered ({', '.join(kinds) or '-'}): few rows, one per "
-                       "build era and runtime on most boards")
+                       f"other rows covered ({', '.join(kinds) or '-'})"
+                       + ("; boards wider than the goal: " + ", ".join(
+                           f"{k} {w:.1f}x" for w, k in wide) if wide else ""))
         out[st] = {"n": len(rows), "coverage": cov, "median_width": width,
                    "meets_goal": cov >= INTERVAL_GOAL["coverage"]
                    and width <= INTERVAL_GOAL["median_width"], "why": why}

@@ -18,7 +18,8 @@ from edgeprof.profilers.predict.llm.constants import (ASSUMED_GEN, ASSUMED_PROMP
                                                       FORMAT, FORMAT_VERSION,
                                                       READABLE_VERSIONS, SHIPPED_FILE)
 from edgeprof.profilers.predict.llm.crossval import (_fit_all, attach_cv, cv_table,
-                                                     interval_report, leave_one_out)
+                                                     interval_report, leave_one_out,
+                                                     same_measurement)
 from edgeprof.profilers.predict.llm.fit import fit_prior
 from edgeprof.profilers.predict.llm.inputs import (DECODE_SATURATION_PRIOR,
                                                    DECODE_SATURATION_SOURCE,
@@ -51,13 +52,16 @@ def build_calibration() -> dict[str, Any]:
     file gives the same numbers; ``created_utc`` aside)."""
     samples, skipped = published_samples()
     cal = _fit_all(samples, per_runtime=False)
-    loo = leave_one_out(samples, per_runtime=False, nested=True)
+    loo = leave_one_out(samples, per_runtime=False, nested=True, group=same_measurement)
     attach_cv(cal, loo)
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "name": "llm--published",
             "entries": cal["entries"], "prior": cal["prior"],
             "extrapolation_sigma": cal["extrapolation_sigma"],
             "builds": learned_builds(samples), "build_eras": BUILD_ERAS,
-            "cv": {"method": "leave-one-out", "n": len(loo), "rows": loo,
+            "cv": {"method": "leave-one-out", "grouped": (
+                       "rows of one board, processor, runtime, build era, model, format and "
+                       "stage (one measurement at several builds of an era) held out "
+                       "together"), "n": len(loo), "rows": loo,
                    "boards": cv_table(loo), "intervals": interval_report(loo)},
             "samples": _strip(samples), "left_out": skipped,
             "assumptions": {"prompt_tokens": ASSUMED_PROMPT, "gen_tokens": ASSUMED_GEN,

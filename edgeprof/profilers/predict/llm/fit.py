@@ -179,7 +179,9 @@ def fit_decode(ss: list[dict[str, Any]], *, per_runtime: bool = False) -> dict[s
         # build eras: a factor on the runtime's time per token (rate = 1 / time)
         res = {id(s): math.log(base_t[id(s)] * s["rate_ref"]) for s in mine}  # log(pred/meas)
         eras = _era_factors(mine, {i: -v for i, v in res.items()}, 0.0)
-        r.update(n=len(mine), versions=_versions(mine), builds=_builds(mine), eras=eras)
+        r.update(n=len(mine), versions=_versions(mine), builds=_builds(mine), eras=eras,
+                 bytes_range=[min(s["decode_bytes_per_token"] for s in mine),
+                              max(s["decode_bytes_per_token"] for s in mine)])
         runtimes[rt] = r
     bpt = [s["decode_bytes_per_token"] for s in ss]
     return {"n": len(ss), "base": {"bandwidth_fraction": 1.0 / a, "per_layer_s": o},
@@ -226,7 +228,9 @@ def fit_prefill(ss: list[dict[str, Any]], decode: dict[str, Any] | None, *,
         for er in eras.values():
             er["efficiency"] = min(1.0, e * er["factor"])
         runtimes[rt] = {"efficiency": min(1.0, e), "factor": e / base, "n": len(mine),
-                        "versions": _versions(mine), "builds": _builds(mine), "eras": eras}
+                        "versions": _versions(mine), "builds": _builds(mine), "eras": eras,
+                        "macs_range": [min(s["prefill_macs"] for s in mine),
+                                       max(s["prefill_macs"] for s in mine)]}
     macs = [s["prefill_macs"] for s in ss]
     return {"n": len(ss), "base": {"efficiency": base}, "runtimes": runtimes,
             "precisions": sorted({s["precision"] for s in ss}),

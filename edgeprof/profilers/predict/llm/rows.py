@@ -19,8 +19,12 @@ from edgeprof.profilers.predict.llm.constants import (ASSUMED_GEN, ASSUMED_PROMP
                                                       SUPER_MODE_BANDWIDTH,
                                                       SUPER_MODE_GPU_CLOCK_RATIO,
                                                       SUPER_MODE_SOURCE, TRAIN_CSV)
+from edgeprof.profilers.predict.llm.formats import row_format
 from edgeprof.profilers.predict.llm.inputs import (_registry_target, board_of,
                                                    compute_precision, estimate_numbers)
+
+#: the CSV's metric -> the stage it measures (ttft_ms: the prompt's prefill, read as a rate)
+METRICS = {"prefill_tok_s": "prefill", "decode_tok_s": "decode", "ttft_ms": "prefill"}
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -149,8 +153,28 @@ def _row_threads(row: dict[str, str], m: RowMap, board: dict[str, Any]) -> int |
     return int(m.threads)
 
 
+def _tokens(cell: str | None, assumed: int) -> int:
+    """A CSV token count: the cell where it is a whole number, else the assumption
+    (llama-bench's pp512 / tg128 where a source states none, or hedges: '512?')."""
+    cell = (cell or "").strip()
+    return int(cell) if cell.isdigit() and int(cell) > 0 else assumed
+
+
+def row_rate(row: dict[str, str], prompt_tokens: int) -> tuple[str, float]:
+    """(stage, tokens/s) of a CSV row: prefill_tok_s and decode_tok_s as they are; ttft_ms,
+    a time to first token, as the prompt's prefill rate (prompt tokens / TTFT: the first token
+    is sampled from the prefill's logits, as edgeprof's TTFT is)."""
+    metric, value = row["metric"], float(row["value"])
+    if metric not in METRICS:
+        raise ValueError(f"training row metric {metric!r} is not one of {', '.join(METRICS)}")
+    if metric == "ttft_ms":
+        return "prefill", prompt_tokens / (value / 1e3)
+    return METRICS[metric], value
+
+
 def published_samples() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(samples, left-out rows) of the training file, figures from the estimator."""
+    """(samples, left-out rows) of the training file, figures from the estimator (for the
+    row's prompt and generated tokens where it states them, else pp512 / tg128)."""
     from edgeprof.profilers.estimate.llm import estimate_llm
     from edgeprof.zoo.llm import PRESETS
 
@@ -165,18 +189,20 @@ def published_samples() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
             continue
         target, tnote, over = _resolve_target(m.target)
         board = board_of(target, m.device)
-        est = estimate_llm(PRESETS[m.preset], m.fmt, prompt_tokens=ASSUMED_PROMPT,
-                           gen_tokens=ASSUMED_GEN, depth=0, target=target, device=m.device)
-        stage = {"prefill_tok_s": "prefill", "decode_tok_s": "decode"}[row["metric"]]
+        prompt = _tokens(row.get("prompt_tokens"), ASSUMED_PROMPT)
+        est = estimate_llm(PRESETS[m.preset], row_format(m.fmt), prompt_tokens=prompt,
+                           gen_tokens=_tokens(row.get("gen_tokens"), ASSUMED_GEN), depth=0,
+                           target=target, device=m.device)
+        stage, rate = row_rate(row, prompt)
         build = normalize_build(m.runtime, m.build or row["runtime_version"])
         build["raw"] = row["runtime_version"]
         note = m.note + (f"; {tnote}" if tnote else "")
         samples.append(sample_from(
             sid=i, target=target, device=m.device, runtime=m.runtime, stage=stage,
-            rate=float(row["value"]), estimate=est, bandwidth=over.get("bandwidth"),
+            rate=rate, estimate=est, bandwidth=over.get("bandwidth"),
             compute_scale=over.get("compute_scale", 1.0), mode=over.get("mode"),
             threads=_row_threads(row, m, board), build=build, key=row_key(row),
             model=m.preset, published_model=row["model"], published_device=row["device"],
             version=row["runtime_version"], source=row["source"], quote=row["quote"],
-            note=note))
+            metric=row["metric"], published_value=float(row["value"]), note=note))
     return samples, skipped
