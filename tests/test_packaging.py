@@ -1,5 +1,6 @@
 """The wheel carries what an installed edgeprof needs: the default plugins.toml, the target
-descriptors, the router's data and the profile.json schema."""
+descriptors, the router's data and the profile.json schema; and not the build-only code of
+tools/ (rebuilding the shipped calibrations)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,12 @@ def test_wheel_contains_default_plugins_and_data(tmp_path):
     assert "edgeprof/targets/strategies.toml" in names
     assert "edgeprof/schema/profile.schema.json" in names
     assert "edgeprof/schema/llm_profile.schema.json" in names
+    # build-only code (rebuilding the shipped calibrations) is the repository's tools/, never
+    # installed: not in the wheel, and no longer in the package it builds data for
+    assert not [n for n in names if n.startswith("tools/") or "/tools/" in n], names
+    assert (ROOT / "tools" / "build_board_calibrations.py").is_file()
+    assert (ROOT / "tools" / "build_llm_calibration.py").is_file()
+    boards = zipfile.ZipFile(wheel).read("edgeprof/profilers/predict/boards.py").decode()
+    assert "def build_all" not in boards and "def interval_coverage" in boards
+    files = zipfile.ZipFile(wheel).read("edgeprof/profilers/predict/llm/files.py").decode()
+    assert "def build_calibration" not in files and "def write_calibration" not in files

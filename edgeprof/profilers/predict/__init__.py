@@ -2,11 +2,12 @@
 
 ``predict_latency(estimate, target, backend, precision) -> Prediction`` (predictor.py);
 calibration files (calibration.py); the fit and its cross-validation (fit.py); the kernel
-classes and fusion (kernels.py); the shipped board calibrations (boards.py, data/); host
-calibration by measuring sampled kernels (host.py, ``edgeprof calibrate``); which runtime
-runs on which processor at which precision (runtimes.py: ``runtimes_on(target, device=None)``,
-``offers(backend, precision)``, ``processor_for``). Importing this package imports neither
-torch nor scikit-learn.
+classes and fusion (kernels.py); the shipped board calibrations (data/, built by
+tools/build_board_calibrations.py: build-only, not installed); host calibration by measuring
+sampled kernels (host.py, ``edgeprof calibrate``); which runtime runs on which processor at
+which precision (runtimes.py: ``runtimes_on(target, device=None)``, ``offers(backend,
+precision)``, ``processor_for``). Importing this package imports neither torch nor
+scikit-learn.
 """
 
 from edgeprof.profilers.predict.calibration import (Calibration, CalibrationError,

@@ -183,7 +183,7 @@ def processor_kind_of(target) -> str:
 
 def runtime_of(family_key: str) -> str:
     """The runtime family of a calibration's family key (``ncnn`` for ``ncnn@2020-05``, an
-    older build's rows: boards.py)."""
+    older build's rows: tools/build_board_calibrations.py)."""
     return family_key.split("@", 1)[0]
 
 

@@ -308,7 +308,7 @@ def test_nested_intervals_pool_a_close_fold_with_the_other_boards_spread():
 
 
 def test_cross_board_sigma_pools_the_other_boards_by_their_rows():
-    from edgeprof.profilers.predict.boards import cross_board_sigma
+    from tools.build_board_calibrations import cross_board_sigma
 
     fitted = {"a": {"own_sigma": 0.1, "n_calibrated": 9},
               "b": {"own_sigma": 0.2, "n_calibrated": 3},

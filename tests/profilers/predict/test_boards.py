@@ -1,11 +1,12 @@
-"""How the board fit reads the published rows (boards.py, data/board_rows.toml): by their
-content, every row by one rule of each table; builds, thread pairs and processors."""
+"""How the board fit reads the published rows (tools/build_board_calibrations.py,
+data/board_rows.toml): by their content, every row by one rule of each table; builds, thread
+pairs and processors."""
 
 from __future__ import annotations
 
 import pytest
 
-from edgeprof.profilers.predict import boards as B
+import tools.build_board_calibrations as B
 
 
 def test_every_training_row_is_read_by_one_rule_of_each_table():

@@ -117,7 +117,7 @@ def test_fit_recovers_known_parameters_and_cross_validates():
 
 # --------------------------------------------------------------------- calibrations
 def test_shipped_board_calibrations_are_fitted_to_the_training_file_only():
-    from edgeprof.profilers.predict.boards import groups, training_rows
+    from tools.build_board_calibrations import groups, training_rows
 
     rows = training_rows()
     assert len(rows) == 241

@@ -22,7 +22,8 @@ has (the RK3588's: int8) -- of the big cores (:func:`board_of`). ``fraction`` (e
 bandwidth), ``per_layer_s`` and ``efficiency`` (of that peak at the prompt's batch) are
 fitted:
 
-* **shipped** (``data/llm/llm--published.json``), fitted by :func:`build_calibration` only to
+* **shipped** (``data/llm/llm--published.json``), fitted by ``build_calibration`` of
+  tools/build_llm_calibration.py (build-only, not installed) only to
   ``data/llm/llm_measurements_train.csv`` (published rows, each with its source and quote).
   ``data/llm/rows.toml`` says, keyed on each row's content, the target (and mode), device,
   runtime, preset, format, build and threads it is read as, or why it is left out (a row's
@@ -77,10 +78,10 @@ same core (an uncalibrated Cortex-A76 board from the Raspberry Pi 5's fractions;
 fraction / efficiency of the shipped boards), with the prior's leave-one-out spread. Each
 calibration reports, from nested leave-one-out (each held-out row's interval is the one a fit
 without it states; the shipped file holds a row's twins at other builds of its era out with
-it: :func:`crossval.same_measurement`), how often the interval held the truth and its median width (high/low),
-per board and stage, against the goal (80 %, at most 2x); a prediction wider than 2x says
-why. No figure is ever faster than the datasheet roofline, and nothing depends on this
-machine's load.
+it: ``same_measurement`` of tools/build_llm_calibration.py), how often the interval held the
+truth and its median width (high/low), per board and stage, against the goal (80 %, at most
+2x); a prediction wider than 2x says why. No figure is ever faster than the datasheet
+roofline, and nothing depends on this machine's load.
 
 **Modules.** :func:`predict_llm` is defined here; the rest lives in this package's modules,
 and each public name stays importable from here: ``constants`` (data files, file format,
@@ -88,9 +89,11 @@ the fit's and the intervals' fixed numbers), ``builds`` (runtime versions as bui
 eras), ``inputs`` (the estimate's numbers, the board's figures, the thread laws), ``rows``
 (the published rows and the samples made of them), ``fit`` (the per-board fit and the
 prior), ``core`` (one prediction's parameters, times and sigma), ``crossval``
-(leave-one-out, the intervals' sigmas and reports), ``files`` (building, writing and
-reading calibration files), ``host`` (calibrating this machine), ``formats`` (the rows'
-formats no backend makes).
+(leave-one-out, the intervals' sigmas and reports), ``files`` (the helpers of writing
+and reading calibration files), ``host`` (calibrating this machine), ``formats`` (the rows'
+formats no backend makes). Building the shipped file (``build_calibration``,
+``write_calibration``, ``comparable``, ``same_measurement``) is tools/build_llm_calibration.py's
+in the source repository, not installed.
 """
 
 from __future__ import annotations
@@ -122,9 +125,8 @@ from edgeprof.profilers.predict.llm.core import _core, _interval, _sigma
 from edgeprof.profilers.predict.llm.crossval import (attach_cv, cv_table, interval_report,
                                                      leave_one_out)
 from edgeprof.profilers.predict.llm.files import (LLMCalibrationError, _entries_for_transfer,
-                                                  _select, build_calibration, comparable,
-                                                  llm_calibrations, load_llm_calibration,
-                                                  validate, write_calibration)
+                                                  _select, llm_calibrations,
+                                                  load_llm_calibration, validate)
 from edgeprof.profilers.predict.llm.fit import (fit_decode, fit_entries, fit_prefill,
                                                 fit_prior)
 from edgeprof.profilers.predict.llm.formats import ROW_FORMATS, row_format
@@ -349,10 +351,10 @@ __all__ = [
     "ROW_FORMATS", "RowMap", "SHIPPED_FILE", "SHRINK", "SIGMA_FLOOR", "SIZE_SPAN",
     "SUPER_MODE_BANDWIDTH",
     "SUPER_MODE_GPU_CLOCK_RATIO", "SUPER_MODE_SOURCE", "TRAIN_CSV", "Z80", "attach_cv",
-    "board_of", "build_calibration", "calibrate_llm_host", "comparable", "compute_precision",
+    "board_of", "calibrate_llm_host", "compute_precision",
     "core_type", "cv_table", "decode_speed", "estimate_numbers", "fit_decode", "fit_entries",
     "fit_prefill", "fit_prior", "host_samples", "installed_build", "interval_report",
     "learned_builds", "leave_one_out", "llama_cpp_build_date", "llm_calibrations",
     "load_llm_calibration", "map_row", "normalize_build", "predict_llm", "prefill_speed",
     "published_samples", "row_format", "row_key", "row_maps", "sample_from", "training_rows",
-    "validate", "write_calibration"]
+    "validate"]

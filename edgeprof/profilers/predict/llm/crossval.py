@@ -45,16 +45,6 @@ def _fit_all(samples: list[dict[str, Any]], *, per_runtime: bool, targets=None,
             "prior": dict(prior) if prior is not None else fit_prior(entries)}
 
 
-def same_measurement(s: dict[str, Any]) -> tuple:
-    """What makes two published rows one measurement repeated: the same board and processor,
-    runtime and build era, model, format and stage (another build of the same era measures
-    the same within 7 %: test_builds_of_one_era_measured_the_same). Leave-one-out holds such
-    rows out together, so a model measured at two builds is not predicted from its own twin:
-    the errors are those of a model the fit has not seen."""
-    return (s["target"], s["device"], s["runtime"], (s.get("build") or {}).get("era"),
-            s.get("model"), s.get("format"), s["stage"])
-
-
 def leave_one_out(samples: list[dict[str, Any]], *, per_runtime: bool = False, targets=None,
                   prior: dict[str, Any] | None = None, nested: bool = True,
                   group: Callable[[dict[str, Any]], Any] | None = None
@@ -64,7 +54,8 @@ def leave_one_out(samples: list[dict[str, Any]], *, per_runtime: bool = False, t
     that fit states (its sigmas from a leave-one-out of the others), so coverage is honest.
     ``targets``: the samples' targets by id (default: read from the registry once, here, not
     in each of the n^2 refits). ``group``: rows of one key are held out together (the
-    published rows: :func:`same_measurement`); None: each row alone."""
+    published rows: ``same_measurement`` of tools/build_llm_calibration.py); None: each
+    row alone."""
     if targets is None:
         targets = {tid: _registry_target(tid) for tid in sorted({s["target"] for s in samples})}
     out = []

@@ -1,7 +1,7 @@
-"""LLM calibration files: building the shipped one from the published rows
-(:func:`build_calibration`, :func:`write_calibration`), reading and validating them
-(:func:`load_llm_calibration`, :func:`llm_calibrations`), and choosing the one a prediction
-uses."""
+"""LLM calibration files: the helpers a written file shares (``edgeprof calibrate``'s host
+file, :mod:`.host`; the shipped one is built by tools/build_llm_calibration.py, build-only and
+not installed), reading and validating them (:func:`load_llm_calibration`,
+:func:`llm_calibrations`), and choosing the one a prediction uses."""
 
 from __future__ import annotations
 
@@ -13,26 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.profilers.predict.calibration import CalibrationError, user_dir
-from edgeprof.profilers.predict.llm.builds import BUILD_ERAS, learned_builds
-from edgeprof.profilers.predict.llm.constants import (ASSUMED_GEN, ASSUMED_PROMPT, FILE_PREFIX,
-                                                      FORMAT, FORMAT_VERSION,
-                                                      READABLE_VERSIONS, SHIPPED_FILE)
-from edgeprof.profilers.predict.llm.crossval import (_fit_all, attach_cv, cv_table,
-                                                     interval_report, leave_one_out,
-                                                     same_measurement)
+from edgeprof.profilers.predict.llm.constants import (FILE_PREFIX, FORMAT, READABLE_VERSIONS,
+                                                      SHIPPED_FILE)
 from edgeprof.profilers.predict.llm.fit import fit_prior
-from edgeprof.profilers.predict.llm.inputs import (DECODE_SATURATION_PRIOR,
-                                                   DECODE_SATURATION_SOURCE,
-                                                   PREFILL_SERIAL_PRIOR,
-                                                   PREFILL_SERIAL_SOURCE)
-from edgeprof.profilers.predict.llm.rows import published_samples
 
 
 class LLMCalibrationError(CalibrationError):
     """An LLM calibration file is corrupted or of another format (exit 2)."""
 
 
-# ------------------------------------------------------------------ building files
+# ------------------------------------------------------------------ writing files
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -45,52 +35,6 @@ def _version() -> str:
 
 def _strip(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in s.items() if k not in ("estimate", "rate_ref")} for s in samples]
-
-
-def build_calibration() -> dict[str, Any]:
-    """The shipped calibration, fitted only to the training file (deterministic: the same
-    file gives the same numbers; ``created_utc`` aside)."""
-    samples, skipped = published_samples()
-    cal = _fit_all(samples, per_runtime=False)
-    loo = leave_one_out(samples, per_runtime=False, nested=True, group=same_measurement)
-    attach_cv(cal, loo)
-    return {"format": FORMAT, "format_version": FORMAT_VERSION, "name": "llm--published",
-            "entries": cal["entries"], "prior": cal["prior"],
-            "extrapolation_sigma": cal["extrapolation_sigma"],
-            "builds": learned_builds(samples), "build_eras": BUILD_ERAS,
-            "cv": {"method": "leave-one-out", "grouped": (
-                       "rows of one board, processor, runtime, build era, model, format and "
-                       "stage (one measurement at several builds of an era) held out "
-                       "together"), "n": len(loo), "rows": loo,
-                   "boards": cv_table(loo), "intervals": interval_report(loo)},
-            "samples": _strip(samples), "left_out": skipped,
-            "assumptions": {"prompt_tokens": ASSUMED_PROMPT, "gen_tokens": ASSUMED_GEN,
-                            "threads": {"prefill_serial_share": PREFILL_SERIAL_PRIOR,
-                                        "prefill_source": PREFILL_SERIAL_SOURCE,
-                                        "decode_saturation_threads": DECODE_SATURATION_PRIOR,
-                                        "decode_source": DECODE_SATURATION_SOURCE}},
-            "created_utc": _now(), "edgeprof_version": _version(),
-            "note": (f"fitted only to edgeprof/profilers/predict/data/llm/"
-                     f"llm_measurements_train.csv ({len(samples)} rows used, {len(skipped)} left "
-                     "out: " + "; ".join(f"{s['model']} ({s['device']}): {s['reason']}"
-                                         for s in skipped)
-                     + "); bytes and MACs per token from edgeprof's estimator for the preset "
-                     "and format each row is read as (data/llm/rows.toml)")}
-
-
-def write_calibration(path: str | os.PathLike = SHIPPED_FILE) -> dict[str, Any]:
-    """Rebuild the shipped file (``python benchmarks/predict_llm.py --write``)."""
-    from edgeprof.core.io import write_json
-
-    cal = build_calibration()
-    write_json(path, cal)
-    return cal
-
-
-def comparable(cal: dict[str, Any]) -> dict[str, Any]:
-    """A calibration without its timestamp and version (to compare a re-fit to a file)."""
-    return {k: v for k, v in json.loads(json.dumps(cal)).items()
-            if k not in ("created_utc", "edgeprof_version")}
 
 
 # ------------------------------------------------------------------ loading files

@@ -1,0 +1,573 @@
+"""Builds the shipped board calibrations from
+``edgeprof/profilers/predict/data/device_measurements_train.csv`` only.
+
+That file holds published latencies (Raspberry Pi 4 and 5, Jetson Nano, STM32 boards), each
+with its source and a quote. ``data/board_rows.toml`` says how every row is read: the
+target and processor it ran on, its runtime family (and build, where builds differ), its
+precision, and the ``builtin:`` network that rebuilds it (``edgeprof.zoo``) -- or why the
+row is left out. The rules match the row's text, not its position, and a row no rule reads
+is an error, so rows can be appended to the file in any order.
+
+Each (board, processor) gets its own calibration: a board's GPU rows say nothing of its CPU
+and the reverse (``<board>--published.json`` for the processor the board's kind implies,
+``<board>--published-<device>.json`` for another). The build estimates each model on that
+processor's view of the board, chooses the grouping of kernel classes and the runtime
+factors' shrink by leave-one-out, fits the few parameters (fit.py), reports nested
+leave-one-out (the choice made again without each row; each row predicted by the method the
+predictor would use for it, with the interval it would give) and writes the calibration
+files and ``data/prior.json``.
+
+* **Threads.** Rows at 1 and 4 threads of one runtime, build, precision and model on a board
+  give that runtime's serial share there (Amdahl's law, the median over the pairs: ncnn's
+  tables); the fit and the predictions for other thread counts use it.
+* **Builds.** Where one board's rows of a runtime come from several builds (ncnn's tables of
+  May 2020 and June 2023 on the Pi 4), the newest build is the family's own key and an older
+  one ``family@build``: a prediction is for the newest unless a build is asked for.
+* **Clock.** MCU rows measured at another clock than the descriptor's are scaled to it
+  (latency x f / f_descriptor: compute and the AXI bus both run off the core clock).
+
+Build-only: not installed (the wheel carries ``edgeprof/`` alone); it imports edgeprof's
+run-time pieces (the estimator, kernels.py, fit.py, runtimes.py, threads.py). Run from the
+repository root (needs torch)::
+
+    .venv/bin/python tools/build_board_calibrations.py [--write]
+
+prints the nested cross-validation table (``benchmarks/predict_boards.py`` prints the same
+and, with ``--write``, also saves it to benchmarks/results/predict_boards.txt); ``--write``
+rewrites the shipped calibration files and ``data/prior.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as _dt
+import re
+import statistics
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: the repository root, for edgeprof
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+import edgeprof.profilers.predict as _predict  # noqa: E402
+
+#: the package's data folder: the training rows and rules read here, the files written here
+DATA = Path(_predict.__file__).parent / "data"
+TRAIN_CSV = DATA / "device_measurements_train.csv"
+RULES_FILE = DATA / "board_rows.toml"
+#: (rules table, the CSV column its patterns read)
+TABLES = (("board", "device"), ("runtime", "framework"), ("precision", "precision"),
+          ("model", "model"))
+
+
+def training_rows() -> list[dict[str, str]]:
+    with TRAIN_CSV.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+@lru_cache(maxsize=1)
+def rules() -> dict[str, list[dict[str, Any]]]:
+    return tomllib.loads(RULES_FILE.read_text(encoding="utf-8"))
+
+
+def _match(table: str, column: str, row: dict[str, str],
+           table_rules: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The first rule of ``table`` that reads the row; a ``{N}`` in its string values is
+    the pattern's N-th group (``build = "ultralytics-{1}"``)."""
+    for rule in table_rules.get(table, []):
+        where = rule.get("where", {})
+        m = re.search(rule["pattern"], row.get(column, ""))
+        if m and all(re.search(v, row.get(c, "")) for c, v in where.items()):
+            out = dict(rule)
+            for i, g in enumerate(m.groups(), 1):
+                out = {k: v.replace(f"{{{i}}}", g or "") if isinstance(v, str) else v
+                       for k, v in out.items()}
+            return out
+    raise ValueError(f"no [[{table}]] rule of {RULES_FILE.name} reads the {column} "
+                     f"{row.get(column)!r} (row: {row.get('model')!r} on "
+                     f"{row.get('device', '')[:50]!r}); add one")
+
+
+def read_row(row: dict[str, str], table_rules: dict | None = None) -> dict[str, Any]:
+    """How the board fit reads one published row: target, processor kind (None: the
+    runtime's default there), family, build, precision, builtin model (or ``left_out``),
+    clock and notes. :class:`ValueError` where a table has no rule for it."""
+    table_rules = table_rules or rules()
+    board, runtime, precision, model = (_match(t, c, row, table_rules) for t, c in TABLES)
+    return {"target": board["target"],
+            "processor": runtime.get("processor") or board.get("processor"),
+            "family": runtime["family"], "build": runtime.get("build"),
+            "precision": precision["precision"], "builtin": model.get("builtin"),
+            "input_shape": model.get("input_shape"),
+            "left_out": model.get("left_out"), "clock_hz": board.get("clock_hz"),
+            "notes": [r["note"] for r in (board, runtime, precision, model) if r.get("note")]}
+
+
+def device_for(target, family: str, kind: str | None) -> str:
+    """The board's device a row ran on: the board's processor of ``kind`` (``gpu``, ``cpu``)
+    where the rules name one, else the runtime's default processor there."""
+    from edgeprof.profilers.predict.runtimes import board_processors, processor_for
+
+    if kind is None:
+        return processor_for(target, family, None)[0]
+    for device, k in board_processors(target):
+        if k == kind:
+            return device
+    raise ValueError(f"{target.id} has no {kind} processor (its processors: "
+                     f"{board_processors(target)})")
+
+
+@lru_cache(maxsize=1)
+def readings() -> tuple[dict[str, Any], ...]:
+    """Every training row read (``read_row``), with its index ``id`` and device."""
+    from edgeprof.targets import get_target_registry
+
+    reg = get_target_registry()
+    out = []
+    for i, row in enumerate(training_rows()):
+        r = read_row(row)
+        r["id"] = i
+        r["device"] = device_for(reg.get(r["target"]), r["family"], r["processor"])
+        out.append(r)
+    return tuple(out)
+
+
+def calibration_name(target, device: str) -> str:
+    """``<board>--published`` for the processor the board's kind implies, else
+    ``<board>--published-<device>``."""
+    return (f"{target.id}--published" if device == target.implied_device
+            else f"{target.id}--published-{device}")
+
+
+def groups() -> list[tuple[str, str]]:
+    """The (board, device) pairs the training rows calibrate, in the file's order."""
+    return list(dict.fromkeys((r["target"], r["device"]) for r in readings()
+                              if r["builtin"] is not None))
+
+
+def build_keys(rs: list[dict[str, Any]]) -> dict[int, str]:
+    """row id -> the family key a row is fitted under: the family for its newest build on
+    the board (and for rows that name none), ``family@build`` for an older one."""
+    newest: dict[tuple[str, str], str] = {}
+    for r in rs:
+        if r["build"]:
+            k = (r["target"], r["family"])
+            newest[k] = max(newest.get(k, r["build"]), r["build"], key=build_order)
+    return {r["id"]: (f"{r['family']}@{r['build']}"
+                      if r["build"] and r["build"] != newest[(r["target"], r["family"])]
+                      else r["family"]) for r in rs}
+
+
+def build_order(build: str) -> tuple:
+    """Builds in release order: numbers compared as numbers (8.3.152 after 8.3.39, 2023-06
+    after 2020-05)."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p)
+                 for p in re.split(r"(\d+)", build) if p)
+
+
+def serial_shares(rs: list[dict[str, Any]], rows: list[dict[str, str]],
+                  big_cores: int) -> dict[str, dict[str, Any]]:
+    """family -> {serial_share, n, speedups}: Amdahl's serial share from the board's pairs
+    of rows of one family, build, precision and model at 1 thread and at all the big cores
+    (the median speedup s over the pairs: serial = (P / s - 1) / (P - 1))."""
+    from edgeprof.profilers.predict.threads import parse_threads
+    from edgeprof.targets import get_target_registry
+
+    reg = get_target_registry()
+    by: dict[tuple, dict[int, float]] = {}
+    for r in rs:
+        if r["builtin"] is None:
+            continue
+        t, _ = parse_threads(rows[r["id"]].get("threads"), r["family"], reg.get(r["target"]))
+        if t is None:
+            continue
+        key = (r["family"], r["build"], r["precision"], r["builtin"])
+        by.setdefault(key, {})[t] = float(rows[r["id"]]["latency_ms"])
+    speed: dict[str, list[float]] = {}
+    for (family, *_), ts in by.items():
+        if 1 in ts and big_cores in ts and big_cores > 1:
+            speed.setdefault(family, []).append(ts[1] / ts[big_cores])
+    out = {}
+    for family, ss in speed.items():
+        s = statistics.median(ss)
+        serial = min(1.0, max(0.0, (big_cores / s - 1.0) / (big_cores - 1.0)))
+        out[family] = {"serial_share": serial, "n": len(ss),
+                       "median_speedup": s, "speedups": sorted(ss)}
+    return out
+
+
+def board_samples(target_id: str, device: str | None = None, *, targets_dir=None
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict, dict]:
+    """(samples, left-out rows, per-class kernel ranges, fitted serial shares) for one
+    board's processor ``device`` (default: the one the board's kind implies)."""
+    from edgeprof.core.models import resolve_model
+    from edgeprof.profilers.estimate.analytic import estimate_model
+    from edgeprof.profilers.predict.kernels import features, kernel_ranges, kernels_of
+    from edgeprof.profilers.predict.predictor import processor_kind_of
+    from edgeprof.profilers.predict.runtimes import executed_precision, on_device
+    from edgeprof.profilers.predict.threads import (big_cores, family_info, parse_threads,
+                                                    work_scale)
+    from edgeprof.targets import get_target_registry
+
+    board = get_target_registry(targets_dir).get(target_id)
+    device = device or board.implied_device
+    target = on_device(board, device)
+    rows = training_rows()
+    mine = [r for r in readings() if r["target"] == target_id and r["device"] == device]
+    keys = build_keys(mine)
+    shares = serial_shares(mine, rows, big_cores(target))
+    samples, skipped, ranges = [], [], {}
+    handles: dict[tuple, Any] = {}
+    for r in mine:
+        i, row = r["id"], rows[r["id"]]
+        if r["builtin"] is None:
+            skipped.append({"id": i, "model": row["model"], "reason": r["left_out"]})
+            continue
+        family, precision = r["family"], r["precision"]
+        shape = r.get("input_shape")
+        key = (r["builtin"], tuple(shape or ()))
+        if key not in handles:
+            handles[key] = resolve_model(f"builtin:{r['builtin']}",
+                                         input_shapes=[shape] if shape else None)
+        handle = handles[key]
+        executed = executed_precision(target, precision)
+        est = estimate_model(handle, target, executed)
+        kernels = kernels_of(est, family, processor_kind_of(target))
+        threads, threads_note = parse_threads(row.get("threads"), family, target)
+        fitted = shares.get(family)
+        serial = float(fitted["serial_share"] if fitted else family_info(family)["serial_share"])
+        published = float(row["latency_ms"])
+        scale = 1.0
+        if r["clock_hz"] is not None and target.frequency is not None:
+            scale = float(r["clock_hz"]) / float(target.frequency.value)
+        for c, (lo, hi) in kernel_ranges(kernels).items():
+            rg = ranges.setdefault(c, [lo, hi])
+            ranges[c] = [min(rg[0], lo), max(rg[1], hi)]
+        samples.append({
+            "id": i, "model": r["builtin"], "published_model": row["model"],
+            "family": keys[i], "runtime": family, "build": r["build"],
+            "precision": executed, "published_precision": row["precision"],
+            "latency_ms": published * scale,
+            "published_latency_ms": published, "clock_scale": scale,
+            "framework": row["framework"], "source": row["source"],
+            "note": "; ".join(r["notes"]),
+            "threads": threads, "threads_published": row.get("threads"),
+            "threads_note": threads_note, "serial_share": serial,
+            "work_scale": work_scale(threads, target, serial),
+            "features": features(kernels)})
+    return samples, skipped, ranges, shares
+
+
+def winograd_board(target, samples: list[dict[str, Any]] | None = None) -> bool:
+    """Whether the board processor's fit is offered the ``+winograd`` groupings: a GPU, whose
+    runtimes (cuDNN, TensorRT, ncnn-Vulkan) run 3x3 stride-1 convolutions by Winograd, or
+    a processor where one of the rows' runtimes does (ncnn and MNN on an Arm CPU:
+    runtimes.toml ``winograd``)."""
+    if getattr(target, "kind", "") in ("gpu", "edge_gpu"):
+        return True
+    return any(float(s["features"].get("conv3x3_roofline_ms") or 0.0) > 0
+               for s in samples or ())
+
+
+def fit_board(target_id: str, device: str | None = None, *, targets_dir=None
+              ) -> dict[str, Any]:
+    """A board processor's rows and the model leave-one-out chooses for them (grouping,
+    shrink, the winner's leave-one-out predictions and its own calibrated spread): the first
+    half of :func:`build_board`, which the other boards' interval priors read."""
+    from edgeprof.profilers.predict.fit import method_sigmas, select_model
+    from edgeprof.profilers.predict.runtimes import on_device
+    from edgeprof.targets import get_target_registry
+
+    board = get_target_registry(targets_dir).get(target_id)
+    device = device or board.implied_device
+    target = on_device(board, device)
+    samples, skipped, ranges, shares = board_samples(target_id, device,
+                                                     targets_dir=targets_dir)
+    winograd = winograd_board(target, samples)
+    grouping, shrink, spreads, loo = select_model(samples, winograd=winograd)
+    own = method_sigmas(samples, loo["predicted"], loo["methods"])
+    return {"target": target, "device": device, "samples": samples, "skipped": skipped,
+            "ranges": ranges, "serial_shares": shares,
+            "winograd": winograd, "grouping": grouping, "shrink": shrink,
+            "spreads": spreads, "loo": loo, "own_sigma": own["log_sigma_calibrated"],
+            "n_calibrated": own["n_calibrated"]}
+
+
+def cross_board_sigma(fitted: dict[str, dict[str, Any]], target_id: str
+                      ) -> tuple[float | None, int]:
+    """The interval prior of one board: the other boards' own calibrated leave-one-out
+    spreads pooled by their rows (root of the row-weighted mean of squares), and how many
+    rows it rests on; (None, 0) where no other board has calibrated rows."""
+    import math
+
+    parts = [(f["n_calibrated"], f["own_sigma"]) for t, f in fitted.items()
+             if t != target_id and f["own_sigma"] is not None and f["n_calibrated"]]
+    n = sum(k for k, _ in parts)
+    if not n:
+        return None, 0
+    return math.sqrt(sum(k * s * s for k, s in parts) / n), n
+
+
+def build_board(target_id: str, device: str | None = None, *, targets_dir=None,
+                fitted: dict[str, Any] | None = None, prior_sigma: float | None = None,
+                prior_rows: int = 0) -> tuple[Any, list[dict[str, Any]]]:
+    """Fit one board processor's calibration (with its nested leave-one-out error); returns
+    (calibration, left-out rows). ``prior_sigma`` (the other boards' calibrated spread,
+    :func:`cross_board_sigma`) is pooled into the calibrated interval spread, in the shipped
+    fit and in every nested fold alike."""
+    from edgeprof._version import __version__
+    from edgeprof.profilers.predict.calibration import Calibration
+    from edgeprof.profilers.predict.fit import (PRIOR_SIGMA_WEIGHT, cv_summary, fit,
+                                                method_sigmas, nested_leave_one_out)
+    from edgeprof.profilers.predict.predictor import fingerprint_of
+    from edgeprof.targets import get_target_registry
+
+    f = fitted or fit_board(target_id, device, targets_dir=targets_dir)
+    target, samples, skipped, ranges = f["target"], f["samples"], f["skipped"], f["ranges"]
+    grouping, shrink, loo = f["grouping"], f["shrink"], f["loo"]
+    params = fit(samples, grouping, shrink=shrink)
+    params["grouping_spreads"] = f["spreads"]
+    shares = f.get("serial_shares") or {}
+    params["serial_share"] = {fam: v["serial_share"] for fam, v in shares.items()}
+    params["serial_share_fit"] = {
+        fam: {"n_pairs": v["n"], "median_speedup": v["median_speedup"],
+              "source": "rows of one build, precision and model at 1 thread and at all the "
+                        "big cores (Amdahl: serial = (P / speedup - 1) / (P - 1), median "
+                        "speedup over the pairs)"} for fam, v in shares.items()}
+    nested = nested_leave_one_out(samples, winograd=f["winograd"], prior_sigma=prior_sigma)
+    cv = cv_summary(samples, nested["predicted"], nested["methods"])
+    cv["method"] = ("nested leave-one-out" if nested["folds"] == "leave-one-out"
+                    else f"nested {nested['folds']} cross-validation")
+    # the intervals' spreads: the chosen model's leave-one-out on every row (the procedure
+    # whose coverage the nested figures below measure, fold by fold)
+    cv.update(method_sigmas(samples, loo["predicted"], loo["methods"], prior_sigma))
+    if prior_sigma is not None:
+        cv.update({"log_sigma_prior": prior_sigma, "prior_sigma_rows": prior_rows,
+                   "prior_sigma_weight": PRIOR_SIGMA_WEIGHT,
+                   "prior_sigma_source": "the other shipped boards' calibrated "
+                                         "leave-one-out spreads, pooled by their rows"})
+    cv["nested_log_sigma"] = method_sigmas(samples, nested["predicted"],
+                                           nested["methods"])["log_sigma"]
+    cover = nested_coverage(samples, nested)
+    per_row = cover.pop("rows")
+    cv.update(cover)
+    for e, choice, sg, (inside, width) in zip(cv["errors"], nested["choices"],
+                                              nested["sigmas"], per_row):
+        e["chosen"], e["log_sigma"] = choice, sg
+        e["interval_held"], e["interval_width"] = inside, width
+    runtimes = {}
+    builds = {s["family"]: s.get("build") for s in samples}
+    for key, v in params.pop("factors").items():
+        family, precision = key.split("/")
+        runtimes[key] = {"family": family, "precision": precision,
+                         "version": builds.get(family),
+                         "factor": v["factor"], "n": v["n"],
+                         "sources": sorted({s["framework"] for s in samples
+                                            if s["family"] == family
+                                            and s["precision"] == precision})}
+    cal = Calibration(
+        name=calibration_name(get_target_registry(targets_dir).get(target_id),
+                              f["device"]), target=target_id, fingerprint=fingerprint_of(target),
+        runtimes=runtimes, parameters=params, cv=cv, ranges=ranges, samples=samples,
+        created_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        edgeprof_version=__version__,
+        note=(f"fitted only to edgeprof/profilers/predict/data/device_measurements_train.csv "
+              f"({len(samples)} rows used, {len(skipped)} left out: "
+              + "; ".join(f"row {s['id']} {s['reason']}" for s in skipped[:1])
+              + (" (and the same for the others)" if len(skipped) > 1 else "")
+              + "); runtime versions as published (see samples)"))
+    return cal, skipped
+
+
+def nested_coverage(samples: list[dict[str, Any]], nested: dict[str, Any]) -> dict[str, Any]:
+    """How often each row's 90 % interval (its nested leave-one-out prediction x
+    exp(+-1.645 sigma), sigma by the row's method from the inner leave-one-out, reaching to
+    its runtime factor's gap, never below the roofline) held the measured latency, and the median width high/low: every row, the
+    rows the calibrated method predicted, the transferred ones."""
+    import statistics
+
+    from edgeprof.profilers.predict.fit import interval_bounds
+
+    out: dict[str, Any] = {}
+    rows = []
+    gaps = nested.get("gaps") or [1.0] * len(samples)
+    for s, p, m, sg, gap in zip(samples, nested["predicted"], nested["methods"],
+                                nested["sigmas"], gaps):
+        lo, hi = interval_bounds(p, sg, gap, float(s["features"]["roofline_total_ms"]))
+        rows.append((m, lo <= s["latency_ms"] <= hi, hi / lo))
+    out["rows"] = [(bool(inside), float(w)) for _, inside, w in rows]
+    for label, keep in (("", lambda m: True), ("_calibrated", lambda m: m == "calibrated"),
+                        ("_transfer", lambda m: m != "calibrated")):
+        sel = [(inside, w) for m, inside, w in rows if keep(m)]
+        out[f"coverage{label}"] = sum(i for i, _ in sel) / len(sel) if sel else None
+        out[f"median_width{label}"] = statistics.median(w for _, w in sel) if sel else None
+    return out
+
+
+def prior_from(cals: list[Any]) -> dict[str, Any]:
+    """The uncalibrated prior: measured/roofline over every sample of ``cals``, each at the
+    board's big cores (divided by its thread law's work factor, as a prediction for fewer
+    threads multiplies it back)."""
+    import numpy as np
+
+    ratios = [s["latency_ms"] / (s["features"]["roofline_total_ms"]
+                                 * float(s.get("work_scale") or 1.0))
+              for c in cals for s in c.samples if s["features"]["roofline_total_ms"] > 0]
+    return {"median_ratio": float(np.median(ratios)), "p10_ratio": float(np.percentile(ratios, 10)),
+            "p90_ratio": float(np.percentile(ratios, 90)), "n": len(ratios),
+            "source": "measured/roofline of the published board measurements in "
+                      "device_measurements_train.csv used by the shipped calibrations "
+                      "(Raspberry Pi 4 and 5, Jetson Nano, STM32 boards), each at the board's "
+                      "big cores (divided by the thread law's work factor of the threads it "
+                      "ran)"}
+
+
+def build_all(write: bool = False, *, targets_dir=None) -> dict[str, tuple[Any, list]]:
+    """Every board processor's calibration, by calibration name; with ``write`` also the
+    package's data files (a shipped calibration no longer fitted is removed)."""
+    import json
+
+    from edgeprof.core.io import write_json
+
+    fitted = {}
+    for t, device in groups():
+        f = fit_board(t, device, targets_dir=targets_dir)
+        fitted[calibration_name(get_registry_target(t, targets_dir), device)] = f
+    out = {}
+    for name, f in fitted.items():
+        prior, rows = cross_board_sigma(fitted, name)
+        out[name] = build_board(f["target"].base_id, f["device"], targets_dir=targets_dir,
+                                fitted=f, prior_sigma=prior, prior_rows=rows)
+    if write:
+        folder = DATA / "calibrations"
+        for old_file in folder.glob("*--published*.json"):
+            if old_file.stem not in out:
+                old_file.unlink()
+        for name, (cal, _) in out.items():
+            cal.save(folder / f"{name}.json")
+        write_json(DATA / "prior.json", prior_from([c for c, _ in out.values()]))
+        json.loads((DATA / "prior.json").read_text())
+    return out
+
+
+def get_registry_target(target_id: str, targets_dir=None):
+    from edgeprof.targets import get_target_registry
+
+    return get_target_registry(targets_dir).get(target_id)
+
+
+# ------------------------------------------------------------------ the table printed
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.0f} %"
+
+
+def _stats(cal, keep) -> tuple[int, str, str, str]:
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    es = [e for e in cal.cv["errors"] if keep(e.get("method", "calibrated"))]
+    if not es:
+        return 0, "-", "-", "-"
+    rel = np.asarray([abs(e["error"]) for e in es])
+    y = [e["measured_ms"] for e in es]
+    p = [e["predicted_ms"] for e in es]
+    rho = f"{spearmanr(y, p).statistic:.2f}" if len(es) > 2 else "-"
+    return len(es), f"{100 * np.median(rel):.0f} %", f"{100 * np.mean(rel <= 0.25):.0f} %", rho
+
+
+def table(built) -> str:
+    head = (f"{'calibration':30s} {'rows':>4s} {'left out':>8s}  {'rows':13s} {'n':>3s} "
+            f"{'median |err|':>12s} {'within +-25%':>12s} {'Spearman':>8s}  "
+            f"{'90% interval: coverage, width':>29s}")
+    lines = ["nested cross-validation; 'calibrated': rows whose runtime and precision keep other "
+             "rows; 'transfer': a precision or runtime the other rows never ran", head,
+             "-" * len(head)]
+    for t, (cal, skipped) in built.items():
+        cv = cal.cv
+        for i, (label, keep, sfx) in enumerate((
+                ("all", lambda m: True, ""),
+                ("calibrated", lambda m: m == "calibrated", "_calibrated"),
+                ("transfer", lambda m: m != "calibrated", "_transfer"))):
+            n, med, w25, rho = _stats(cal, keep)
+            if n == 0:
+                continue
+            width = cv.get(f"median_width{sfx}")
+            interval = (f"{_pct(cv.get(f'coverage{sfx}')):>6s}, "
+                        + (f"{width:5.2f}x" if width is not None else "-"))
+            lines.append(f"{t if i == 0 else '':30s} {cv['n'] if i == 0 else '':>4} "
+                         f"{len(skipped) if i == 0 else '':>8}  {label:13s} {n:3d} {med:>12s} "
+                         f"{w25:>12s} {rho:>8s}  {interval:>29s}")
+    lines.append("")
+    lines.append("per (calibration, runtime family): nested cross-validation of its rows")
+    lines.append(f"  {'calibration':30s} {'family':18s} {'n':>3s} {'median |err|':>12s} "
+                 f"{'within +-25%':>12s} {'90% interval: coverage, width':>29s}")
+    for t, (cal, _) in built.items():
+        by: dict[str, list] = {}
+        for e in cal.cv["errors"]:
+            by.setdefault(e["family"], []).append(e)
+        for fam, es in sorted(by.items(), key=lambda kv: -len(kv[1])):
+            import statistics
+            rel = [abs(e["error"]) for e in es]
+            held = [e.get("interval_held") for e in es if e.get("interval_held") is not None]
+            widths = [e["interval_width"] for e in es if e.get("interval_width")]
+            lines.append(f"  {t:30s} {fam:18s} {len(es):3d} "
+                         f"{100 * statistics.median(rel):11.0f}% "
+                         f"{100 * sum(r <= 0.25 for r in rel) / len(rel):11.0f}% "
+                         + (f"{100 * sum(held) / len(held):21.0f} %, "
+                            f"{statistics.median(widths):5.2f}x" if held else ""))
+    lines.append("")
+    lines.append("threads: serial share fitted per board from its rows of one runtime, build, "
+                 "precision and model at 1 thread and at all the big cores")
+    for t, (cal, _) in built.items():
+        for fam, v in (cal.parameters.get("serial_share_fit") or {}).items():
+            lines.append(f"  {t:30s} {fam:12s} serial share "
+                         f"{cal.parameters['serial_share'][fam]:.3f} from {v['n_pairs']} "
+                         f"pairs (median speedup {v['median_speedup']:.2f}x)")
+    lines.append("")
+    lines.append("fit per board (all rows; chosen by leave-one-out): grouping, shrink, "
+                 "per-inference ms, per-layer ms compute/memory, theta per class")
+    for t, (cal, _) in built.items():
+        p = cal.parameters
+        theta = {}
+        for c, v in p["efficiency_multiplier"].items():
+            theta.setdefault(round(v, 3), []).append(c)
+        lines.append(f"  {t:30s} {p['grouping']}, shrink {p.get('shrink', 1.0):g}, "
+                     f"{p['per_inference_ms']:.3g}, {p['per_layer_ms']:.3g}/"
+                     f"{p.get('per_memory_layer_ms', p['per_layer_ms']):.3g}; "
+                     + ", ".join(f"{'/'.join(cs)} {v:.3g}" for v, cs in theta.items()))
+    lines.append("")
+    lines.append(f"row  {'calibration':30s} model                 family          prec  measured ms  "
+                 "LOO predicted ms  error  method              chosen without the row")
+    for t, (cal, skipped) in built.items():
+        for e in cal.cv["errors"]:
+            lines.append(f"{e['id']:3d}  {t:30s} {e['model']:21s} {e['family']:15s} "
+                         f"{next(s['precision'] for s in cal.samples if s['id'] == e['id']):5s} "
+                         f"{e['measured_ms']:11.4g} {e['predicted_ms']:17.4g} "
+                         f"{100 * e['error']:+6.0f} %  {e.get('method', ''):19s} "
+                         f"{e.get('chosen', '')}")
+        for s in skipped:
+            lines.append(f"{s['id']:3d}  {t:30s} {s['model'][:40]:40s} {s['reason'][:60]}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Rebuild the shipped board calibrations from "
+                                 "the published training rows and print their nested "
+                                 "cross-validation")
+    ap.add_argument("--write", action="store_true",
+                    help="rewrite the shipped calibration files and data/prior.json")
+    args = ap.parse_args(argv)
+    print(table(build_all(write=args.write)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
