@@ -358,11 +358,15 @@ def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
     A = np.column_stack([np.zeros(len(y)) if few else np.ones(len(y)), nk[:, 0], nk[:, 1], R])
     coef = np.zeros(A.shape[1])
     floor_ms = R @ lower  # theta = lower + phi, phi >= 0: never faster than the roofline
+    base = None
     for _ in range(ITERATIONS):
         f = np.asarray([factors[k] for k in keys])
         yt = y / f
         target = yt - floor_ms
-        w = 1.0 / yt  # least squares on relative errors
+        # least squares on relative errors, relative to the geometric mean of the measured
+        # and the predicted value: weights 1/y alone pull the fit below the rows' median by
+        # about exp(-sigma^2) under multiplicative noise (1/prediction: above it)
+        w = 1.0 / (yt if base is None else np.sqrt(yt * base))
         coef, _ = nnls(A * w[:, None], target * w, maxiter=50 * A.shape[1])
         base = np.maximum(A @ coef + floor_ms, roof)
         logr = np.log(y / base)
@@ -563,11 +567,28 @@ def method_sigmas(samples: list[dict[str, Any]], predicted: list[float],
         out["log_sigma_calibrated_own"] = out["log_sigma_calibrated"]
         out["log_sigma_calibrated"] = pooled_sigma(out["log_sigma_calibrated"], len(cal),
                                                    float(prior_sigma))
+    # each runtime's own calibrated spread (an application's timings with their pre- and
+    # post-processing scatter more than a benchmark tool's): pooled with the board's by
+    # row_sigma / the predictor
+    fams: dict[str, list[int]] = {}
+    for i in cal:
+        fams.setdefault(str(samples[i].get("family")), []).append(i)
+    out["log_sigma_family"] = {f: {"own": rms(idx), "n": len(idx)} for f, idx in fams.items()}
     return out
 
 
-def row_sigma(sigmas: dict[str, Any], method: str, factors: dict[str, Any] | None = None
-              ) -> float:
+def family_sigma(sigmas: dict[str, Any], family: str | None, board: float) -> float:
+    """The calibrated spread for ``family``'s predictions: its rows' own leave-one-out
+    spread pooled with the board's (which counts as :data:`PRIOR_SIGMA_WEIGHT` rows), or
+    the board's where the family has no calibrated row."""
+    own = (sigmas.get("log_sigma_family") or {}).get(family or "")
+    if not own or own.get("own") is None or not own.get("n"):
+        return board
+    return pooled_sigma(float(own["own"]), int(own["n"]), board)
+
+
+def row_sigma(sigmas: dict[str, Any], method: str, factors: dict[str, Any] | None = None,
+              family: str | None = None) -> float:
     """The log spread of a prediction's interval by its method (the predictor's rule): the
     calibrated rows' leave-one-out spread (every row's where none was calibrated); x
     1.5 for a precision transfer; for a runtime transfer the
@@ -576,9 +597,9 @@ def row_sigma(sigmas: dict[str, Any], method: str, factors: dict[str, Any] | Non
     s_cal = sigmas.get("log_sigma_calibrated")
     s0 = float(s_cal if s_cal is not None else sigmas["log_sigma"])
     if method == "calibrated":
-        return s0
+        return family_sigma(sigmas, family, s0)
     if method == "precision transfer":
-        return s0 * PRECISION_TRANSFER_WIDENING
+        return family_sigma(sigmas, family, s0) * PRECISION_TRANSFER_WIDENING
     logs = [math.log(float(v["factor"] if isinstance(v, dict) else v))
             for v in (factors or {}).values()]
     spread = math.sqrt(sum(x * x for x in logs) / len(logs)) if logs else 0.5
@@ -620,7 +641,7 @@ def nested_leave_one_out(samples: list[dict[str, Any]], *, winograd: bool = Fals
         sigmas = method_sigmas(rest, inner["predicted"], inner["methods"], prior_sigma)
         for i in held:
             p, m = predict_sample_method(params, samples[i])
-            out[i] = (p, m, row_sigma(sigmas, m, params["factors"]),
+            out[i] = (p, m, row_sigma(sigmas, m, params["factors"], samples[i].get("family")),
                       sample_gap(params, samples[i]), f"{g} shrink {sh:g}")
     cols = list(zip(*(out[i] for i in range(n)))) if n else [()] * 5
     return {"predicted": list(cols[0]), "methods": list(cols[1]), "sigmas": list(cols[2]),

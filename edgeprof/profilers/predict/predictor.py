@@ -301,11 +301,15 @@ def unseen_classes(cal: Calibration, family: str) -> set[str]:
     return unseen
 
 
-def calibrated_sigma(cal: Calibration) -> float:
+def calibrated_sigma(cal: Calibration, family: str | None = None) -> float:
     """The log spread of the calibrated method: the leave-one-out errors of the rows whose
-    runtime and precision kept other rows (``log_sigma_calibrated``), else every row's."""
+    runtime and precision kept other rows (``log_sigma_calibrated``), else every row's;
+    for ``family``, its own rows' spread pooled with that (``fit.family_sigma``)."""
+    from edgeprof.profilers.predict.fit import family_sigma
+
     s = cal.cv.get("log_sigma_calibrated")
-    return float(s if s is not None else cal.cv["log_sigma"])
+    board = float(s if s is not None else cal.cv["log_sigma"])
+    return family_sigma(cal.cv, family, board) if family else board
 
 
 def predict_with(cal: Calibration, estimate, target, backend: str, compute: str, *,
@@ -371,7 +375,7 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
             outside_ms += kernel_ms(params, k.kclass, k.roofline_ms, k.macs, k.bytes,
                                     k.winograd)
     share = min(1.0, outside_ms / value) if value > 0 else 0.0
-    sigma0 = calibrated_sigma(cal)
+    sigma0 = calibrated_sigma(cal, None if runtime_transfer else backend)
     sigma = sigma0 * (1.0 + EXTRAPOLATION_WIDENING * share)
     spread = 0.0
     sigma_rt = cal.cv.get("log_sigma_transfer")
@@ -474,7 +478,10 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
             why.append(f"only {n} row(s) of {backend}/{src}")
         if sigma0 * 2 * Z90 > math.log(USEFUL_WIDTH):
             n_cv = int(cv.get("n") or 0)
+            fam = (cv.get("log_sigma_family") or {}).get(backend) or {}
             why.append(f"the calibration's own leave-one-out spread (sigma {sigma0:.2f}"
+                       + (f": {backend}'s {fam['n']} row(s) pooled with the board's"
+                          if fam.get("n") and not runtime_transfer else "")
                        + (f", from only {n_cv} rows" if 0 < n_cv < 10 else "") + ")")
         if share >= 0.005:
             why.append(f"{100 * share:.0f} % of the time in extrapolated layers")
