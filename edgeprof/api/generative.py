@@ -34,14 +34,17 @@ def _llm_model(model: Any) -> Any:
 
 def _llm_config(*, prompt_tokens: int, gen_tokens: int, depths: Sequence[int] | int,
                 repetitions: int = 5, warmup: int = 1, threads: int | None = None,
-                device: str = "cpu", seed: int = 0) -> Any:
+                device: str = "cpu", seed: int = 0, on_board: bool = False) -> Any:
+    """The test shape. ``device``: cpu or cuda (a run here); ``on_board``: a board's
+    processor for an estimate or prediction (npu ...), which :func:`_board_device` checks
+    against the target."""
     from edgeprof.core.llm import GenerationConfig
 
     depths = (depths,) if isinstance(depths, int) else tuple(depths or (0,))
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                 or threads <= 0):
         raise UserError(f"--threads must be a positive integer, got {threads!r}")
-    if device not in ("cpu", "cuda"):
+    if not on_board and device not in ("cpu", "cuda"):
         raise UserError(f"--device must be cpu or cuda for a generative model, got '{device}'")
     if warmup < 0:
         raise UserError(f"warm-up runs must be 0 or more, got {warmup}")
@@ -50,8 +53,76 @@ def _llm_config(*, prompt_tokens: int, gen_tokens: int, depths: Sequence[int] | 
                             device=device, seed=seed)
 
 
-def _generative_backends(names: Sequence[str] | str | None, reg: Registry) -> dict[str, type]:
-    """Name -> class of the generative backends named (``None``/``all``: every one)."""
+#: MLC LLM quantization codes -> the estimator's format of the same bytes per weight (the
+#: LLM calibration reads MLC's q4f16 rows as llama.cpp q4_0: 4-bit weights in groups of 32
+#: with an fp16 scale, 4.5 bits/weight; q0: unquantized)
+MLC_AS = {"q4f16_1": "q4_0", "q4f16_ft": "q4_0", "q0f16": "f16", "q0f32": "f32"}
+
+
+def _family_layout(family: str, fmt: str) -> Any:
+    """The :class:`~edgeprof.core.llm.FormatInfo` the estimator counts a prediction-only
+    generative family's format ``fmt`` with, as the LLM calibration reads its rows
+    (``predict.llm.formats.row_format``: llama.cpp's GGUF types, q3_k_m, RKLLM's w8a8 /
+    w4a16; MLC's codes through :data:`MLC_AS`); None where no byte layout is known."""
+    from edgeprof.profilers.estimate.llm import resolve_format
+    from edgeprof.profilers.predict.llm.formats import row_format
+
+    name = MLC_AS.get(fmt) if family == "mlc" else fmt
+    if name is None:
+        return None
+    try:
+        return resolve_format(row_format(name))
+    except EdgeprofError:
+        return None
+
+
+def prediction_only_generative(family: str, reg: Registry | None = None) -> type:
+    """A prediction-only generative runtime family of ``data/runtimes.toml`` (``workload =
+    "generate"``: llamafile, mlc, rkllm; no edgeprof backend runs it) as a generative
+    backend class: ``formats`` its precisions, ``layouts`` the byte layout of each the
+    estimator counts, never available here (its run: ``unavailable``, with
+    ``runtimes.prediction_only_reason``); its figures come from the LLM predictor with
+    ``runtime=family``."""
+    from edgeprof.core.backend import Availability
+    from edgeprof.core.llm import GenerativeBackend
+    from edgeprof.profilers.predict.runtimes import (_kinds_text, family_processors,
+                                                     offered_precisions,
+                                                     prediction_only_reason)
+
+    offered, _ = offered_precisions(family, reg)
+    kinds, source = family_processors(family, reg)
+    reason = prediction_only_reason(family, reg)
+    layouts = {f: info for f in offered or () if (info := _family_layout(family, f))}
+
+    def supports_on_board(self, model: Any, fmt: str, device: str = "cpu") -> str | None:
+        if fmt not in self.formats:
+            return (f"{self.name} does not make format '{fmt}'; it makes "
+                    f"{', '.join(self.formats)}")
+        if fmt not in self.layouts:
+            return (f"edgeprof has no byte layout of {self.name}'s {fmt} to predict from; "
+                    f"it predicts {', '.join(self.layouts) or 'none'}")
+        return self.architecture_reason(model, fmt)
+
+    def supports(self, model: Any, fmt: str, device: str = "cpu") -> str | None:
+        return reason
+
+    return type(f"PredictionOnlyLLM_{family}", (GenerativeBackend,), {
+        "name": family, "prediction_only": True, "prediction_only_reason": reason,
+        "formats": tuple(offered or ()), "layouts": layouts, "devices": (),
+        "board_devices": (), "description": f"prediction-only: runs on "
+                                            f"{_kinds_text(kinds)} ({source})",
+        "availability": classmethod(lambda cls: Availability(False, reason)),
+        "supports_on_board": supports_on_board, "supports": supports})
+
+
+def _generative_backends(names: Sequence[str] | str | None, reg: Registry, *,
+                         prediction_only: bool = False) -> dict[str, type]:
+    """Name -> class of the generative backends named (``None``/``all``: every registered
+    one). ``prediction_only``: a prediction-only generative family (llamafile, mlc, rkllm)
+    is taken too (:func:`prediction_only_generative`), else it is a one-line UserError
+    pointing at ``edgeprof predict``."""
+    from edgeprof.profilers.predict.runtimes import generative_families
+
     known = reg.backends_for("generate")
     given = split_names(names, "--backend") if names is not None else ["all"]
     if not given or given == ["all"]:
@@ -61,6 +132,13 @@ def _generative_backends(names: Sequence[str] | str | None, reg: Registry) -> di
         return {n: e.cls for n, e in known.items()}
     out = {}
     for n in given:
+        if n not in reg.backends and n in generative_families(reg):
+            if not prediction_only:
+                raise UserError(f"{n} is a generative runtime edgeprof only predicts (no "
+                                f"edgeprof backend runs it): 'edgeprof predict llm:NAME "
+                                f"--target BOARD --backend {n}' gives its figures")
+            out[n] = prediction_only_generative(n, reg)
+            continue
         cls = reg.backend(n)  # UnknownNameError names the closest
         if getattr(cls, "workload", "tensor") != "generate":
             raise UserError(f"backend '{n}' runs fixed-shape tensor models, not generative "
@@ -129,6 +207,51 @@ def _fit(est: dict[str, Any]) -> dict[str, Any]:
     return verdict
 
 
+def _board_device(model: Any, tgt: Any, chosen: dict[str, type], device: str | None,
+                  notes: list[str]) -> str:
+    """The board processor the estimates and predictions are for: ``device`` where given
+    (a processor ``tgt`` has: cpu, cuda, npu ...; each prediction-only family must run
+    there: ``runtimes.processor_for``, else exit 2), else the one the runtimes use there (a
+    Jetson's GPU for llama_cpp, the RK3588's NPU for rkllm; ``optimize.llm.default_device``
+    for the backends, ``processor_for`` for the prediction-only families), which a note
+    names. Without a board: cpu (or the cpu/cuda asked)."""
+    from edgeprof.profilers.predict.runtimes import processor_for
+
+    if tgt is None or getattr(tgt, "is_host", False):
+        if device not in (None, "cpu", "cuda"):
+            raise UserError(f"--device {device} is a board's processor: give --target BOARD "
+                            "with one ('edgeprof targets'); here a generative model runs on "
+                            "cpu or cuda")
+    po = {n: c for n, c in chosen.items() if getattr(c, "prediction_only", False)}
+    if tgt is None:
+        return device or "cpu"
+    if device is not None:
+        if not getattr(tgt, "is_host", False):
+            tgt.get_processor(device)  # a device the board lacks: exit 2 naming its devices
+        for n in po:
+            processor_for(tgt, n, device)  # exit 2 where the runtime does not run there
+        return device
+    picks: dict[str, str] = {}
+    for n in po:
+        dev, why = processor_for(tgt, n)
+        picks[n] = dev
+        if why not in ("as asked", "this machine") and not why.endswith(
+                "the processor its figures describe"):
+            notes.append(f"device {dev}: {why}")
+    rest = {n: c for n, c in chosen.items() if n not in po}
+    if rest:
+        from edgeprof.optimize.llm import default_device
+
+        dev = default_device(model, tgt, rest, notes)
+        picks.update({n: dev for n in rest})
+    devices = sorted(set(picks.values()))
+    if len(devices) > 1:
+        raise UserError(f"the runtimes given run on different processors of {tgt.id} ("
+                        + ", ".join(f"{n}: {d}" for n, d in picks.items())
+                        + "): give --device, or one --backend at a time")
+    return devices[0]
+
+
 def _llm_estimates(model: Any, pairs: Sequence[tuple[str, str]], config: Any, tgt: Any,
                    device: str, notes: list[str], threads: int | None = None,
                    build: str | None = None, classes: dict[str, type] | None = None,
@@ -142,12 +265,16 @@ def _llm_estimates(model: Any, pairs: Sequence[tuple[str, str]], config: Any, tg
 
     estimates, predictions = [], []
     for backend, fmt in pairs:
+        cls = (classes or {}).get(backend)
+        only = getattr(cls, "prediction_only", False)  # llamafile, mlc, rkllm: predicted
         for depth in config.depths:  # a plugin's backend: the format's generic accounting
-            est = _estimate(model.spec, fmt, prompt_tokens=config.prompt_tokens,
+            est = _estimate(model.spec, cls.layouts[fmt] if only else fmt,
+                            prompt_tokens=config.prompt_tokens,
                             gen_tokens=config.gen_tokens, depth=depth, target=tgt,
-                            device=device,
-                            backend=(classes or {}).get(backend, backend))
+                            device=device, backend=None if only else (cls or backend))
             row = {**est.to_dict(), "backend": backend, "format": fmt, "depth": depth}
+            if only:
+                row["prediction_only"] = True
             if tgt is not None:
                 row["fit"] = _fit(row)
             estimates.append(row)
@@ -160,8 +287,17 @@ def _llm_estimates(model: Any, pairs: Sequence[tuple[str, str]], config: Any, tg
                 except EdgeprofError as e:
                     notes.append(f"{backend} {fmt}: no prediction for {tgt.id}: {e}")
                     continue
-                predictions.append({**dict(pred), "backend": backend, "format": fmt,
-                                    "depth": depth, "target": tgt.id, "device": device})
+                pred = {**dict(pred), "backend": backend, "format": fmt,
+                        "depth": depth, "target": tgt.id, "device": device}
+                if only:  # predicts, can't run here: no edgeprof backend runs it
+                    pred["prediction_only"] = True
+                    pred["prediction_only_reason"] = cls.prediction_only_reason
+                    if est.format != fmt:
+                        pred["notes"] = [*(pred.get("notes") or []),
+                                         f"{backend} {fmt}: bytes counted as {est.format} "
+                                         "(the same bytes per weight; as the calibration "
+                                         "reads its rows)"]
+                predictions.append(pred)
     return estimates, predictions
 
 
@@ -193,19 +329,15 @@ def estimate_llm(model: Any, target: Any = None, *, backends: Sequence[str] | st
         raise UserError("a calibration is for a board's prediction: give --target BOARD too")
     if device is not None:  # a wrong device: exit 2 before any reading
         _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
-                    device=device)
+                    device=device, on_board=target is not None)
     reg = get_registry(plugins)
-    chosen = _generative_backends(backends, reg)
+    chosen = _generative_backends(backends, reg, prediction_only=True)
     tgt = _llm_target(target, targets_dir, plugins)
     llm = _llm_model(model)
     device_notes: list[str] = []
-    if device is None:
-        from edgeprof.optimize.llm import default_device
-
-        device = "cpu" if tgt is None else default_device(llm, tgt, chosen,
-                                                           device_notes)
+    device = _board_device(llm, tgt, chosen, device, device_notes)
     config = _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
-                         device=device)
+                         device=device, on_board=True)
     check_context(llm, config)
     pairs, notes = llm_plan(llm, chosen, precisions, device, runnable=False)
     notes = [*device_notes, *notes]
@@ -258,17 +390,25 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
                          repetitions=repetitions, warmup=warmup, threads=threads,
                          device=device or "cpu")
     reg = get_registry(plugins)
-    chosen = _generative_backends(backends, reg)
+    chosen = _generative_backends(backends, reg, prediction_only=True)
     tgt = _llm_target(target, targets_dir, plugins)
     llm = _llm_model(model)
     check_context(llm, config)
+    only = [n for n, c in chosen.items() if getattr(c, "prediction_only", False)]
+    if only and tgt is None:  # nothing runs it here: its figure is a board's prediction
+        raise UserError(f"{only[0]} is a generative runtime edgeprof only predicts: give "
+                        f"--target BOARD for its figure ('edgeprof predict llm:NAME --target "
+                        f"BOARD --backend {only[0]}')")
     pairs, notes = llm_plan(llm, chosen, precisions, config.device)
+    if only:  # llm_plan checks a runnable backend's pairs; these are predicted on the board
+        llm_plan(llm, {n: chosen[n] for n in only}, precisions, config.device,
+                 runnable=False)
     board_device = device or config.device
     if device is None and fleet is None and tgt is not None \
             and not getattr(tgt, "is_host", False):  # a board's runs: its figures' processor
-        from edgeprof.optimize.llm import default_device
-
-        board_device = default_device(llm, tgt, chosen, notes)
+        board_device = _board_device(llm, tgt, chosen, None, notes)
+    elif only and tgt is not None:
+        _board_device(llm, tgt, {n: chosen[n] for n in only}, board_device, [])
     _check_out(out)
     say(f"estimating {llm.spec.name}")
     estimates, predictions = _llm_estimates(llm, pairs, config, tgt, board_device, notes,

@@ -23,7 +23,8 @@ from edgeprof.core.errors import UserError
 # ----------------------------------------------------------------------------- parser
 #: the help of the flags both kinds take, for a generative model
 BACKENDS_HELP = ("generative backend(s), comma-separated: llama_cpp, onnxruntime_genai, "
-                 "openvino_genai, transformers, or 'all'")
+                 "openvino_genai, transformers, or 'all'; predict, estimate and profile also "
+                 "take the runtimes edgeprof only predicts: llamafile, mlc, rkllm")
 FORMATS_HELP = ("weight format(s), comma-separated: q2_k q4_0 q4_k_m q5_k_m q6_k q8_0 f16 "
                 "(llama_cpp), int4 int8 fp32 (onnxruntime_genai) ...; each runs on the "
                 "backends that make it")
@@ -39,9 +40,12 @@ def add_generative_args(group: KindGroup, command: str) -> None:
     group.add_argument("--depth", type=_depths, default=[0], metavar="D[,D...]",
                        help="tokens already in the KV cache (default 0), e.g. 0,2048")
     if command not in ("profile", "predict"):  # their --device is both kinds' (main)
-        group.add_argument("--device", choices=("cpu", "cuda"),
-                           help="the processor on the --target board: default the one the "
-                                "runtimes would use there (a Jetson's cuda)")
+        group.add_argument("--device", metavar="DEVICE",
+                           help="the processor on the --target board (cpu, cuda, npu ...): "
+                                "default the one the runtimes would use there (a Jetson's "
+                                "cuda, an RK3588's npu for rkllm)" if command == "estimate"
+                           else "the processor on the --target board (cpu or cuda): default "
+                                "the one the runtimes would use there (a Jetson's cuda)")
     if command == "profile":
         group.add_argument("--repetitions", type=_positive_int, default=5, metavar="N",
                            help="timed repetitions per test (default 5)")
@@ -68,10 +72,18 @@ def add_generative_args(group: KindGroup, command: str) -> None:
 
 
 # --------------------------------------------------------------------------- commands
-def _device(args) -> str | None:
-    """``--device`` for a generative model: cpu or cuda (the runtimes name no CUDA index)."""
+def _device(args, board: bool = False) -> str | None:
+    """``--device`` for a generative model: cpu or cuda for a run here (the runtimes name no
+    CUDA index); ``board`` (estimate, predict: nothing runs here): with --target, any
+    processor of the board (npu ...), which ``estimate_llm`` checks against the target and
+    the runtimes."""
+    if board and args.device is not None and ":" not in args.device \
+            and getattr(args, "target", None) is not None:
+        return args.device
     if args.device not in (None, "cpu", "cuda"):
-        raise UserError(f"--device for a generative model is cpu or cuda, got '{args.device}'")
+        raise UserError(f"--device for a generative model is cpu or cuda, got '{args.device}'"
+                        + ("; a board's other processor (npu ...) goes with --target BOARD"
+                           if board else ""))
     return args.device
 
 
@@ -200,7 +212,7 @@ def cmd_estimate_llm(args) -> int:
     payload = estimate_llm(args.model, args.target, backends=args.backend,
                            precisions=args.precision, prompt_tokens=args.prompt_tokens,
                            gen_tokens=args.gen_tokens, depths=args.depth,
-                           device=_device(args), plugins=args.plugins,
+                           device=_device(args, board=True), plugins=args.plugins,
                            targets_dir=args.targets_dir,
                            threads=args.threads, build=args.build,
                            calibration=args.calibration)

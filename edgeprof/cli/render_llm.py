@@ -143,7 +143,9 @@ def render_llm(payload: dict[str, Any], console) -> None:
                           f"{_cell(find_figure(p, 'decode_tokens_per_s'))} tok/s "
                           f"({_prov(p, 'decode_tokens_per_s', 'predicted')})")
         elif p is not None:
-            add_row(*key, f"{_prov(p, 'decode_tokens_per_s', 'predicted')} ({p.get('target')})",
+            only = ", predicts only: can't run here" if p.get("prediction_only") else ""
+            add_row(*key, f"{_prov(p, 'decode_tokens_per_s', 'predicted')} ({p.get('target')}"
+                          f"{only})",
                     _cell(find_figure(p, "prefill_tokens_per_s")),
                     _cell(find_figure(p, "decode_tokens_per_s")),
                     _cell(find_figure(p, "ttft_ms")), _cell(find_figure(p, "tpot_ms")),
@@ -191,6 +193,8 @@ def prediction_lines(predictions: list[dict[str, Any]]) -> list[str]:
                      + (f"calibration {cal}" + (f" ({p['calibration_path']})"
                                                 if p.get("calibration_path") else "")
                         if cal else "no calibration (estimated)"))
+        if p.get("prediction_only"):  # llamafile, mlc, rkllm: no edgeprof backend runs them
+            lines.append(f"  {p.get('prediction_only_reason') or 'predict only: cannot run here'}")
         lines += [f"  {n}" for n in p.get("notes") or [] if n not in shared]
     lines += [f"predictions: {n}" for n in predictions[0].get("notes") or [] if n in shared]
     return lines

@@ -126,11 +126,29 @@ def prediction_only(family: str, registry: Any = None) -> bool:
     return _backend_class(family, registry) is None and family in known_families()
 
 
+def family_workload(family: str) -> str:
+    """What a runtime family of ``data/runtimes.toml`` runs: ``tensor`` (fixed-shape tensor
+    models, the default) or ``generate`` (its entry's ``workload``: a generative runtime,
+    llm: models: llamafile, mlc, rkllm)."""
+    return str(_table().get(family, {}).get("workload", "tensor"))
+
+
 def families(registry: Any = None) -> list[str]:
-    """Every runtime a prediction can be for: the edgeprof tensor backends, then the
-    prediction-only families of ``data/runtimes.toml``."""
+    """Every runtime a tensor prediction can be for: the edgeprof tensor backends, then the
+    prediction-only tensor families of ``data/runtimes.toml`` (its generative families,
+    ``workload = "generate"``, are :func:`generative_families`)."""
     names = list(_registry(registry).backends_for("tensor"))
-    return names + [f for f in known_families() if f not in names]
+    return names + [f for f in known_families()
+                    if f not in names and family_workload(f) != "generate"]
+
+
+def generative_families(registry: Any = None) -> list[str]:
+    """The prediction-only generative runtime families of ``data/runtimes.toml``
+    (``workload = "generate"``) that no edgeprof backend runs: the LLM predictor is
+    calibrated with their published rows (``predict_llm(..., runtime=FAMILY)``)."""
+    reg = _registry(registry)
+    return [f for f in known_families()
+            if family_workload(f) == "generate" and f not in reg.backends]
 
 
 #: what an unknown runtime name is told: the names a prediction (and profile) takes
@@ -149,6 +167,16 @@ def check_known(name: str, registry: Any = None) -> None:
     if name not in reg.backends and name not in known_families():
         raise UnknownNameError("backend or runtime family", name,
                                set(reg.backends) | set(known_families()), UNKNOWN_HINT)
+    if name not in reg.backends and family_workload(name) == "generate":
+        raise UserError(generative_runtime_reason(name))
+
+
+def generative_runtime_reason(family: str) -> str:
+    """The one line a tensor model given a generative runtime family (llamafile, mlc,
+    rkllm) reads."""
+    return (f"{family} is a generative runtime (it runs llm: models, not tensor models): give "
+            f"an llm: model (e.g. 'edgeprof predict llm:tinyllama-1.1b --backend {family} "
+            "...'), or a tensor runtime ('edgeprof backends' lists both)")
 
 
 def prediction_only_reason(family: str, registry: Any = None) -> str:
@@ -194,14 +222,15 @@ def prediction_only_rows(registry: Any = None) -> list[dict[str, Any]]:
     processors they run on (with the source), never available here."""
     reg = _registry(registry)
     rows = []
-    for family in families(reg):
+    for family in families(reg) + generative_families(reg):
         if not prediction_only(family, reg):
             continue
         kinds, source = family_processors(family, reg)
         precisions, why = offered_precisions(family, reg)
         rows.append({"name": family, "available": False, "prediction_only": True,
                      "reason": prediction_only_reason(family, reg), "hint": "",
-                     "workload": "tensor", "precisions": list(precisions or ()),
+                     "workload": family_workload(family),
+                     "precisions": list(precisions or ()),
                      "precisions_source": why, "devices": [], "processors": kinds,
                      "processors_source": source, "model_formats": [], "plugin": "",
                      "description": f"runs on {_kinds_text(kinds)}", "options": []})
@@ -404,7 +433,8 @@ def restate(estimate: Any, target: Any, precision: str) -> Any:
 
 __all__ = ["KIND_OF_TARGET", "NotOfferedError", "PREDICT_ONLY", "UNKNOWN_HINT",
            "board_processors", "check_known", "check_offered", "executed_precision",
-           "families", "family_processors", "not_offered_reason", "offered_precisions",
+           "families", "family_processors", "family_workload", "generative_families",
+           "generative_runtime_reason", "not_offered_reason", "offered_precisions",
            "offers", "on_device", "prediction_only", "prediction_only_backend",
            "prediction_only_reason", "prediction_only_rows", "processor_for",
            "processor_kind", "restate", "runs_on", "runtime_class", "runtimes_on"]
