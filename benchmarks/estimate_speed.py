@@ -13,15 +13,18 @@ each tool's seconds, and the ratios of medians.
 
 * edgeprof: ``edgeprof.estimate(module, "desktop_ddr4", "fp32", input_shapes=...)``, the
   whole public call (model resolution, graph walk, roofline rows);
-* edgeprof cold: the same with the walk's meta-op cache emptied first, as for a model whose
-  op shapes this process has not seen (its first estimate);
+* edgeprof cold: the same with the walk's meta-op cache and its block memo emptied first, as
+  for a model whose op shapes and blocks this process has not seen (its first estimate);
 * ptflops 0.7.5: ``get_model_complexity_info`` with its default backend (``pytorch``:
   module hooks) and with ``aten`` (a dispatch mode); both run the real forward on CPU;
 * fvcore: ``FlopCountAnalysis(module, x).total()`` (a TorchScript trace).
 
 NAS-Bench-201 (../shared/nb201/nb201.py, 10 cells, input 1x3x32x32): the handles are
 resolved first; then ``estimate_model(handle, raspberry_pi_4, "fp32")`` on a fresh copy of
-each handle (no walk memo), 10 cells x ``--nb201-rounds`` after a first pass over them.
+each handle (no walk memo), 10 cells x ``--nb201-rounds`` after a first pass over them: with
+both of the walk's caches full (the network walked just before: every cell replays), with the
+block memo emptied before each network (a network this process has not seen: each stage's
+first cell is walked, the other four replay it), and with both emptied.
 
 A 1-minute load average over 2 (2-core machine) before the run is reported and the goals
 are not claimed from it; the value after the run includes this script's own threads
@@ -80,9 +83,18 @@ def _drop_hooks(module) -> int:
     return n
 
 
+def _empty_block_memo() -> None:
+    try:
+        from edgeprof.profilers.estimate import torch_memo
+    except ImportError:  # (the walk before the block memo had none)
+        return
+    torch_memo.clear()
+
+
 def _empty_meta_cache(torch_graph) -> None:
     # (getattr: the walk before the cache had none; this script also times that walk)
     getattr(torch_graph, "_META_CACHE", {}).clear()
+    _empty_block_memo()
 
 
 def _stats(xs: list[float]) -> tuple[float, float, float]:
@@ -215,23 +227,27 @@ def nb201(rounds: int) -> list[str]:
     handles = [resolve_model(f"{NB201}:{cell}", input_shapes=[[1, 3, 32, 32]])
                for cell in nb.CELLS]
 
-    def one(h, cold=False):
+    def one(h, cold=False, unseen=False):
         if cold:
             _empty_meta_cache(torch_graph)
+        if unseen:
+            _empty_block_memo()
         h = replace(h)  # a fresh handle: no walk memo
         t0 = time.perf_counter()
         estimate_model(h, target, "fp32")
         return time.perf_counter() - t0
 
     first = [one(h) for h in handles]
-    warm, cold = [], []
+    warm, unseen, cold = [], [], []
     for _ in range(rounds):
-        for h in handles:
-            warm.append(one(h))
+        for h in handles:  # (in this order: the first two leave this network's blocks)
             cold.append(one(h, cold=True))
+            unseen.append(one(h, unseen=True))
+            warm.append(one(h))
     out = []
     for label, ts in (("after the first pass", warm),
-                      ("meta-op cache emptied before each", cold)):
+                      ("block memo emptied before each", unseen),
+                      ("meta-op cache and block memo emptied before each", cold)):
         m, q1, q3 = _stats(ts)
         out.append(f"| NAS-Bench-201, {label} | {len(ts)} | {len(ts) / sum(ts):.1f} | "
                    f"{m * 1e3:.2f} ({q1 * 1e3:.2f}-{q3 * 1e3:.2f}) | {max(ts) * 1e3:.1f} |")

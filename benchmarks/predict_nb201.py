@@ -10,9 +10,14 @@ thread), with median |error|, share within +-25 %, Spearman, and the 90 % interv
 and width; (2) screening speed: networks per second of ``edgeprof.predict_many`` over
 ``--networks`` random NAS-Bench-201 cells (random architectures, uniform over the five edge
 operations; their latencies are not known, so this part times the screening only), after a
-first network, median and spread of ``--repeats`` runs, and whether the ranking equals the
-one-by-one ``edgeprof.predict`` path. ``--write`` saves the table to
-benchmarks/results/predict_nb201.txt.
+first network, median and spread of ``--repeats`` runs, each over networks of its own (drawn
+afresh, so that no run replays a cell another run's walks recorded: the torch walk reuses
+what it learnt of a block, edgeprof/profilers/estimate/torch_memo.py), and whether the
+figures equal the one-by-one ``edgeprof.predict`` path and the walk without that reuse.
+``--write`` saves the table to benchmarks/results/predict_nb201.txt.
+
+A cell whose output node has only "none" edges is not drawn: examples/nb201/nb201.py returns
+no tensor for it (None), which the next cell cannot take.
 """
 
 from __future__ import annotations
@@ -37,8 +42,11 @@ OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 
 
 def random_arch(rng: random.Random) -> str:
-    return "+".join("|" + "|".join(f"{rng.choice(OPS)}~{j}" for j in range(i)) + "|"
-                    for i in (1, 2, 3))
+    while True:
+        arch = "+".join("|" + "|".join(f"{rng.choice(OPS)}~{j}" for j in range(i)) + "|"
+                        for i in (1, 2, 3))
+        if not arch.endswith("|none~0|none~1|none~2|"):  # (see the module docstring)
+            return arch
 
 
 def main() -> int:
@@ -51,7 +59,8 @@ def main() -> int:
     import edgeprof
     from scipy.stats import spearmanr
 
-    lines = [f"$ .venv/bin/python benchmarks/predict_nb201.py --networks {args.networks}",
+    lines = [f"$ .venv/bin/python benchmarks/predict_nb201.py --networks {args.networks} "
+             f"--repeats {args.repeats}",
              f"date {dt.date.today()}, host {platform.processor() or platform.machine()}, "
              f"load average {os.getloadavg()[0]:.2f} (1 min) at the start", ""]
     csv_path = NB201 / "raspberry_pi_4_tflite.csv"
@@ -95,12 +104,12 @@ def main() -> int:
         nb = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(nb)
         rng = random.Random(201)
-        archs = [random_arch(rng) for _ in range(args.networks)]
+        runs = [[random_arch(rng) for _ in range(args.networks)] for _ in range(args.repeats)]
         shape = [(1, 3, 32, 32)]
         pred = edgeprof.Predictor("raspberry_pi_4", "tflite", calibration=path)
-        pred(nb.network(archs[0]), input_shapes=shape)  # the first: imports, caches
+        pred(nb.network(random_arch(rng)), input_shapes=shape)  # the first: imports, caches
         rates, values, build_rates = [], None, []
-        for _ in range(args.repeats):
+        for archs in runs:
             t0 = time.perf_counter()
             nets = [nb.network(a) for a in archs]  # the user's model code (random init)
             build_rates.append(len(archs) / (time.perf_counter() - t0))
@@ -112,14 +121,30 @@ def main() -> int:
         one = [edgeprof.predict(nb.network(a), "raspberry_pi_4", "tflite", calibration=path,
                                 input_shapes=shape).value_ms for a in archs[:50]]
         same = one == values[:50]
+        try:  # the same figures from the walk without its block memo
+            from edgeprof.profilers.estimate import torch_memo
+        except ImportError:  # (a tree before the memo)
+            torch_memo = None
+        unmemoised = "no block memo in this tree"
+        if torch_memo is not None:
+            torch_memo.ENABLED[0] = False
+            try:
+                plain = [p.value_ms for p in edgeprof.predict_many(
+                    [nb.network(a) for a in archs[:50]], "raspberry_pi_4", "tflite",
+                    calibration=path, input_shapes=shape)]
+            finally:
+                torch_memo.ENABLED[0] = True
+            unmemoised = plain == values[:50]
         both = 1 / (1 / statistics.median(rates) + 1 / statistics.median(build_rates))
         lines.append(f"2. screening: edgeprof.predict_many over {len(archs)} random NAS-Bench-201 "
-                     f"networks, {args.repeats} runs after the first network")
+                     f"networks, {args.repeats} runs (each over networks of its own) after the "
+                     f"first network")
         lines.append(f"edgeprof (estimate + prediction) networks/s: median "
                      f"{statistics.median(rates):.1f} (min {min(rates):.1f}, max "
                      f"{max(rates):.1f}); 15,625 cells in "
                      f"{15625 / statistics.median(rates) / 60:.1f} min; one-by-one figures "
-                     f"identical on the first 50: {same}")
+                     f"identical on the first 50: {same}; identical without the walk's block "
+                     f"memo: {unmemoised}")
         lines.append(f"the networks' own construction (nb201.py, torch's random init): "
                      f"{statistics.median(build_rates):.1f}/s; both together {both:.1f}/s")
     text = "\n".join(lines)

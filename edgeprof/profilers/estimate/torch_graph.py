@@ -78,7 +78,15 @@ the rest of the walk). So:
 * the hooks are two global module hooks looking modules up in a table (per-module hooks
   only when the model has hooks of its own), the function mode is off the stack while a
   leaf's row is open (every call inside passes through it), the tree is scanned once, and
-  the cyclic garbage collector waits while every op comes from the cache.
+  the cyclic garbage collector waits while every op comes from the cache;
+* a **block memo** (issue 30; :mod:`~edgeprof.profilers.estimate.torch_memo`): a block (a
+  module with children) called again with the same structure -- classes, plain attributes,
+  parameter and buffer shapes, all the way down -- and the same argument metadata is
+  replayed from its recorded rows and its rise of the live activations instead of walked op
+  by op (a NAS-Bench-201 network's five cells per stage, a ResNet's bottlenecks, a ViT's
+  encoder layers). The module's docstring says what the key holds and when a recording is
+  thrown away (hooks, shared modules or tied weights turn it off for the walk);
+  tests/profilers/estimate/test_block_memo.py compares it with the walk without it.
 
 tests/profilers/estimate/test_pinned_rows.py pins the rows of a set of models to what the
 walk gave before these changes, with the cache empty and full.
@@ -89,7 +97,8 @@ This module runs the walk and assembles its rows (:func:`walk_torch`, :func:`wal
 the graph-reader hook); the per-op counting rules are in
 :mod:`~edgeprof.profilers.estimate.torch_ops`, the tracing (hooks, modes, the walker,
 liveness) in :mod:`~edgeprof.profilers.estimate.torch_walker`, the meta-op cache and fast
-meta kernels in :mod:`~edgeprof.profilers.estimate.torch_meta`.
+meta kernels in :mod:`~edgeprof.profilers.estimate.torch_meta`, the block memo in
+:mod:`~edgeprof.profilers.estimate.torch_memo`.
 """
 
 from __future__ import annotations
@@ -101,6 +110,7 @@ from edgeprof.core.errors import EdgeprofError, InputSpecError
 from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.results import GraphLayer, GraphWalk
 from edgeprof.profilers.estimate import torch_meta as _torch_meta
+from edgeprof.profilers.estimate.torch_memo import BlockMemo
 from edgeprof.profilers.estimate.torch_meta import _GC_PAUSED, _gc_resume, _swapped
 from edgeprof.profilers.estimate.torch_ops import op_cost
 from edgeprof.profilers.estimate.torch_walker import (_Frame, _members, _mode_types, _Walker,
@@ -200,7 +210,12 @@ def _walk(module, inputs: list, atomic: tuple[type, ...], *, meta: bool) -> Grap
     training = [m.training for m in modules]
     fastpath = torch.backends.mha.get_fastpath_enabled()
     walker.install_hooks()
+    memo = None
+    if meta and BlockMemo.usable(walker, modules, params):
+        memo = walker.memo = BlockMemo(walker, {id(twins[id(p)]): p for p in params})
     try:
+        if memo is not None:
+            memo.install()
         if any(training):
             module.eval()
         torch.backends.mha.set_fastpath_enabled(False)
@@ -226,6 +241,9 @@ def _walk(module, inputs: list, atomic: tuple[type, ...], *, meta: bool) -> Grap
         raise InputSpecError(f"the model rejected input shape {shapes}: {type(e).__name__}: "
                              f"{first}; give the shape it expects (batch first)") from e
     finally:
+        if memo is not None:
+            memo.remove()
+            walker.memo = memo.walker = None  # no cycle: freed without the collector
         walker.remove_hooks()
         walker.function_mode = None  # no walker <-> mode cycle: freed without the collector
         torch.backends.mha.set_fastpath_enabled(fastpath)

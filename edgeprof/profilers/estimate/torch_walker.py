@@ -34,6 +34,9 @@ class _Liveness:
         self.current = 0
         self.peak = 0
         self.excluded: set[int] = set()  # data_ptrs of parameters and buffers
+        #: blocks being recorded by the block memo (torch_memo): while there are any, every
+        #: mark sweeps, so that each knows the largest true live sum during its call
+        self.recs: list = []
 
     def sweep(self) -> None:
         expired = self._expired
@@ -66,7 +69,17 @@ class _Liveness:
     def mark(self) -> None:
         """Record the peak after an op. ``current`` counts dead storages until a sweep, so it
         is never below the true sum: only when it passes the peak does the true sum (after a
-        sweep) have to be known, so that is the only time the storages are swept."""
+        sweep) have to be known, so that is the only time the storages are swept (and after
+        every op while a block is recorded)."""
+        if self.recs:
+            self.sweep()
+            current = self.current
+            if current > self.peak:
+                self.peak = current
+            for rec in self.recs:
+                if current > rec.max_sum:
+                    rec.max_sum = current
+            return
         if self.current > self.peak:
             self.sweep()
             if self.current > self.peak:
@@ -172,6 +185,13 @@ class _Walker:
         # the function mode, popped while a leaf's frame is open (see _pre)
         self.function_mode = None
         self.function_mode_off = False
+        # the block memo (torch_memo.BlockMemo) when this walk uses one; the blocks being
+        # recorded and, while there are any, every row closed with the parameters it read
+        self.memo = None
+        self.recs = self.live.recs
+        self.close_log: list = []
+        self.own_hooks = False  # a module of the tree has hooks of its own
+        self.shared = False  # a module is reached by two paths of the tree
 
     # -- structure ------------------------------------------------------------------
     def is_leaf(self, m) -> bool:
@@ -195,6 +215,7 @@ class _Walker:
         while stack:
             name, m = stack.pop()
             if id(m) in seen:  # a module shared by two parents keeps its first name
+                self.shared = True
                 continue
             seen.add(id(m))
             leaf = self.is_leaf(m)
@@ -208,6 +229,7 @@ class _Walker:
             children = [(f"{name}.{child_name}" if name else child_name, child)
                         for child_name, child in _named_children(m)]
             stack.extend(reversed(children))  # depth first, in registration order
+        self.own_hooks = own_hooks
         if own_hooks:
             for entry in info.values():
                 m = entry[0][1]
@@ -309,6 +331,8 @@ class _Walker:
     def _close(self, f: _Frame) -> None:
         if f.module is None and not f.work:
             return  # a functional call that only looked at or viewed tensors
+        if self.recs:  # a block is being recorded: the row, before the first-use filter
+            self.close_log.append((f, tuple(f.params), f.module is not None))
         counted = self.counted
         new_params = [p for p in f.params if id(p) not in counted]
         if f.work or new_params:
@@ -348,6 +372,8 @@ class _Walker:
     # -- aten ops -----------------------------------------------------------------------
     def aten(self, func, args, kwargs, out, entry=None) -> None:
         live = self.live
+        if self.recs:
+            self.memo.note_reads(args, kwargs)
         name, inplace, is_view, batch_norm = _op_info(func)
         new_storage = False
         outputs = [out] if type(out) is self.tensor_type else _tensors(out)
