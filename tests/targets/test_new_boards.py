@@ -16,7 +16,8 @@ from edgeprof.cli.parser import build_parser
 from edgeprof.targets import BUILTIN_DIR, get_target, load_target_file
 from edgeprof.targets.schema import DEVICES
 
-TRAIN = Path(__file__).resolve().parents[3] / "shared" / "device_measurements_train.csv"
+TRAIN = (Path(__file__).resolve().parents[2] / "edgeprof" / "profilers" / "predict" / "data"
+         / "device_measurements_train.csv")  # the packaged copy of the shared rows
 
 # id -> (core, clock Hz, data SRAM B, flash B, fp32 MAC/cycle, name words the rows use)
 MLPERF_TINY = {

@@ -28,7 +28,7 @@ from torch.nn import functional as F
 
 ROOT = Path(__file__).resolve().parents[3]
 PINNED = Path(__file__).with_name("data") / "pinned_rows.json"
-NB201 = ROOT.parent / "shared" / "nb201" / "nb201.py"
+NB201 = ROOT / "examples" / "nb201" / "nb201.py"  # the published definition, shipped
 
 def _reference_models():
     spec = importlib.util.spec_from_file_location("edgeprof_reference_models",

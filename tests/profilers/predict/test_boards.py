@@ -125,3 +125,15 @@ def test_ncnn_int8_on_the_nano_cpu_is_predicted_not_refused():
     p = edgeprof.predict("builtin:resnet18", "jetson_nano", "ncnn", "int8", threads=4)
     assert p.device == "cpu" and p.calibration == "jetson_nano--published-cpu"
     assert p.provenance == "predicted"
+
+
+def test_the_shared_training_file_is_the_packaged_one():
+    from pathlib import Path
+
+    from edgeprof.profilers.predict.boards import __file__ as boards_file
+
+    packaged = Path(boards_file).parent / "data" / "device_measurements_train.csv"
+    shared = Path(boards_file).parents[4] / "shared" / "device_measurements_train.csv"
+    if not shared.is_file():  # outside the workspace: nothing to compare with
+        pytest.skip("no ../shared/device_measurements_train.csv here")
+    assert shared.read_bytes() == packaged.read_bytes()
