@@ -514,7 +514,6 @@ def table(built) -> str:
         for e in cal.cv["errors"]:
             by.setdefault(e["family"], []).append(e)
         for fam, es in sorted(by.items(), key=lambda kv: -len(kv[1])):
-            import statistics
             rel = [abs(e["error"]) for e in es]
             held = [e.get("interval_held") for e in es if e.get("interval_held") is not None]
             widths = [e["interval_width"] for e in es if e.get("interval_width")]

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import tempfile
 from collections.abc import Sequence
@@ -181,15 +180,9 @@ class ProfileReport:
         it."""
         from edgeprof.core.errors import ConfigError
 
-        p = Path(path)
-        if p.is_dir():
-            p = p / "profile.json"
-        try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError("file not found", path=p) from None
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ConfigError(f"not a readable JSON file ({e})", path=p) from None
+        from edgeprof.core.io import read_json_document
+
+        p, doc = read_json_document(path)
         if not isinstance(doc, dict):
             raise ConfigError("not an edgeprof profile.json (not a JSON object)", path=p)
         try:

@@ -389,3 +389,19 @@ def publish_staged(out_dir: str | os.PathLike, write: Callable[[Path], list[str]
         raise OutputError(f"could not write the artifacts to --out '{shown}': {_why(e)}{where}; "
                           "the folder keeps what it had", path=shown) from e
     return [out / n for n in names]
+
+
+def read_json_document(path: str | os.PathLike, name: str = "profile.json") -> tuple[Path, object]:
+    """(the file, its parsed JSON) of ``path``: a file, or a folder holding ``name`` (what
+    ``save``/``--out`` wrote); a missing or unreadable file is a ``ConfigError`` naming it."""
+    from edgeprof.core.errors import ConfigError
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / name
+    try:
+        return p, json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("file not found", path=p) from None
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"not a readable JSON file ({e})", path=p) from None

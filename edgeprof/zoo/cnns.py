@@ -171,11 +171,14 @@ class DenseLayer(nn.Module):
 
 
 class DenseNet121(nn.Module):
-    def __init__(self, num_classes=1000, growth=32, blocks=(6, 12, 24, 16)):
+    """torchvision's DenseNet; its defaults are DenseNet-121 (``init`` 96, ``growth`` 48,
+    ``blocks`` (6, 12, 36, 24) make DenseNet-161)."""
+
+    def __init__(self, num_classes=1000, growth=32, blocks=(6, 12, 24, 16), init=64):
         super().__init__()
-        layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+        layers = [nn.Conv2d(3, init, 7, 2, 3, bias=False), nn.BatchNorm2d(init), nn.ReLU(),
                   nn.MaxPool2d(3, 2, 1)]
-        c = 64
+        c = init
         for i, n in enumerate(blocks):
             for _ in range(n):
                 layers.append(DenseLayer(c, growth))

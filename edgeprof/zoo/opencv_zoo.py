@@ -87,7 +87,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from edgeprof.zoo.cnns import VGG16, DenseLayer, ResNet, _cba
+from edgeprof.zoo.cnns import VGG16, DenseNet121, ResNet, _cba
 
 
 # ============================================================================ YuNet
@@ -685,27 +685,10 @@ class VGG13(VGG16):
     CFG = (64, 64, "M", 128, 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
 
 
-class DenseNet(nn.Module):
-    """torchvision DenseNet (densenet161: 96 initial features, growth 48, (6, 12, 36, 24))."""
-
-    def __init__(self, init=96, growth=48, blocks=(6, 12, 36, 24), num_classes=1000):
-        super().__init__()
-        layers = [_cba(3, init, 7, 2), nn.MaxPool2d(3, 2, 1)]
-        c = init
-        for i, n in enumerate(blocks):
-            for _ in range(n):
-                layers.append(DenseLayer(c, growth))
-                c += growth
-            if i != len(blocks) - 1:
-                layers += [nn.BatchNorm2d(c), nn.ReLU(), nn.Conv2d(c, c // 2, 1, bias=False),
-                           nn.AvgPool2d(2, 2)]
-                c //= 2
-        layers += [nn.BatchNorm2d(c), nn.ReLU(), nn.AdaptiveAvgPool2d(1)]
-        self.features = nn.Sequential(*layers)
-        self.fc = nn.Linear(c, num_classes)
-
-    def forward(self, x):
-        return self.fc(torch.flatten(self.features(x), 1))
+def DenseNet(init=96, growth=48, blocks=(6, 12, 36, 24), num_classes=1000):
+    """torchvision DenseNet-161: the zoo's DenseNet with 96 initial features, growth 48,
+    (6, 12, 36, 24)."""
+    return DenseNet121(num_classes=num_classes, growth=growth, blocks=blocks, init=init)
 
 
 # ============================================================ MobileNet-YOLOv3-Lite

@@ -28,7 +28,6 @@ atomically (profile.json, llm_bench.csv, estimate.csv, report.html).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -448,15 +447,9 @@ class GenerativeReport:
         folder holding it; ConfigError naming the file when it is not one)."""
         from edgeprof.core.errors import ConfigError
 
-        p = Path(path)
-        if p.is_dir():
-            p = p / "profile.json"
-        try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError("file not found", path=p) from None
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ConfigError(f"not a readable JSON file ({e})", path=p) from None
+        from edgeprof.core.io import read_json_document
+
+        p, doc = read_json_document(path)
         if not is_generative(doc):
             raise ConfigError("not a generative profile.json (no kind 'llm')", path=p)
         return cls.from_dict(doc)
