@@ -320,13 +320,19 @@ class ShuffleBlock(nn.Module):
                                      _cba(b, b, 1))
 
     def forward(self, x):
-        if self.stride == 1:
-            x1, x2 = x.chunk(2, dim=1)
-            out = torch.cat((x1, self.branch2(x2)), 1)
-        else:
-            out = torch.cat((self.branch1(x), self.branch2(x)), 1)
-        n, c, h, w = out.shape
-        return out.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+        return shuffle_unit_forward(self, x)
+
+
+def shuffle_unit_forward(unit: nn.Module, x):
+    """A ShuffleNetV2 unit's forward (``unit.stride``, ``branch1``, ``branch2``): split or
+    both branches, concatenate, shuffle the two channel groups."""
+    if unit.stride == 1:
+        x1, x2 = x.chunk(2, dim=1)
+        out = torch.cat((x1, unit.branch2(x2)), 1)
+    else:
+        out = torch.cat((unit.branch1(x), unit.branch2(x)), 1)
+    n, c, h, w = out.shape
+    return out.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
 
 
 class ShuffleNetV2(nn.Module):

@@ -151,10 +151,16 @@ class C2f(nn.Module):
         self.cv2 = _sc((2 + n) * self.c, cout)
 
     def forward(self, x):
-        y = list(self.cv1(x).chunk(2, 1))
-        for m in self.m:
-            y.append(m(y[-1]))
-        return self.cv2(torch.cat(y, 1))
+        return split_chain_forward(self, x)
+
+
+def split_chain_forward(block: nn.Module, x):
+    """C2f's (and YOLO11's C3k2's) forward: split ``cv1``'s output in two, run the blocks
+    ``m`` in a chain on the second half, concatenate every output, fuse with ``cv2``."""
+    y = list(block.cv1(x).chunk(2, 1))
+    for m in block.m:
+        y.append(m(y[-1]))
+    return block.cv2(torch.cat(y, 1))
 
 
 class SPPF(nn.Module):

@@ -87,7 +87,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from edgeprof.zoo.cnns import VGG16, DenseNet121, ResNet, _cba
+from edgeprof.zoo.cnns import VGG16, DenseNet121, ResNet, _cba, shuffle_unit_forward
 
 
 # ============================================================================ YuNet
@@ -258,13 +258,7 @@ class _Shuffle(nn.Module):
             _cba(b, b, 1, act=_lrelu))
 
     def forward(self, x):
-        if self.stride == 1:
-            x1, x2 = x.chunk(2, dim=1)
-            out = torch.cat((x1, self.branch2(x2)), 1)
-        else:
-            out = torch.cat((self.branch1(x), self.branch2(x)), 1)
-        n, c, h, w = out.shape
-        return out.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+        return shuffle_unit_forward(self, x)
 
 
 def _dwmodule(cin, cout, k, s=1):

@@ -56,7 +56,7 @@ import torch
 from torch import nn
 
 from edgeprof.zoo.cnns import _cba
-from edgeprof.zoo.detectors import C2f, SPPF, _sc
+from edgeprof.zoo.detectors import C2f, SPPF, _sc, split_chain_forward
 
 #: net -> (published FLOPs, published parameters), Ultralytics' docs tables at 640 x 640:
 #: YOLOv8 -- docs.ultralytics.com/models/yolov8 (detection, COCO); YOLO11 --
@@ -206,10 +206,7 @@ class C3k2(nn.Module):
         self.m = nn.ModuleList(block() for _ in range(n))
 
     def forward(self, x):
-        y = list(self.cv1(x).chunk(2, 1))
-        for m in self.m:
-            y.append(m(y[-1]))
-        return self.cv2(torch.cat(y, 1))
+        return split_chain_forward(self, x)
 
 
 class C2PSA(nn.Module):
