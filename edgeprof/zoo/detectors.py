@@ -195,11 +195,18 @@ class YOLOv8n(nn.Module):
                                                nn.Conv2d(c3, nc, 1)) for c in (64, 128, 256))
 
     def forward(self, x):
-        p3 = self.b0(x)
-        p4 = self.b1(p3)
-        p5 = self.b2(p4)
-        h12 = self.h12(torch.cat([self.up(p5), p4], 1))
-        o3 = self.h15(torch.cat([self.up(h12), p3], 1))
-        o4 = self.h18(torch.cat([self.d16(o3), h12], 1))
-        o5 = self.h21(torch.cat([self.d19(o4), p5], 1))
+        o3, o4, o5 = v8_neck_forward(self, x)
         return [torch.cat([a(f), b(f)], 1) for f, a, b in zip((o3, o4, o5), self.cv2, self.cv3)]
+
+
+def v8_neck_forward(net: nn.Module, x):
+    """YOLOv8's (n and the scaled ones) backbone stages ``b0``-``b2`` and PAN neck: the three
+    feature maps (strides 8, 16, 32) the detection head reads."""
+    p3 = net.b0(x)
+    p4 = net.b1(p3)
+    p5 = net.b2(p4)
+    h12 = net.h12(torch.cat([net.up(p5), p4], 1))
+    o3 = net.h15(torch.cat([net.up(h12), p3], 1))
+    o4 = net.h18(torch.cat([net.d16(o3), h12], 1))
+    o5 = net.h21(torch.cat([net.d19(o4), p5], 1))
+    return o3, o4, o5

@@ -56,7 +56,7 @@ import torch
 from torch import nn
 
 from edgeprof.zoo.cnns import _cba
-from edgeprof.zoo.detectors import C2f, SPPF, _sc, split_chain_forward
+from edgeprof.zoo.detectors import C2f, SPPF, _sc, split_chain_forward, v8_neck_forward
 
 #: net -> (published FLOPs, published parameters), Ultralytics' docs tables at 640 x 640:
 #: YOLOv8 -- docs.ultralytics.com/models/yolov8 (detection, COCO); YOLO11 --
@@ -289,14 +289,7 @@ class YOLOv8(nn.Module):
         self.head = DetectHead((c3, c4, c5), nc, reg_max, legacy=True)
 
     def forward(self, x):
-        p3 = self.b0(x)
-        p4 = self.b1(p3)
-        p5 = self.b2(p4)
-        h12 = self.h12(torch.cat([self.up(p5), p4], 1))
-        o3 = self.h15(torch.cat([self.up(h12), p3], 1))
-        o4 = self.h18(torch.cat([self.d16(o3), h12], 1))
-        o5 = self.h21(torch.cat([self.d19(o4), p5], 1))
-        return self.head([o3, o4, o5])
+        return self.head(list(v8_neck_forward(self, x)))
 
 
 class YOLO11Family(nn.Module):
