@@ -112,17 +112,22 @@ def ggml_tensor_bytes(t: WeightTensor, ggml_type: str) -> int:
     return rows * (t.ne[0] // blck) * size
 
 
+def ggml_storage(tensors: Sequence[WeightTensor], type_of) -> dict[str, tuple[int, str]]:
+    """name -> (bytes, ggml type) of every tensor stored as ``type_of(tensor)`` says."""
+    out = {}
+    for t in tensors:
+        ggml_type = type_of(t)
+        out[t.name] = (ggml_tensor_bytes(t, ggml_type), ggml_type)
+    return out
+
+
 @dataclass(frozen=True)
 class GGUFLayout:
     """A llama.cpp format as the quantizer writes it into a GGUF (see the module docstring)."""
 
     def storage(self, spec: LLMSpec, tensors: Sequence[WeightTensor], fmt: FormatInfo,
                 device: str = "cpu") -> dict[str, tuple[int, str]]:
-        out = {}
-        for t in tensors:
-            ggml_type = tensor_type(spec, fmt, t)
-            out[t.name] = (ggml_tensor_bytes(t, ggml_type), ggml_type)
-        return out
+        return ggml_storage(tensors, lambda t: tensor_type(spec, fmt, t))
 
     def file_bytes(self, spec: LLMSpec, tensors: Sequence[WeightTensor],
                    fmt: FormatInfo) -> tuple[int, str] | None:

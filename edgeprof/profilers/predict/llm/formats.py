@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from edgeprof.backends.llama_cpp_formats import (GGML_TYPE_SIZES, ggml_fallback,
-                                                 ggml_tensor_bytes)
+                                                 ggml_storage)
 from edgeprof.backends.llm_layout import groupwise_bytes
 from edgeprof.core.llm import FormatInfo, LLMSpec, WeightTensor
 
@@ -62,11 +62,7 @@ class Q3KMLayout:
 
     def storage(self, spec: LLMSpec, tensors: Sequence[WeightTensor], fmt: FormatInfo,
                 device: str = "cpu") -> dict[str, tuple[int, str]]:
-        out = {}
-        for t in tensors:
-            ggml_type = q3_k_m_type(spec, t)
-            out[t.name] = (ggml_tensor_bytes(t, ggml_type), ggml_type)
-        return out
+        return ggml_storage(tensors, lambda t: q3_k_m_type(spec, t))
 
     def file_bytes(self, spec: LLMSpec, tensors: Sequence[WeightTensor],
                    fmt: FormatInfo) -> tuple[int, str] | None:
