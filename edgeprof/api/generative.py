@@ -567,8 +567,8 @@ def calibrate_llm(backend: str, precision: str | None = None, *,
     board's calibration (its fingerprint and name kept); runs here, or on an emulating worker
     on this machine, stay this host's and fit this host's."""
     from edgeprof.core.requests import MeasureRequest
-    from edgeprof.profilers.measure.llm_runs import (calibration_subject, generative_runner,
-                                                     runner_phrase)
+    from edgeprof.profilers.measure.llm_runs import calibration_subject, runner_phrase
+    from edgeprof.profilers.measure.runners import chosen_runner
     from edgeprof.profilers.predict.llm import calibrate_llm_host
 
     say = progress or (lambda msg: None)
@@ -581,7 +581,7 @@ def calibrate_llm(backend: str, precision: str | None = None, *,
                          repetitions=repetitions, warmup=1, threads=threads, device="cpu")
     tgt = _target(target or "host", targets_dir, plugins)
     runs = []
-    with generative_runner(tgt if fleet is not None else None, fleet=fleet, isolate=isolate,
+    with chosen_runner(tgt if fleet is not None else None, fleet=fleet, isolate=isolate,
                            timeout_s=timeout_s, progress=say, registry=reg) as runner:
         for name, llm in llms.items():
             reason = cls().supports(llm, fmt, "cpu")

@@ -359,9 +359,13 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
     trace_folder = tempfile.TemporaryDirectory(prefix="edgeprof-trace-") if trace else None
     trace_dir = Path(trace_folder.name) if trace_folder is not None else None
     runs: list[ProfileRun] = []
-    from edgeprof.profilers.measure.fleet import board_target, fleet_runner
+    from edgeprof.profilers.measure.fleet import board_target
+    from edgeprof.profilers.measure.runners import choose_runner
 
-    runner = fleet_runner(fleet, tgt, progress=progress)  # None: measured here
+    runner = choose_runner(tgt, fleet=fleet, isolate=bool(run_options.get("isolate")),
+                           timeout_s=run_options.get("timeout_s"), progress=progress,
+                           registry=reg)
+    remote = getattr(runner, "name", None) == "remote"
     for name, explicit in chosen:
         cls = classes[name]
         # a registered backend goes by name (a worker process or a board looks it up); a
@@ -390,7 +394,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
                     record.host_summary = _summarize(
                         host_est, result, host_t, stream_rate_fps=stream_rate_fps,
                         latency_budget_ms=latency_budget_ms)
-                if trace and runner is None:
+                if trace and not remote:
                     say(f"profiling operators of {name} {precision}")
                     _trace_run(record, cls(), handle, config, est(tgt, p), trace_dir, warnings)
             else:
@@ -405,9 +409,9 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
                                "threads": threads, "stream_rate_fps": stream_rate_fps,
                                "latency_budget_ms": latency_budget_ms,
                                "run_options": dict(run_options),
-                               "fleet": runner.spec.url if runner is not None else None,
+                               "fleet": runner.spec.url if remote else None,
                                "command": invocation_command()})
-    if runner is not None:
+    if hasattr(runner, "close"):
         runner.close()
     if out is not None:
         say(f"writing artifacts to {out}")

@@ -358,7 +358,7 @@ def torch_source(backend: Any, model: Any, precision: str) -> tuple[Any, Any]:
     onnx2torch); the module's agreement with the source is measured once and kept."""
     if model.format == "torch":
         return model, None
-    from edgeprof.core.formats import get_graph
+    from edgeprof.core.plugins import get_graph
 
     graph = get_graph()
     route = backend.route(model.format, precision)

@@ -142,7 +142,7 @@ def build_checked(backend: Any, model: Any, precision: str, calibration: Any = N
     from dataclasses import replace
 
     from edgeprof.backends.common import ensure_agreement
-    from edgeprof.core.formats import get_graph
+    from edgeprof.core.plugins import get_graph
 
     backend.check_precision(precision)
     if calibration is not None:

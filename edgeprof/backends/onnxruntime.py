@@ -279,7 +279,7 @@ class OnnxRuntimeBackend(Backend):
         from dataclasses import replace
 
         from edgeprof.backends.common import ensure_agreement
-        from edgeprof.core.formats import get_graph
+        from edgeprof.core.plugins import get_graph
 
         self.check_precision(precision)
         if calibration is not None:

@@ -98,7 +98,7 @@ NNCF_PRECISIONS = ("int8_static", "int8_weight", "int4_weight")
 def fp32_ir(handle: Any) -> tuple[Path, bool, dict, list[str]]:
     """The fp32 OpenVINO IR for ``handle`` by the conversion graph: (path, cache hit, cache
     key, notes)."""
-    from edgeprof.core.formats import get_graph
+    from edgeprof.core.plugins import get_graph
 
     route = OpenVINOBackend.route(handle.format, "fp32")
     art = get_graph().convert(handle, route, backend="openvino")
@@ -267,7 +267,7 @@ class OpenVINOBackend(Backend):
 
         from edgeprof.backends.common import ensure_agreement
         from edgeprof.core.importing import modules_present
-        from edgeprof.core.formats import get_graph
+        from edgeprof.core.plugins import get_graph
 
         self.check_precision(precision)
         canonical = "int8_static" if precision == "int8" else precision

@@ -152,7 +152,7 @@ class TFLiteBackend(Backend):
 
         from edgeprof.backends.common import ensure_agreement
         from edgeprof.backends.tflite_convert import canonical_precision
-        from edgeprof.core.formats import get_graph
+        from edgeprof.core.plugins import get_graph
 
         requested = canonical_precision(precision)
         if calibration is not None:

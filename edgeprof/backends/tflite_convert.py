@@ -262,7 +262,7 @@ def _child_recipe(source) -> dict[str, Any] | None:
     if getattr(source, "_factory", None) is None:
         return None  # a module built here (trained, compressed)
     if Path(spec).is_file():  # an earlier route step's file, opened by its format's opener
-        from edgeprof.core.formats import get_graph
+        from edgeprof.core.plugins import get_graph
 
         fmt = get_graph().formats.get(source.format)
         opener = getattr(fmt, "opener", None)
@@ -444,7 +444,7 @@ def convert(handle, precision: str) -> Conversion:
     """Convert ``handle`` (torch, keras, saved_model, or any format a route reaches) to
     ``.tflite`` at ``precision``, by the conversion graph (cached by content), on the route
     the registered tflite backend would take."""
-    from edgeprof.core.formats import get_graph
+    from edgeprof.core.plugins import get_graph
     from edgeprof.core.plugins import get_registry
 
     precision = canonical_precision(precision)

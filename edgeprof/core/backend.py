@@ -475,7 +475,7 @@ class Backend:
     def route(cls, model_format: str, precision: str = "fp32") -> Route:
         """The cheapest conversion route from ``model_format`` to a format this backend
         loads (``capabilities.model_formats``); UnsupportedError names the missing edge."""
-        from edgeprof.core.formats import get_graph
+        from edgeprof.core.plugins import get_graph
 
         return get_graph().plan(model_format, cls.capabilities.model_formats, precision,
                                 cls.quantizes, cls.name)

@@ -372,44 +372,4 @@ def graph_from_registry(registry: Any) -> ConversionGraph:
     return graph
 
 
-_GRAPHS: dict[int, tuple[Any, ConversionGraph]] = {}
-
-
-def _graph_of(registry: Any) -> ConversionGraph:
-    cached = _GRAPHS.get(id(registry))
-    if cached is None or cached[0] is not registry:
-        cached = (registry, graph_from_registry(registry))
-        _GRAPHS[id(registry)] = cached
-    return cached[1]
-
-
-def get_graph(plugins_file: str | os.PathLike | None = None, *,
-              registry: Any = None) -> ConversionGraph:
-    """The conversion graph of ``registry`` (or of the plugins' registry for
-    ``plugins_file``), built once per registry.
-
-    With neither, the graph of the default registry (``$EDGEPROF_PLUGINS`` included) joined
-    with every other registry this process loaded (a ``--plugins FILE``): a backend builds
-    with every converter the user loaded, whichever registry resolved the model."""
-    from edgeprof.core import plugins
-
-    if registry is not None or plugins_file is not None:
-        return _graph_of(registry if registry is not None else plugins.get_registry(plugins_file))
-    graphs = [_graph_of(plugins.get_registry())]
-    graphs += [_graph_of(r) for r in list(getattr(plugins, "_CACHE", {}).values())
-               if _graph_of(r) is not graphs[0]]
-    if len(graphs) == 1:
-        return graphs[0]
-    merged = ConversionGraph()
-    for g in graphs:
-        for f in g.formats.values():
-            merged.formats.setdefault(f.name, f)
-    for g in graphs:
-        for c in g.converters:
-            if c not in merged.converters:
-                merged.converters.append(c)
-    return merged
-
-
-__all__ = ["ConversionGraph", "Converter", "Format", "Route", "get_graph",
-           "graph_from_registry"]
+__all__ = ["ConversionGraph", "Converter", "Format", "Route", "graph_from_registry"]

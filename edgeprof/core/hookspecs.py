@@ -122,6 +122,16 @@ def edgeprof_register_converters() -> list[Any]:
     """
 
 
+@hookspec
+def edgeprof_register_workloads() -> list[type]:
+    """Return workload classes (:class:`edgeprof.core.workload.Workload` subclasses): what
+    one kind of model's run is (its record, its blank record, how it runs here and on a
+    board, its default timeout). A backend names the one it runs (``Backend.workload``).
+    Built in: ``tensor`` and ``generate``. Two plugins registering one name is an error
+    naming both, unless one is marked ``tryfirst`` (it overrides).
+    """
+
+
 @hookspec(firstresult=True)
 def edgeprof_measure(request: Any, runner: Any) -> Any:
     """Measure one :class:`~edgeprof.core.requests.MeasureRequest` on ``runner`` (a

@@ -119,9 +119,21 @@ class Registry:
     target_sources: list[tuple[Path, str]] = field(default_factory=list)
     models: dict[str, tuple[Any, str]] = field(default_factory=dict)
     router_rules: list[tuple[Any, str]] = field(default_factory=list)
+    workloads: dict[str, Any] = field(default_factory=dict)  # name -> Workload instance
     plugins: list[tuple[str, str]] = field(default_factory=list)  # (plugin name, from where)
     overrides: list[tuple[str, str, str, str]] = field(default_factory=list)
     pm: pluggy.PluginManager | None = field(default=None, repr=False, compare=False)
+    _graph: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def conversion_graph(self) -> Any:
+        """The conversion graph of this registry's formats and converters
+        (:class:`edgeprof.core.formats.ConversionGraph`), built on first use and kept here."""
+        if self._graph is None:
+            from edgeprof.core.formats import graph_from_registry
+
+            self._graph = graph_from_registry(self)
+        return self._graph
 
     @property
     def hook(self) -> pluggy.HookRelay:
@@ -314,6 +326,18 @@ class PluginManager:
                   for name, factory in table.items()]
         self._merge_named(reg, "model", "model 'builtin:{}'", hook, models, reg.models,
                           lambda f, p: (f, p))
+        hook = "edgeprof_register_workloads"
+        workloads = []
+        for classes, impl in reversed(self._call_registration(
+                hook, lambda cls, noted, _: any(c is cls for c in noted))):
+            for cls in classes:
+                name = getattr(cls, "name", None)
+                if not isinstance(name, str) or not name:
+                    raise PluginError(f"plugin '{self._plugin_of(impl, hook)}' registered a "
+                                      f"workload class {cls!r} without a 'name'")
+                workloads.append((name, cls, impl))
+        self._merge_named(reg, "workload", "workload '{}'", hook, workloads, reg.workloads,
+                          lambda cls, plugin: cls())
         hook = "edgeprof_register_targets"
         for sources, impl in self._call_registration(hook):
             reg.target_sources.extend((Path(s), self._plugin_of(impl, hook)) for s in sources)
@@ -332,3 +356,39 @@ def get_registry(plugins_file: str | os.PathLike | None = None, *, refresh: bool
     if refresh or key not in _CACHE:
         _CACHE[key] = PluginManager(plugins_file).build_registry()
     return _CACHE[key]
+
+
+def _graph_of(registry: Any) -> Any:
+    """The registry's own graph (``Registry.conversion_graph``); a hand-built stand-in
+    without one gets a fresh graph from its hooks."""
+    from edgeprof.core.formats import graph_from_registry
+
+    graph = getattr(registry, "conversion_graph", None)
+    return graph if graph is not None else graph_from_registry(registry)
+
+
+def get_graph(plugins_file: str | os.PathLike | None = None, *, registry: Any = None) -> Any:
+    """The conversion graph (:class:`edgeprof.core.formats.ConversionGraph`) of ``registry``
+    (or of the plugins' registry for ``plugins_file``): the one the registry owns
+    (``Registry.conversion_graph``).
+
+    With neither, the graph of the default registry (``$EDGEPROF_PLUGINS`` included) joined
+    with every other registry this process loaded (a ``--plugins FILE``): a backend builds
+    with every converter the user loaded, whichever registry resolved the model."""
+    from edgeprof.core.formats import ConversionGraph
+
+    if registry is not None or plugins_file is not None:
+        return _graph_of(registry if registry is not None else get_registry(plugins_file))
+    graphs = [_graph_of(get_registry())]
+    graphs += [_graph_of(r) for r in list(_CACHE.values()) if _graph_of(r) is not graphs[0]]
+    if len(graphs) == 1:
+        return graphs[0]
+    merged = ConversionGraph()
+    for g in graphs:
+        for f in g.formats.values():
+            merged.formats.setdefault(f.name, f)
+    for g in graphs:
+        for c in g.converters:
+            if c not in merged.converters:
+                merged.converters.append(c)
+    return merged

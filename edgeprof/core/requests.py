@@ -50,7 +50,8 @@ class MeasureRequest:
     plugins_file: str | None = None  # the plugins.toml that registers the backend
     calibration: str | None = None  # .npz of real samples for static int8
     backend_class: str | None = None  # "module:QualName" of a class not registered by name
-    #: tensor | generate; None: the backend's (measure() fills it in before the hook)
+    #: a registered workload's name (tensor, generate ...); None: the backend's (measure()
+    #: fills it in before the hook, checking it is the backend's)
     workload: str | None = None
     generation: dict[str, Any] | None = None  # GenerationConfig.to_dict() (generate)
     llm: dict[str, Any] | None = None  # LLMModel.to_dict() of the generative model
@@ -71,9 +72,10 @@ class MeasureRequest:
             self.generation = self.generation.to_dict()  # a GenerationConfig
         if self.generation is not None and self.workload is None:
             self.workload = "generate"
-        if self.workload not in (None, "tensor", "generate"):
-            raise UserError(f"a measure request's workload is tensor or generate, got "
-                            f"{self.workload!r}")
+        if self.workload is not None and not (isinstance(self.workload, str)
+                                              and self.workload):
+            raise UserError(f"a measure request's workload is a registered workload's name "
+                            f"(tensor, generate ...), got {self.workload!r}")
         if self.generation is not None:
             if self.workload != "generate":
                 raise UserError("a tensor measure request takes no generation config")

@@ -299,6 +299,12 @@ class BenchmarkResult:
     def latency_ms(self) -> float | None:
         return self.stats.median_ms if self.stats else None
 
+    def fail(self, status: str, reason: str) -> BenchmarkResult:
+        """The run ended as ``status`` (``failed``, ``unsupported``, ``unavailable``) for
+        ``reason``: its timings are dropped (what the partial record learnt stays)."""
+        self.status, self.reason, self.stats = status, reason, None
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         return clean({f.name: getattr(self, f.name) for f in fields(self)})
 

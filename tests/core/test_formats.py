@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from edgeprof.core.errors import PluginError, UnsupportedError
-from edgeprof.core.formats import ConversionGraph, Converter, Format, get_graph
+from edgeprof.core.formats import ConversionGraph, Converter, Format
+from edgeprof.core.plugins import get_graph
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -110,3 +111,15 @@ def test_readme_add_a_converter_walkthrough_runs(tmp_path):
     # a format edgeprof cannot run itself has no reference: said, not faked
     assert pm.extra["agreement"]["reference"] is None
     assert "no fp32 reference" in pm.extra["agreement"]["reason"]
+
+
+def test_the_registry_owns_its_conversion_graph():
+    """One graph per registry, kept by the registry (no module-level cache keyed by id):
+    a registry with another plugin list has its own."""
+    from edgeprof.core.plugins import PluginManager, get_registry
+
+    reg = get_registry()
+    assert get_graph(registry=reg) is reg.conversion_graph is reg.conversion_graph
+    other = PluginManager(use_env=False, entry_points=False).build_registry()
+    assert other.conversion_graph is not reg.conversion_graph
+    assert set(other.conversion_graph.formats) == set(reg.conversion_graph.formats)

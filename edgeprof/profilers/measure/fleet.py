@@ -39,12 +39,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from edgeprof.core.errors import BackendUnavailableError, MeasurementError, UserError
+from edgeprof.core.errors import BackendUnavailableError, UserError
 from edgeprof.core.requests import MeasureRequest
-from edgeprof.core.results import BenchmarkResult
+from edgeprof.core.results import BenchmarkResult, RunRecord
+from edgeprof.core.workload import workload_of
 from edgeprof.profilers.measure.fleet_dispatcher import (BOARD_MARGIN_S, DEFAULT_NO_BOARD_S,
                                                          DEFAULT_RETRIES, SCHEDULER_GRACE_S,
                                                          Dispatcher, FleetJob, Outcome,
@@ -110,87 +110,11 @@ class RemoteRunner:
     def boards(self) -> list[dict[str, Any]]:
         return [b for b in self.dispatcher.boards(refresh=True) if self.target in b["targets"]]
 
-    def run(self, request: MeasureRequest) -> BenchmarkResult:
-        from edgeprof.core.models import resolve_model
-        from edgeprof.profilers.measure.runners import is_generative
-
-        d = self.dispatcher
-        why = d.unroutable(self.target, request.backend)
+    def run(self, request: MeasureRequest) -> RunRecord:
+        why = self.dispatcher.unroutable(self.target, request.backend)
         if why:
             raise BackendUnavailableError(request.backend, why)
-        if is_generative(request):
-            return self._run_generation(request)
-        if request.artifact is not None:  # built already: ship it as it is
-            from edgeprof.core.artifact import Artifact
-
-            shipment = Shipment.of_artifact(Artifact.from_dict(request.artifact))
-            name = request.model_name
-        else:
-            handle = request.handle or resolve_model(
-                request.model, input_shapes=request.input_shapes,
-                input_dtypes=request.input_dtypes, calibration=request.calibration)
-            self._say(f"building {handle.name} {request.config.precision} for "
-                      f"{request.backend} here (boards never convert)")
-            shipment = build_shipment(request.backend_type or request.backend, handle,
-                                      request.config.precision)
-            name = handle.spec
-        timeout = request.config.timeout_s or job_timeout_s(request.config)
-        job = FleetJob(key=f"{request.backend}-{request.config.precision}", target=self.target,
-                       backend=request.backend, payload=job_payload(request, shipment, self.target),
-                       timeout_s=timeout, progress=self.progress)
-        outcome = d.run_one(job)
-        if outcome.record is None:
-            raise MeasurementError(f"on the {self.target} fleet: {outcome.reason}")
-        record = BenchmarkResult.from_dict(outcome.record)
-        record.model = name
-        return record
-
-    def _run_generation(self, request: MeasureRequest):
-        """A generative request: built here (``build_llm``: the board never converts), the
-        runtime's file shipped with its sha256 and the model's spec (``request.llm``); the
-        board loads and times it in a fresh process (``measure_shipment``), and its
-        :class:`~edgeprof.core.results.GenerativeRunRecord` comes back with
-        ``extra["fleet"]`` naming the board."""
-        import dataclasses as dc
-
-        from edgeprof.core.artifact import Artifact
-        from edgeprof.core.results import GenerativeRunRecord, record_from_dict
-        from edgeprof.profilers.measure.generate import request_model
-        from edgeprof.profilers.measure.harness import BACKEND_FAILURES, MeasureFailure
-        from edgeprof.profilers.measure.runners import (DEFAULT_GENERATION_TIMEOUT_S,
-                                                        backend_class)
-
-        if request.artifact is not None:
-            artifact = Artifact.from_dict(request.artifact)
-            model = request_model(request)
-        else:
-            model = request_model(request)
-            cls = request.backend_type or backend_class(request)
-            workdir = request.workdir
-            if workdir is None:
-                from edgeprof.core.cache import cache_dir
-
-                workdir = cache_dir("llm", request.backend)
-            self._say(f"building {model.spec.name} {request.config.precision} for {cls.name} "
-                      "here (boards never convert)")
-            try:
-                artifact = cls().build_llm(model, request.config.precision, Path(workdir))
-            except BACKEND_FAILURES as e:
-                raise MeasureFailure("build", e) from e
-        shipment = Shipment.of_artifact(artifact)
-        wire = dc.replace(request, llm=model.to_dict(), workdir=None, artifact=None)
-        timeout = request.config.timeout_s or DEFAULT_GENERATION_TIMEOUT_S
-        job = FleetJob(key=f"{request.backend}-{request.config.precision}-generate",
-                       target=self.target, backend=request.backend,
-                       payload=job_payload(wire, shipment, self.target), timeout_s=timeout,
-                       progress=self.progress)
-        outcome = self.dispatcher.run_one(job)
-        if outcome.record is None:
-            raise MeasurementError(f"on the {self.target} fleet: {outcome.reason}")
-        record = record_from_dict(outcome.record)
-        if not isinstance(record, GenerativeRunRecord):  # the board could not unpack it
-            raise MeasurementError(f"on the {self.target} fleet: {record.reason}")
-        return record
+        return workload_of(request).run_remote(self, request)
 
     def close(self) -> None:
         if self._dispatcher is not None:

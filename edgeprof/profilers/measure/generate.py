@@ -54,7 +54,10 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.core.errors import BackendUnavailableError, UnsupportedError, UserError
+from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.llm import GenerationConfig, GenerationRecord, GenerativeBackend, LLMModel
+from edgeprof.core.results import GenerativeRunRecord
+from edgeprof.core.workload import Workload
 from edgeprof.profilers.measure.harness import (BACKEND_FAILURES, MeasureFailure, one_line,
                                                 status_of)
 
@@ -414,8 +417,6 @@ def request_records(request: Any, status: str = "failed", reason: str = "",
     """A :class:`~edgeprof.core.results.GenerativeRunRecord` for ``request`` with one
     record per depth, all of ``status``: what a run that produced nothing reports (the
     model is not resolved: a worker that died says so without a file read)."""
-    from edgeprof.core.results import GenerativeRunRecord
-
     config = request.generation_config()
     name = str((request.llm or {}).get("spec", {}).get("name") or request.model)
     random = bool((request.llm or {}).get("random_weights", True))
@@ -442,8 +443,6 @@ def run_generation_request(request: Any, backend_cls: Any, *, registry: Any = No
     generation config (a shipped ``artifact`` is loaded, not built), as a
     :class:`~edgeprof.core.results.GenerativeRunRecord`. ``process`` says where it ran
     (``environment``-like note: inline, isolated)."""
-    from edgeprof.core.results import GenerativeRunRecord
-
     model = request_model(request)
     config = request.generation_config()
     built = None
@@ -516,7 +515,100 @@ def generation_environment(backend_cls: Any, config: GenerationConfig,
     return env
 
 
-__all__ = ["LengthError", "available_memory", "check_context", "context_tokens", "measure_generation",
+#: seconds a generative worker may take when no timeout is set (a build from a preset, the
+#: load, and every repetition at every depth: no timing plan caps them)
+DEFAULT_GENERATION_TIMEOUT_S = 3600.0
+
+
+class GenerateWorkload(Workload):
+    """The ``generate`` workload: a generative model (``llm:NAME``, a GGUF, a Hugging Face
+    folder) run the llama-bench way (pp/tg per depth); its record a
+    :class:`~edgeprof.core.results.GenerativeRunRecord`, one record per depth, each depth
+    taking the run's status when it measured nothing."""
+
+    name = "generate"
+    describe = "generative models"
+    record_type = GenerativeRunRecord
+
+    def blank_record(self, request: Any, backend_cls: Any = None) -> GenerativeRunRecord:
+        return request_records(request, backend_cls=backend_cls)
+
+    def unavailable_record(self, request: Any, backend_cls: Any, availability: Any
+                           ) -> GenerativeRunRecord:
+        a = availability
+        status, reason = status_of(BackendUnavailableError(request.backend, a.reason, a.hint))
+        return request_records(request, status, reason, backend_cls=backend_cls)
+
+    def run_here(self, request: Any, backend_cls: Any, *, registry: Any = None,
+                 process: str = "inline", progress: Progress | None = None
+                 ) -> GenerativeRunRecord:
+        return run_generation_request(request, backend_cls, registry=registry,
+                                      process=process, progress=progress)
+
+    def run_remote(self, runner: Any, request: Any) -> GenerativeRunRecord:
+        return ship_generation(runner, request)
+
+    def default_timeout_s(self, request: Any) -> float:
+        return DEFAULT_GENERATION_TIMEOUT_S
+
+    def finish(self, record: GenerativeRunRecord, request: Any) -> GenerativeRunRecord:
+        if not record.config:  # what was asked, whatever ran (a tensor record's config)
+            record.config = request_conditions(request)
+        return record
+
+
+def ship_generation(runner: Any, request: Any) -> GenerativeRunRecord:
+    """A generative request on a board of ``runner``'s fleet: built here (``build_llm``:
+    the board never converts), the runtime's file shipped with its sha256 and the model's
+    spec (``request.llm``); the board loads and times it in a fresh process
+    (``measure_shipment``), and its :class:`~edgeprof.core.results.GenerativeRunRecord`
+    comes back with ``extra["fleet"]`` naming the board."""
+    import dataclasses as dc
+
+    from edgeprof.core.artifact import Artifact
+    from edgeprof.core.errors import MeasurementError
+    from edgeprof.core.results import record_from_dict
+    from edgeprof.profilers.measure.fleet import FleetJob, Shipment, job_payload
+    from edgeprof.profilers.measure.runners import backend_class
+
+    model = request_model(request)
+    if request.artifact is not None:
+        artifact = Artifact.from_dict(request.artifact)
+    else:
+        cls = request.backend_type or backend_class(request)
+        workdir = request.workdir
+        if workdir is None:
+            from edgeprof.core.cache import cache_dir
+
+            workdir = cache_dir("llm", request.backend)
+        runner._say(f"building {model.spec.name} {request.config.precision} for {cls.name} "
+                    "here (boards never convert)")
+        try:
+            artifact = cls().build_llm(model, request.config.precision, Path(workdir))
+        except BACKEND_FAILURES as e:
+            raise MeasureFailure("build", e) from e
+    shipment = Shipment.of_artifact(artifact)
+    wire = dc.replace(request, llm=model.to_dict(), workdir=None, artifact=None)
+    timeout = request.config.timeout_s or DEFAULT_GENERATION_TIMEOUT_S
+    job = FleetJob(key=f"{request.backend}-{request.config.precision}-generate",
+                   target=runner.target, backend=request.backend,
+                   payload=job_payload(wire, shipment, runner.target), timeout_s=timeout,
+                   progress=runner.progress)
+    outcome = runner.dispatcher.run_one(job)
+    if outcome.record is None:
+        raise MeasurementError(f"on the {runner.target} fleet: {outcome.reason}")
+    record = record_from_dict(outcome.record)
+    if not isinstance(record, GenerativeRunRecord):  # the board could not unpack it
+        raise MeasurementError(f"on the {runner.target} fleet: {record.reason}")
+    return record
+
+
+@hookimpl
+def edgeprof_register_workloads() -> list[type]:
+    return [GenerateWorkload]
+
+
+__all__ = ["DEFAULT_GENERATION_TIMEOUT_S", "GenerateWorkload", "ship_generation", "LengthError", "available_memory", "check_context", "context_tokens", "measure_generation",
            "generation_environment", "random_tokens", "rate_stats", "request_conditions",
            "request_model", "request_records", "run_generation_request", "session_context", "token_range", "too_big_reason",
            "tpot_stats"]

@@ -14,48 +14,13 @@ Where a run was measured decides whose figures they are:
 
 from __future__ import annotations
 
-import contextlib
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from edgeprof.core.errors import UserError
 
 Progress = Callable[[str], None]
-
-
-def check_timeout(timeout_s: Any) -> None:
-    """UserError (exit 2) unless ``timeout_s`` is None or a positive number of seconds."""
-    if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(
-            timeout_s, (int, float)) or timeout_s <= 0):
-        raise UserError(f"--timeout must be a positive number of seconds, got {timeout_s!r}")
-
-
-@contextlib.contextmanager
-def generative_runner(target: Any, *, fleet: Any = None, isolate: bool = False,
-                      timeout_s: float | None = None, progress: Progress | None = None,
-                      registry: Any = None) -> Iterator[Any]:
-    """The runner ``profile llm:X`` measures on, closed on exit: a board of ``target`` on
-    the Dask scheduler ``fleet`` (``RemoteRunner``: built here, loaded and timed there), else
-    an isolated worker (``isolate`` or a ``timeout_s``), else this process. Each reports the
-    run's steps to ``progress`` (a board's as ``board NAME: step``)."""
-    from edgeprof.profilers.measure.fleet import fleet_runner
-    from edgeprof.profilers.measure.runners import InlineRunner, IsolatedRunner
-
-    check_timeout(timeout_s)
-    if fleet is not None and target is None:
-        raise UserError("a fleet measures on a board of a target: give --target (e.g. "
-                        "raspberry_pi_5)")
-    runner = fleet_runner(fleet, target, progress=progress) if fleet is not None else None
-    if runner is None and (isolate or timeout_s is not None):
-        runner = IsolatedRunner(timeout_s, progress=progress)
-    if runner is None:
-        runner = InlineRunner(registry, progress=progress)
-    try:
-        yield runner
-    finally:
-        if hasattr(runner, "close"):
-            runner.close()
 
 
 def runner_phrase(runner: Any, target: Any = None) -> str:
@@ -115,13 +80,15 @@ def measure_pairs(model: Any, pairs: Any, classes: dict[str, type], config: Any,
                   isolate: bool = False, timeout_s: float | None = None, fleet: Any = None,
                   plugins: Any = None, workdir: Any = None) -> list[dict[str, Any]]:
     """``measure()`` of one generative request per (backend, format) of ``pairs`` on the
-    runner :func:`generative_runner` chooses; the profile's runs (:func:`run_dicts`)."""
+    runner :func:`~edgeprof.profilers.measure.runners.chosen_runner` chooses; the profile's
+    runs (:func:`run_dicts`)."""
     from edgeprof.core.requests import MeasureRequest
     from edgeprof.profilers.measure.measure import measure
+    from edgeprof.profilers.measure.runners import chosen_runner
 
     say = say or (lambda msg: None)
     runs: list[dict[str, Any]] = []
-    with generative_runner(target, fleet=fleet, isolate=isolate, timeout_s=timeout_s,
+    with chosen_runner(target, fleet=fleet, isolate=isolate, timeout_s=timeout_s,
                            progress=say, registry=registry) as runner:
         for backend, fmt in pairs:
             say(f"measuring {backend} {fmt}{runner_phrase(runner, target)}")
@@ -197,6 +164,6 @@ def label_calibration(cal: dict[str, Any], subject: str, board: dict[str, Any], 
     return cal
 
 
-__all__ = ["FINGERPRINT_FIELDS", "board_of", "calibration_subject", "check_timeout",
-           "generative_runner", "label_calibration", "measure_pairs", "measured_where",
+__all__ = ["FINGERPRINT_FIELDS", "board_of", "calibration_subject",
+           "label_calibration", "measure_pairs", "measured_where",
            "on_target", "run_dicts", "runner_phrase"]

@@ -16,10 +16,11 @@ turns what the runner raised into the record's status (docs/design.md, "Statuses
   timed out -> ``failed``, with a one-line reason naming the phase;
 * ``UserError`` propagates (the user's to fix), and so does ``KeyboardInterrupt``.
 
-``measure`` dispatches on the backend's workload (``Backend.workload``; the request's
-``workload`` is filled in from it before the hook is called, so a plugin sees which): a
-``tensor`` run's record is a ``BenchmarkResult``; a ``generate`` run (a generative model,
-llama-bench's pp/tg per depth, ``edgeprof.profilers.measure.generate``) gives a
+``measure`` asks the request's workload (``Backend.workload`` names it; the request's
+``workload`` is filled in from it before the hook is called, so a plugin sees which;
+:mod:`edgeprof.core.workload`) for what differs between kinds of run: a ``tensor`` run's
+record is a ``BenchmarkResult``; a ``generate`` run (a generative model, llama-bench's pp/tg
+per depth, ``edgeprof.profilers.measure.generate``) gives a
 :class:`~edgeprof.core.results.GenerativeRunRecord` holding one ``GenerationRecord`` per
 depth, with the same statuses by the same rule, on the same runners (a worker that crashed
 inside the runtime or timed out fails the run, with the reason, never the caller).
@@ -31,77 +32,38 @@ from dataclasses import replace
 from typing import Any
 
 from edgeprof.core.backend import RunConfig
-from edgeprof.core.errors import BackendUnavailableError, MeasurementError, UserError
+from edgeprof.core.errors import MeasurementError, UserError
 from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.requests import MeasureRequest, Runner
-from edgeprof.core.results import BenchmarkResult, GenerativeRunRecord, RunRecord
+from edgeprof.core.results import RunRecord
+from edgeprof.core.workload import workload_of
 from edgeprof.profilers.measure.harness import (  # noqa: F401 - status_of: the one rule,
     BACKEND_FAILURES, MeasureFailure, status_of)     # imported from here by sweeps and tests
 from edgeprof.profilers.measure.runners import (InlineRunner, IsolatedRunner, backend_class,
                                                 default_runner)
 
 
-def _base(request: MeasureRequest) -> BenchmarkResult:
-    c = request.config
-    return BenchmarkResult(backend=request.backend, model=request.model_name,
-                           requested_precision=c.precision, executed_precision=None,
-                           status="failed", batch_size=request.batch_size, device=c.device,
-                           config=c.to_dict())
-
-
-def _run_generation(request: MeasureRequest, runner: Runner, cls: type
-                    ) -> GenerativeRunRecord:
-    """A generative request on ``runner``: what it raised (a worker that died or timed out,
-    a board that could not run it) becomes every depth's status."""
-    from edgeprof.profilers.measure.generate import request_conditions, request_records
-
-    if isinstance(runner, (InlineRunner, IsolatedRunner)):  # this host's runtime: check first
+def run_measurement(request: MeasureRequest, runner: Runner) -> RunRecord:
+    """Run ``request`` on ``runner``; never raises for the backend's own failure. The
+    request's workload (:mod:`edgeprof.core.workload`) supplies its defaults, checks, blank
+    record and conditions; the statuses follow one rule for every workload."""
+    cls = request.backend_type or backend_class(request)
+    workload = workload_of(request if request.workload else cls)
+    # this machine's runtimes say nothing of a board's: only runners on this host pre-check
+    if isinstance(runner, (InlineRunner, IsolatedRunner)):
         a = cls.availability()
         if not a.available:
-            status, reason = status_of(BackendUnavailableError(request.backend, a.reason,
-                                                               a.hint))
-            record = request_records(request, status, reason, backend_cls=cls)
-            record.config = request_conditions(request)
-            return record
+            return workload.finish(workload.unavailable_record(request, cls, a), request)
+    request = workload.prepare(request, cls)
     try:
+        workload.check(request, cls)  # before starting any worker
         record = runner.run(request)
     except BACKEND_FAILURES as e:  # status_of re-raises what is not the backend's
         partial = e.partial if isinstance(e, MeasureFailure) else None
-        record = partial if isinstance(partial, GenerativeRunRecord) \
-            else request_records(request, backend_cls=cls)
+        record = partial if isinstance(partial, workload.record_type) \
+            else workload.blank_record(request, cls)
         record.fail(*status_of(e))
-    if not record.config:  # what was asked, whatever ran (a tensor record's config)
-        record.config = request_conditions(request)
-    return record
-
-
-def run_measurement(request: MeasureRequest, runner: Runner) -> RunRecord:
-    """Run ``request`` on ``runner``; never raises for the backend's own failure."""
-    cls = request.backend_type or backend_class(request)
-    if getattr(cls, "workload", "tensor") == "generate":
-        return _run_generation(request, runner, cls)
-    # this machine's runtimes say nothing of a board's: only runners on this host pre-check
-    a = cls.availability() if isinstance(runner, (InlineRunner, IsolatedRunner)) else None
-    if a is not None and not a.available:
-        record = _base(request)
-        record.status = "unavailable"
-        record.reason = a.reason + (f"; {a.hint}" if a.hint else "")
-        return record
-    caps = cls.capabilities
-    if request.config.device == "cpu" and "cpu" not in caps.devices:
-        # the default device, for a backend that has no CPU path: its own first device
-        request = replace(request, config=replace(request.config, device=caps.devices[0]))
-    try:
-        if request.handle is not None and request.artifact is None:
-            cls.check_request(request.handle, request.config)  # before starting any worker
-        record = runner.run(request)
-    except BACKEND_FAILURES as e:  # status_of re-raises what is not the backend's
-        record = e.partial if isinstance(e, MeasureFailure) and e.partial is not None \
-            else _base(request)
-        record.status, record.reason = status_of(e)
-        record.stats = None
-    record.model = request.model_name
-    return record
+    return workload.finish(record, request)
 
 
 @hookimpl
@@ -127,14 +89,12 @@ def measure(request: MeasureRequest, runner: Runner | None = None, *,
         registry = get_registry(request.plugins_file)
     if request.backend_type is None:
         request = replace(request, backend_type=backend_class(request, registry))
-    workload = getattr(request.backend_type, "workload", "tensor")
+    workload = workload_of(request.backend_type, registry)
     if request.workload is None:
-        request = replace(request, workload=workload)
-    elif request.workload != workload:
-        raise UserError(f"backend '{request.backend}' runs "
-                        + ("generative models" if workload == "generate" else
-                           "fixed-shape tensor models")
-                        + f", not a {request.workload} request; 'edgeprof backends' lists both")
+        request = replace(request, workload=workload.name)
+    elif request.workload != workload.name:
+        raise UserError(f"backend '{request.backend}' runs {workload.describe}, not a "
+                        f"{request.workload} request; 'edgeprof backends' lists both")
     runner = runner or default_runner(request, progress=progress)
     hook = getattr(getattr(registry, "pm", None), "hook", None)
     record = None
@@ -168,7 +128,7 @@ def benchmark_backend(backend: Any, model: Any, config: RunConfig | None = None,
     return measure(request, runner, registry=registry)
 
 
-def raise_for_status(result: BenchmarkResult) -> BenchmarkResult:
+def raise_for_status(result: RunRecord) -> RunRecord:
     """``MeasurementError`` with the reason when a run that should work produced nothing."""
     if result.status == "failed":
         raise MeasurementError(f"{result.backend} ({result.requested_precision}) failed: "

@@ -33,38 +33,22 @@ stops and reaps it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from edgeprof.core.errors import EdgeprofError, MeasurementError, UnsupportedError, UserError
+from edgeprof.core.errors import EdgeprofError, MeasurementError, UserError
 from edgeprof.core.requests import MeasureRequest
-from edgeprof.core.results import BenchmarkResult, record_from_dict
-from edgeprof.profilers.measure.harness import MeasureFailure, plan_from_config, run_in_process
+from edgeprof.core.results import RunRecord
+from edgeprof.core.workload import workload_of
+from edgeprof.profilers.measure.harness import MeasureFailure
 
-#: seconds a worker may take when no timeout is set: imports and conversion (which can be
-#: slow) plus the timing plan's own caps
-DEFAULT_TIMEOUT_BASE_S = 240.0
-#: seconds a generative worker may take when no timeout is set (a build from a preset, the
-#: load, and every repetition at every depth: no timing plan caps them)
-DEFAULT_GENERATION_TIMEOUT_S = 3600.0
-
-
-def default_timeout_s(plan) -> float:
-    return DEFAULT_TIMEOUT_BASE_S + plan.warmup_max_time_s + 1.5 * plan.max_time_s
-
-
-def is_generative(request: MeasureRequest) -> bool:
-    """Whether ``request`` is a generative run (its workload, else its backend's)."""
-    if request.workload is not None:
-        return request.workload == "generate"
-    cls = request.backend_type
-    return getattr(cls, "workload", "tensor") == "generate" if cls is not None else False
 
 
 class WorkerLost(MeasurementError):
@@ -94,7 +78,7 @@ def backend_class(request: MeasureRequest, registry: Any = None) -> type:
     return registry.backend(request.backend)
 
 
-def _artifact_model(request: MeasureRequest, registry: Any):
+def artifact_model(request: MeasureRequest, registry: Any):
     """(handle, artifact) of a request for a built artifact (``edgeprof.core.artifact``):
     its files are verified; the input specs are the request's or, when it names none, read
     from the artifact's entry file (without importing a framework)."""
@@ -114,7 +98,7 @@ def _artifact_model(request: MeasureRequest, registry: Any):
     return handle, artifact
 
 
-def _registry(request: MeasureRequest, registry: Any) -> Any:
+def request_registry(request: MeasureRequest, registry: Any) -> Any:
     if registry is None:
         from edgeprof.core.plugins import get_registry
 
@@ -135,32 +119,11 @@ class InlineRunner:
         self.process = process
         self.progress = progress
 
-    def run(self, request: MeasureRequest) -> BenchmarkResult:
+    def run(self, request: MeasureRequest) -> RunRecord:
         cls = backend_class(request, self.registry)
-        config = request.config
-        if getattr(cls, "workload", "tensor") == "generate":
-            from edgeprof.profilers.measure.generate import run_generation_request
-
-            return run_generation_request(request, cls, registry=self.registry,
-                                          process=self.process, progress=self.progress)
-        if request.artifact is not None:
-            if not callable(getattr(cls, "load", None)):
-                raise UnsupportedError(f"backend '{request.backend}' cannot load built "
-                                       "artifacts", backend=request.backend)
-            handle, artifact = _artifact_model(request, _registry(request, self.registry))
-            backend = cls()
-            return run_in_process(backend, handle, config, process=self.process,
-                                  prepare=lambda inputs: backend.load(artifact, config, inputs))
-        handle = request.handle
-        if handle is None:
-            from edgeprof.core.models import resolve_model
-
-            handle = resolve_model(request.model, input_shapes=request.input_shapes,
-                                   input_dtypes=request.input_dtypes,
-                                   registry=_registry(request, self.registry),
-                                   calibration=request.calibration)
-        cls.check_request(handle, config)  # what the capabilities rule out, before any work
-        return run_in_process(cls(), handle, config, process=self.process)
+        workload = workload_of(request if request.workload else cls, self.registry)
+        return workload.run_here(request, cls, registry=self.registry, process=self.process,
+                                 progress=self.progress)
 
 
 # --------------------------------------------------------------------- the isolated one
@@ -380,15 +343,13 @@ class IsolatedRunner:
 
     def _timeout(self, request: MeasureRequest) -> float:
         t = self.timeout_s or request.config.timeout_s
-        if t is None and is_generative(request):
-            return DEFAULT_GENERATION_TIMEOUT_S
         if t is None:
-            return default_timeout_s(plan_from_config(request.config))
+            return workload_of(request).default_timeout_s(request)
         if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
             raise UserError(f"timeout_s must be a positive number of seconds, got {t!r}")
         return float(t)
 
-    def run(self, request: MeasureRequest) -> BenchmarkResult:
+    def run(self, request: MeasureRequest) -> RunRecord:
         timeout_s = self._timeout(request)
         wire, why = wire_request(request)
         if wire is None:
@@ -402,40 +363,62 @@ class IsolatedRunner:
             record.notes.append(note)
             return record
         message, reason, pid = spawn_worker(wire, timeout_s, progress=self.progress)
-        if message is None and is_generative(request):
-            from edgeprof.profilers.measure.generate import request_records
-
-            partial = request_records(request, backend_cls=request.backend_type)
+        if message is None:
+            partial = workload_of(request).blank_record(request, request.backend_type)
             partial.notes.append(f"ran in an isolated worker process (pid {pid})")
             raise MeasureFailure(None, WorkerLost(reason), partial)
-        if message is None:
-            partial = BenchmarkResult(
-                backend=request.backend, model=request.model_name,
-                requested_precision=request.config.precision, executed_precision=None,
-                status="failed", batch_size=request.batch_size, device=request.config.device,
-                config=request.config.to_dict(),
-                notes=[f"ran in an isolated worker process (pid {pid})"])
-            raise MeasureFailure(None, WorkerLost(reason), partial)
+        record_type = workload_of(request).record_type  # what the worker's dicts hold
         if "result" in message:
-            return record_from_dict(message["result"])
+            return record_type.from_dict(message["result"])
         if "failure" in message:
             f = message["failure"]
-            partial = record_from_dict(f["partial"]) if f.get("partial") else None
+            partial = record_type.from_dict(f["partial"]) if f.get("partial") else None
             raise MeasureFailure(f.get("phase"), decode_error(f["error"]), partial)
         raise decode_error(message["error"])
 
 
+def choose_runner(target: Any = None, *, fleet: Any = None, isolate: bool = False,
+                  timeout_s: float | None = None, progress: Callable[[str], None] | None = None,
+                  registry: Any = None):
+    """The one place a runner is chosen, for every workload: a board of ``target`` on the
+    Dask scheduler ``fleet`` (``RemoteRunner``: built here, loaded and timed there), else an
+    isolated worker (``isolate`` or a ``timeout_s``: a timeout can only be enforced on
+    another process), else this process. Each reports the run's steps to ``progress``."""
+    if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(
+            timeout_s, (int, float)) or timeout_s <= 0):
+        raise UserError(f"--timeout must be a positive number of seconds, got {timeout_s!r}")
+    if fleet is not None:
+        from edgeprof.profilers.measure.fleet import fleet_runner
+
+        if target is None:
+            raise UserError("a fleet measures on a board of a target: give --target (e.g. "
+                            "raspberry_pi_5)")
+        return fleet_runner(fleet, target, progress=progress)
+    if isolate or timeout_s is not None:
+        return IsolatedRunner(timeout_s, progress=progress)
+    return InlineRunner(registry, progress=progress)
+
+
+@contextlib.contextmanager
+def chosen_runner(target: Any = None, **how: Any) -> Iterator[Any]:
+    """:func:`choose_runner`'s runner, closed on exit (a fleet's client)."""
+    runner = choose_runner(target, **how)
+    try:
+        yield runner
+    finally:
+        if hasattr(runner, "close"):
+            runner.close()
+
+
 def default_runner(request_or_config: Any, *,
                    progress: Callable[[str], None] | None = None):
-    """:class:`IsolatedRunner` when the config asks for isolation or a timeout (a timeout
-    can only be enforced on another process), else :class:`InlineRunner`; either reports a
-    generative run's steps to ``progress``."""
+    """:func:`choose_runner` for a request (or config) measured on this machine: what its
+    config asks (isolation, a timeout)."""
     config = getattr(request_or_config, "config", request_or_config)
-    if config.isolate or config.timeout_s is not None:
-        return IsolatedRunner(progress=progress)
-    return InlineRunner(progress=progress)
+    return choose_runner(isolate=config.isolate, timeout_s=config.timeout_s,
+                         progress=progress)
 
 
-__all__ = ["DEFAULT_GENERATION_TIMEOUT_S", "DEFAULT_TIMEOUT_BASE_S", "InlineRunner", "IsolatedRunner", "WorkerLost",
-           "backend_class", "decode_error", "default_runner", "default_timeout_s",
-           "encode_error", "is_generative", "spawn_worker", "wire_request"]
+__all__ = ["InlineRunner", "IsolatedRunner", "WorkerLost", "artifact_model", "backend_class",
+           "choose_runner", "chosen_runner", "decode_error", "default_runner", "encode_error", "request_registry",
+           "spawn_worker", "wire_request"]

@@ -79,11 +79,11 @@ def test_a_tensor_profile_on_the_fleet_reports_the_boards_steps(fleet):
 
 
 def test_a_generative_run_on_the_fleet_reports_load_and_each_depth(fleet, tmp_path):
-    from edgeprof.profilers.measure.llm_runs import generative_runner
+    from edgeprof.profilers.measure.runners import chosen_runner
     from edgeprof.targets import get_target
 
     seen: list[str] = []
-    with generative_runner(get_target(TARGET), fleet=fleet["address"],
+    with chosen_runner(get_target(TARGET), fleet=fleet["address"],
                            progress=seen.append) as runner:
         assert isinstance(runner, RemoteRunner) and runner.progress == seen.append
         rec = measure(generative_request(tmp=tmp_path), runner)

@@ -11,10 +11,9 @@ import pytest
 
 from edgeprof.core.errors import UserError
 from edgeprof.core.results import GenerativeRunRecord
-from edgeprof.profilers.measure.llm_runs import (calibration_subject, generative_runner,
-                                                 run_dicts)
+from edgeprof.profilers.measure.llm_runs import calibration_subject, run_dicts
 from edgeprof.profilers.measure.measure import measure
-from edgeprof.profilers.measure.runners import InlineRunner, IsolatedRunner
+from edgeprof.profilers.measure.runners import InlineRunner, IsolatedRunner, chosen_runner
 from tests.profilers.measure.test_generate_runners import request
 
 STEPS = ["building tiny-gen q4_0 for sleep_gen", "loading tiny-gen q4_0 on sleep_gen",
@@ -31,17 +30,17 @@ def test_measure_reports_a_generative_runs_steps_inline_and_isolated(tmp_path):
 
 
 def test_the_runner_profile_chooses():
-    with generative_runner(None, progress=print) as r:
+    with chosen_runner(None, progress=print) as r:
         assert isinstance(r, InlineRunner) and r.progress is print
-    with generative_runner(None, isolate=True) as r:
+    with chosen_runner(None, isolate=True) as r:
         assert isinstance(r, IsolatedRunner) and r.timeout_s is None
-    with generative_runner(None, timeout_s=5) as r:
+    with chosen_runner(None, timeout_s=5) as r:
         assert isinstance(r, IsolatedRunner) and r.timeout_s == 5
     with pytest.raises(UserError, match="give --target"):
-        with generative_runner(None, fleet="127.0.0.1:9"):
+        with chosen_runner(None, fleet="127.0.0.1:9"):
             pass
     with pytest.raises(UserError, match="--timeout must be a positive number"):
-        with generative_runner(None, timeout_s=0):
+        with chosen_runner(None, timeout_s=0):
             pass
 
 
