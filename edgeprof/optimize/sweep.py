@@ -87,8 +87,8 @@ from edgeprof.core.errors import UserError
 from edgeprof.core.requests import MeasureRequest
 from edgeprof.core.results import BenchmarkResult
 from edgeprof.optimize.sweep_outputs import SweepReport, _write_outputs, sweep_html
-from edgeprof.optimize.sweep_spec import (GEN_KEYS, RUN_KEYS, TOP_KEYS, GenerateGrid, GenJob,
-                                          Job, SweepSpec, load_sweep)
+from edgeprof.optimize.sweep_spec import (GEN_KEYS, RUN_KEYS, TOP_KEYS, WORKLOAD_OPTIONS,
+                                          GenerateGrid, Job, SweepSpec, load_sweep)
 from edgeprof.optimize.sweep_store import (BEST_COLUMNS, COLUMNS, GEN_COLUMNS, SweepStore,
                                            best_frame, results_frame)
 
@@ -124,9 +124,7 @@ def run_sweep(path: str | os.PathLike, *, fleet=None, resume: bool = False,
     """Run (or resume) the sweep in ``path``; see the module's docstring. ``progress``
     hears each finished job; ``steps`` each step of a job while it is measured."""
     from edgeprof.profilers.measure.fleet import (DEFAULT_NO_BOARD_S, DEFAULT_RETRIES,
-                                                  Dispatcher, FleetJob, FleetSpec,
-                                                  SchedulerLostError, build_shipment,
-                                                  job_payload, job_timeout_s)
+                                                  Dispatcher, FleetSpec, SchedulerLostError)
 
     say = say or (lambda m: None)
     t0 = time.perf_counter()
@@ -171,18 +169,11 @@ def run_sweep(path: str | os.PathLike, *, fleet=None, resume: bool = False,
         if todo and fleet is None:
             _drive_here(spec, todo, record, plugins, steps, targets_dir)
         elif todo:
-            tensor_todo = [j for j in todo if isinstance(j, Job)]
-            gen_todo = [j for j in todo if isinstance(j, GenJob)]
             no_board_s = float(spec.run.get("no_board_wait", DEFAULT_NO_BOARD_S))
             with _fleet_client(fleet) as client:
                 d = Dispatcher(client, retries=retries, no_board_s=no_board_s)
                 try:
-                    if tensor_todo:
-                        _drive(spec, tensor_todo, d, record, build_shipment, job_payload,
-                               job_timeout_s, FleetJob, steps)
-                    if gen_todo:
-                        _drive_generative_fleet(spec, gen_todo, fleet, client, record,
-                                                retries, no_board_s, plugins, steps)
+                    _drive_fleet(spec, todo, fleet, d, record, plugins, steps)
                 except SchedulerLostError as e:
                     raise SchedulerLostError(
                         f"{e}; {len(store)} of {len(jobs)} job(s) are safe in {spec.store}: "
@@ -250,6 +241,37 @@ def board_prediction(handle, target, backend: str, precision: str, *, threads=No
                       "(as edgeprof predict gives it; not measured on the board)"}
 
 
+def _tensor_request(spec: SweepSpec, job: Job, plugins) -> MeasureRequest:
+    handle = spec.handles[job.model]
+    if job.batch_size is not None:
+        handle = handle.with_batch(job.batch_size)
+    return MeasureRequest.for_handle(job.backend, handle,
+                                     spec.config(job.precision, handle.batch_size),
+                                     plugins_file=plugins)
+
+
+def _generate_request(spec: SweepSpec, job: Job, plugins) -> MeasureRequest:
+    grid = spec.generate
+    assert grid is not None
+    timeout = spec.run.get("timeout")  # as for profile --timeout: an isolated worker
+    return MeasureRequest.for_generation(job.backend, grid.llms[job.model], job.precision,
+                                         grid.config(job, spec.run.get("device", "cpu")),
+                                         timeout_s=timeout,
+                                         isolate=timeout is not None, plugins_file=plugins)
+
+
+#: per workload (:data:`WORKLOAD_OPTIONS`), the request ``profile`` makes for a job
+REQUESTS: dict[str, Callable[[SweepSpec, Job, Any], MeasureRequest]] = {
+    "tensor": _tensor_request, "generate": _generate_request}
+
+
+def job_request(spec: SweepSpec, job: Job, plugins=None) -> MeasureRequest:
+    """The request ``profile`` makes for ``job``, with the sweep's ``[run]`` settings: its
+    workload's fields (:data:`REQUESTS`). Every job, here or on the fleet, is measured from
+    it."""
+    return REQUESTS[job.workload](spec, job, plugins)
+
+
 def _drive_here(spec: SweepSpec, todo: list[Job], record, plugins,
                 steps: Steps | None = None, targets_dir=None) -> None:
     """Measure each job here, one at a time, by the call ``profile`` makes (see the module
@@ -266,19 +288,9 @@ def _drive_here(spec: SweepSpec, todo: list[Job], record, plugins,
     predictors: dict = {}
     here = fingerprint("host", "local", False)
     for job in todo:
-        if isinstance(job, GenJob):
-            rec = measure(_generative_request(spec, job, plugins), registry=reg,
-                          progress=_step_of(steps, job.key))
-        else:
-            handle = spec.handles[job.model]
-            if job.batch_size is not None:
-                handle = handle.with_batch(job.batch_size)
-            config = spec.config(job.precision, handle.batch_size)
-            request = MeasureRequest.for_handle(job.backend, handle, config,
-                                                plugins_file=plugins)
-            rec = measure(request, registry=reg,  # the runner rule of profile
-                          progress=_step_of(steps, job.key))
-            rec.model = job.model
+        request = job_request(spec, job, plugins)
+        rec = measure(request, registry=reg,  # the runner rule of profile
+                      progress=_step_of(steps, job.key))
         # the host's timing is the host's: nothing here emulates a board
         rec.notes.append("measured on this host" + ("" if job.target == "host" else
                                                     f", not on {job.target}"))
@@ -286,62 +298,35 @@ def _drive_here(spec: SweepSpec, todo: list[Job], record, plugins,
             rec.notes.append(f"run on this host's {spec.run['device']} device")
         extra = dict(rec.extra or {}, fleet={"board": "local", "target": "host",
                                              "emulating": False, "fingerprint": here})
-        if isinstance(job, Job) and job.target != "host" and rec.ok:
-            tgt = treg.get(job.target)
-            if not getattr(tgt, "is_host", False):
+        if request.handle is not None:  # a model handle: named as the sweep names it, and
+            rec.model = job.model       # predicted for a board target
+            tgt = treg.get(job.target) if job.target != "host" and rec.ok else None
+            if tgt is not None and not getattr(tgt, "is_host", False):
                 extra["target_figure"] = board_prediction(
-                    handle, tgt, job.backend, job.precision, threads=spec.run.get("threads"),
-                    device=spec.run.get("device"), registry=reg, cache=predictors)
+                    request.handle, tgt, job.backend, job.precision,
+                    threads=spec.run.get("threads"), device=spec.run.get("device"),
+                    registry=reg, cache=predictors)
         rec.extra = extra
         record(job, rec, "local", 1)
 
 
-def _generative_request(spec: SweepSpec, job: GenJob, plugins) -> MeasureRequest:
-    """The request ``profile llm:X`` makes for this job (one depth), with the sweep's
-    ``[run] timeout`` (which, as for ``profile --timeout``, runs it in an isolated worker)."""
-    grid = spec.generate
-    assert grid is not None
-    timeout = spec.run.get("timeout")
-    return MeasureRequest.for_generation(job.backend, grid.llms[job.model], job.precision,
-                                         grid.config(job, spec.run.get("device", "cpu")),
-                                         timeout_s=timeout,
-                                         isolate=timeout is not None, plugins_file=plugins)
-
-
-def _drive_generative_fleet(spec: SweepSpec, todo: list[GenJob], fleet, client, record,
-                            retries: int, no_board_s: float, plugins,
-                            steps: Steps | None = None) -> None:
-    """Each generative job on a board of its target through ``RemoteRunner`` (built here,
-    measured there in a fresh process), one at a time, stored the moment it returns."""
+def _drive_fleet(spec: SweepSpec, todo: list[Job], fleet, d, record, plugins,
+                 steps: Steps | None = None) -> None:
+    """Each job's request (:func:`job_request`) on a board of its target, stored the moment
+    its outcome arrives. A tensor job is built here and submitted (:func:`_prepare`: one
+    build per model, batch size, backend and precision; several jobs in flight); any other
+    is measured by ``measure()`` on the target's ``RemoteRunner`` (built here, measured
+    there in a fresh process) once the jobs in flight are in."""
     from edgeprof.core.plugins import get_registry
     from edgeprof.profilers.measure.fleet import RemoteRunner
     from edgeprof.profilers.measure.measure import measure
 
     reg = get_registry(plugins)
-    runners: dict[str, Any] = {}
-    for job in todo:
-        runner = runners.get(job.target)
-        if runner is None:
-            runner = runners[job.target] = RemoteRunner(fleet, job.target, client=client,
-                                                        retries=retries, no_board_s=no_board_s)
-        runner.progress = _step_of(steps, job.key)
-        rec = measure(_generative_request(spec, job, plugins), runner, registry=reg)
-        board = ((rec.extra or {}).get("fleet") or {}).get("board")
-        record(job, rec, board, 1)
-
-
-def _drive(spec: SweepSpec, todo: list[Job], d, record, build_shipment, job_payload,
-           job_timeout_s, FleetJob, steps: Steps | None = None) -> None:
-    """Build each job here and submit it to the fleet; store each outcome the moment it
-    arrives."""
-    from edgeprof.core.plugins import get_registry
-
-    reg = get_registry()
     queue = deque(todo)
     jobs_by_key: dict[str, Job] = {}
     shipments: OrderedDict[tuple, Any] = OrderedDict()
-    slots = max(1, len(d.boards(refresh=True)))
-    cap = slots + 1  # one job built ahead per slot: builds overlap measurements
+    runners: dict[str, Any] = {}
+    cap = max(1, len(d.boards(refresh=True))) + 1  # one job built ahead per board
 
     def collect(wait_s: float) -> None:
         for o in d.poll(wait_s):
@@ -349,36 +334,50 @@ def _drive(spec: SweepSpec, todo: list[Job], d, record, build_shipment, job_payl
             if o.record is not None:
                 rec = BenchmarkResult.from_dict(o.record)
                 rec.model = job.model
-                fleet = (rec.extra or {}).get("fleet") or {}
-                record(job, rec, fleet.get("board"), o.attempts)
+                fleet_ = (rec.extra or {}).get("fleet") or {}
+                record(job, rec, fleet_.get("board"), o.attempts)
             else:
                 rec = _failed_record(job, "failed", o.reason or "no result")
                 rec.extra["fleet"] = {"attempts": o.attempts, "history": o.history}
                 record(job, rec, None, o.attempts)
 
+    def submit(job: Job, request: MeasureRequest) -> None:
+        fj = _prepare(spec, job, request, d, reg, shipments, record, steps)
+        if fj is not None:
+            jobs_by_key[fj.key] = job
+            d.submit(fj)
+
+    def remote(job: Job, request: MeasureRequest) -> None:
+        while d.pending:
+            collect(0.5)
+        runner = runners.get(job.target)
+        if runner is None:
+            runner = runners[job.target] = RemoteRunner(fleet, job.target, client=d.client,
+                                                        retries=d.retries,
+                                                        no_board_s=d.no_board_s)
+        runner.progress = _step_of(steps, job.key)
+        rec = measure(request, runner, registry=reg)
+        record(job, rec, ((rec.extra or {}).get("fleet") or {}).get("board"), 1)
+
+    how = {"tensor": submit, "generate": remote}  # per workload (WORKLOAD_OPTIONS)
     while queue or d.pending:
         while queue and d.pending < cap:
             job = queue.popleft()
-            fj = _prepare(spec, job, d, reg, shipments, record, build_shipment, job_payload,
-                          job_timeout_s, FleetJob, steps)
-            if fj is not None:
-                jobs_by_key[fj.key] = job
-                d.submit(fj)
+            how[job.workload](job, job_request(spec, job, plugins))
             collect(0.0)
         collect(0.5)
 
 
-def _prepare(spec: SweepSpec, job: Job, d, reg, shipments, record, build_shipment,
-             job_payload, job_timeout_s, FleetJob, steps: Steps | None = None):
-    """The job ready to submit, or None when it was recorded here (unsupported, no board,
-    build failed)."""
-    handle = spec.handles[job.model]
-    if job.batch_size is not None:
-        handle = handle.with_batch(job.batch_size)
-    cls = reg.backend(job.backend)
-    config = spec.config(job.precision, handle.batch_size)
+def _prepare(spec: SweepSpec, job: Job, request: MeasureRequest, d, reg, shipments, record,
+             steps: Steps | None = None):
+    """The tensor job ready to submit, or None when it was recorded here (unsupported, no
+    board, build failed)."""
+    from edgeprof.profilers.measure.fleet import (FleetJob, build_shipment, job_payload,
+                                                  job_timeout_s)
+
+    handle, config = request.handle, request.config
     try:
-        cls.check_request(handle, config)
+        reg.backend(job.backend).check_request(handle, config)
     except Exception as e:  # noqa: BLE001 - measure's status rules decide (UserError raises)
         record(job, _build_failure(job, e, handle), None, 0)
         return None
@@ -396,14 +395,13 @@ def _prepare(spec: SweepSpec, job: Job, d, reg, shipments, record, build_shipmen
     except Exception as e:  # noqa: BLE001 - a conversion's failure is this job's failure
         record(job, _build_failure(job, e, handle), None, 0)
         return None
-    request = MeasureRequest.for_handle(job.backend, handle, config)
     payload = job_payload(request, shipment, job.target)
     return FleetJob(key=job.key, target=job.target, backend=job.backend, payload=payload,
                     timeout_s=config.timeout_s or job_timeout_s(config),
                     progress=_step_of(steps, job.key))
 
 
-__all__ = ["BEST_COLUMNS", "COLUMNS", "GEN_COLUMNS", "GEN_KEYS", "LOCAL_WHERE", "RUN_KEYS",
-           "TOP_KEYS", "GenJob", "GenerateGrid", "Job", "Steps", "SweepReport", "SweepSpec",
-           "board_prediction",
+__all__ = ["BEST_COLUMNS", "COLUMNS", "GEN_COLUMNS", "GEN_KEYS", "LOCAL_WHERE", "REQUESTS",
+           "RUN_KEYS", "TOP_KEYS", "WORKLOAD_OPTIONS", "GenerateGrid", "Job", "Steps",
+           "SweepReport", "SweepSpec", "board_prediction", "job_request",
            "SweepStore", "best_frame", "load_sweep", "results_frame", "run_sweep", "sweep_html"]

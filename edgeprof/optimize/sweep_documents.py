@@ -1,8 +1,12 @@
-"""A generative sweep's jobs as a generative profile document (``edgeprof.llm/1``, what
-``edgeprof profile llm:X --json`` writes), so ``edgeprof compare`` can set a sweep's
-measurement beside a profile's, or beside another sweep's: same job, same answer?
+"""A sweep's jobs of one model as a profile document, so ``edgeprof compare`` can set a
+sweep's measurement beside a profile's, or beside another sweep's: same job, same answer?
+:data:`DOCUMENTS` holds each workload's (``SweepReport.profile_document`` asks it).
 
-One document holds the jobs of one model on one target at one test shape (threads, prompt
+A tensor model's document (:func:`tensor_document`) is profile.json-shaped: one run per
+backend x precision at one batch size, each with its whole record.
+
+A generative model's (:func:`generative_document`) is what ``edgeprof profile llm:X --json``
+writes (``edgeprof.llm/1``). One document holds the jobs of one model on one target at one test shape (threads, prompt
 and generated tokens): one run per (backend, format, depth), each the job's record as a
 profile's run — with where it was measured (``measured_on``, ``board``; a sweep without a
 fleet measures here, as board ``local``) and, for an emulating board, the warning that its
@@ -40,9 +44,47 @@ def _target_dict(target: str) -> dict[str, Any]:
         return {"id": target, "name": target, "kind": "unknown"}
 
 
-def generative_document(report: Any, model: str, target: str, *, threads: int | None = None,
-                        prompt_tokens: int | None = None, gen_tokens: int | None = None
-                        ) -> dict[str, Any]:
+def tensor_document(report: Any, model: str, target: str, batch_size: int | None = None,
+                    **shape: int | None) -> dict[str, Any]:
+    """``report``'s jobs of ``model`` on ``target`` at one batch size (by default the first
+    the sweep lists) as a profile.json-shaped document (the model, the target, one run per
+    backend x precision with its whole record)."""
+    from edgeprof._version import __version__
+    from edgeprof.core.results import clean
+    from edgeprof.optimize.sweep_store import SweepStore, _measured_on, _utc
+
+    spec = report.spec
+    if shape:
+        raise UserError(f"{', '.join(sorted(shape))} choose a generative job's test shape; "
+                        f"'{model}' is not in the sweep's [generate] models")
+    if model not in spec.handles or target not in spec.targets:
+        raise UserError(f"the sweep measured models {', '.join(spec.models)} on targets "
+                        f"{', '.join(spec.targets)}; not '{model}' on '{target}'")
+    bs = batch_size if batch_size is not None else spec.batch_sizes[0]
+    handle = spec.handles[model] if bs is None else spec.handles[model].with_batch(bs)
+    store = SweepStore(report.store)
+    try:
+        rows = [r for r in store.rows() if r["model"] == model and r["target"] == target
+                and r["batch_size"] == bs]
+    finally:
+        store.close()
+    runs = []
+    for r in rows:
+        rec = json.loads(r["record"])
+        runs.append({"backend": r["backend"], "requested_precision": r["precision"],
+                     "executed_precision": rec.get("executed_precision"),
+                     "status": r["status"], "reason": r["reason"],
+                     "provenance": {"benchmark": "measured", "measured_on": _measured_on(rec),
+                                    "board": (rec.get("extra") or {}).get("fleet")},
+                     "benchmark": rec, "summary": None})
+    return clean({"schema_version": "1.0", "edgeprof_version": __version__,
+                  "created_utc": _utc(), "model": handle.to_dict(), "target": {"id": target},
+                  "request": {"sweep": str(spec.path)}, "runs": runs, "warnings": []})
+
+
+def generative_document(report: Any, model: str, target: str, batch_size: int | None = None,
+                        *, threads: int | None = None, prompt_tokens: int | None = None,
+                        gen_tokens: int | None = None) -> dict[str, Any]:
     """``report``'s (a :class:`~edgeprof.optimize.sweep.SweepReport`) generative jobs of
     ``model`` on ``target`` at one test shape (by default the first threads, prompt and
     generated tokens the sweep lists), every depth, as a generative profile document. A
@@ -54,6 +96,9 @@ def generative_document(report: Any, model: str, target: str, *, threads: int | 
     from edgeprof.profilers.measure.llm_runs import run_dicts
     from edgeprof.profilers.report.llm_outputs import build_payload
 
+    if batch_size is not None:
+        raise UserError(f"'{model}' is a generative model: its jobs have no batch size (give "
+                        "threads, prompt_tokens or gen_tokens)")
     spec = report.spec
     grid = spec.generate
     if grid is None or model not in grid.models or target not in grid.targets:
@@ -63,11 +108,12 @@ def generative_document(report: Any, model: str, target: str, *, threads: int | 
                         f"{targets}; not '{model}' on '{target}'")
     jobs = [j for j in grid.jobs(spec.run.get("threads"))
             if j.model == model and j.target == target]
-    threads = _pick(threads, list(dict.fromkeys(j.threads for j in jobs)), "threads", model)
+    threads = _pick(threads, list(dict.fromkeys(j.opts["threads"] for j in jobs)), "threads",
+                    model)
     prompt = _pick(prompt_tokens, grid.prompt_tokens, "prompt tokens", model)
     gen = _pick(gen_tokens, grid.gen_tokens, "generated tokens", model)
-    keys = {j.key: j for j in jobs
-            if j.threads == threads and j.prompt_tokens == prompt and j.gen_tokens == gen}
+    shape = {"threads": threads, "prompt_tokens": prompt, "gen_tokens": gen}
+    keys = {j.key: j for j in jobs if shape.items() <= j.opts.items()}
     store = SweepStore(report.store)
     try:
         rows = [r for r in store.rows() if r["job_key"] in keys]
@@ -93,4 +139,7 @@ def generative_document(report: Any, model: str, target: str, *, threads: int | 
                          notes=[llm.note, note], command="profile")
 
 
-__all__ = ["generative_document"]
+#: per workload, the profile document of one model's jobs
+DOCUMENTS = {"tensor": tensor_document, "generate": generative_document}
+
+__all__ = ["DOCUMENTS", "generative_document", "tensor_document"]

@@ -1,6 +1,6 @@
 """The sweep file (``SWEEP.toml``, its format in :mod:`edgeprof.optimize.sweep`): its keys,
 its validation (:func:`load_sweep`: every mistake a ConfigError naming the field) into a
-:class:`SweepSpec`, and the jobs the grid expands to (:class:`Job`, :class:`GenJob`)."""
+:class:`SweepSpec`, and the jobs the grid expands to (:class:`Job`, of either workload)."""
 
 from __future__ import annotations
 
@@ -64,53 +64,58 @@ class SweepSpec:
                                "warmup": self.generate.warmup}
         return out
 
-    def jobs(self) -> list[Job | GenJob]:
-        out: list[Job | GenJob] = []
-        for model in self.models:
-            for bs in self.batch_sizes:
-                for target in self.targets:
-                    for backend in self.backends:
-                        for precision in self.precisions:
-                            out.append(Job(model, target, backend, precision, bs))
+    def jobs(self) -> list[Job]:
+        out = [Job(m, t, b, p, "tensor", {"batch_size": bs}) for m in self.models
+               for bs in self.batch_sizes for t in self.targets for b in self.backends
+               for p in self.precisions]
         if self.generate is not None:
             out.extend(self.generate.jobs(self.run.get("threads")))
         return out
 
 
+#: each workload's job options, in the order its key writes them: (name, the key's prefix,
+#: the key's word for None). A tensor job's batch size (None: the model's own); a generative
+#: job's llama-bench test shape (threads None: the machine's physical cores)
+WORKLOAD_OPTIONS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "tensor": (("batch_size", "b", "model"),),
+    "generate": (("threads", "t", "auto"), ("prompt_tokens", "pp", ""), ("gen_tokens", "tg", ""),
+                 ("depth", "d", ""))}
+
+
 @dataclass(frozen=True)
 class Job:
+    """One job of the grid: ``model`` on ``target`` by ``backend`` at ``precision`` (a
+    generative job's format: the store's precision column), with its ``workload``'s options
+    (:data:`WORKLOAD_OPTIONS`; given as a mapping, kept as a tuple of pairs in that order)."""
+
     model: str
     target: str
     backend: str
     precision: str
-    batch_size: int | None  # None: the model's own
+    workload: str = "tensor"
+    options: Any = ()
+
+    def __post_init__(self) -> None:
+        given, names = dict(self.options), [n for n, _, _ in WORKLOAD_OPTIONS[self.workload]]
+        if set(given) - set(names):
+            raise ValueError(f"a {self.workload} job's options are {names}, not {sorted(given)}")
+        object.__setattr__(self, "options", tuple((n, given.get(n)) for n in names))
+
+    @property
+    def opts(self) -> dict[str, Any]:
+        return dict(self.options)
+
+    @property
+    def batch_size(self) -> int | None:
+        """The store's batch_size column (a generative job has none)."""
+        return self.opts.get("batch_size")
 
     @property
     def key(self) -> str:
-        bs = "model" if self.batch_size is None else str(self.batch_size)
-        return f"{self.model}|{self.target}|{self.backend}|{self.precision}|b{bs}"
-
-
-@dataclass(frozen=True)
-class GenJob:
-    """One generative job: llama-bench's test shape (``pp n_prompt``, ``tg n_gen`` at one
-    depth) for one model x target x backend x format x threads."""
-
-    model: str
-    target: str
-    backend: str
-    precision: str  # the format (q4_0, int4 ...): the store's precision column
-    threads: int | None  # None: the machine's physical cores
-    prompt_tokens: int
-    gen_tokens: int
-    depth: int
-    batch_size: None = None  # the store's column; a generative job has none
-
-    @property
-    def key(self) -> str:
-        t = "auto" if self.threads is None else str(self.threads)
-        return (f"{self.model}|{self.target}|{self.backend}|{self.precision}|t{t}|"
-                f"pp{self.prompt_tokens}|tg{self.gen_tokens}|d{self.depth}")
+        """The job's unique key: its coordinates, then each option (``|b4``, ``|t2|pp512``)."""
+        shape = (f"{prefix}{none if v is None else v}" for (_, prefix, none), (_, v)
+                 in zip(WORKLOAD_OPTIONS[self.workload], self.options))
+        return "|".join((self.model, self.target, self.backend, self.precision, *shape))
 
 
 @dataclass
@@ -130,19 +135,21 @@ class GenerateGrid:
     llms: dict[str, Any] = field(default_factory=dict, repr=False)  # model -> LLMModel
     classes: dict[str, type] = field(default_factory=dict, repr=False)
 
-    def jobs(self, run_threads: int | None = None) -> list[GenJob]:
+    def jobs(self, run_threads: int | None = None) -> list[Job]:
         threads = self.threads if self.threads != [None] else [run_threads]
-        return [GenJob(m, t, b, f, th, p, g, d)
+        return [Job(m, t, b, f, "generate", {"threads": th, "prompt_tokens": p,
+                                             "gen_tokens": g, "depth": d})
                 for m in self.models for t in self.targets for b, f in self.pairs
                 for th in threads for p in self.prompt_tokens for g in self.gen_tokens
                 for d in self.depths]
 
-    def config(self, job: GenJob, device: str = "cpu") -> Any:
+    def config(self, job: Job, device: str = "cpu") -> Any:
         from edgeprof.core.llm import GenerationConfig
 
-        return GenerationConfig(prompt_tokens=job.prompt_tokens, gen_tokens=job.gen_tokens,
-                                depths=(job.depth,), repetitions=self.repetitions,
-                                warmup=self.warmup, threads=job.threads, device=device)
+        o = job.opts
+        return GenerationConfig(prompt_tokens=o["prompt_tokens"], gen_tokens=o["gen_tokens"],
+                                depths=(o["depth"],), repetitions=self.repetitions,
+                                warmup=self.warmup, threads=o["threads"], device=device)
 
 
 def _list(raw: dict, key: str, path: Path, kind: type, *, required: bool = True,
@@ -349,5 +356,5 @@ def load_sweep(path: str | os.PathLike, *, overrides: dict[str, Any] | None = No
                      run, handles, generate)
 
 
-__all__ = ["GEN_KEYS", "RUN_KEYS", "TOP_KEYS", "GenJob", "GenerateGrid", "Job", "SweepSpec",
-           "load_sweep"]
+__all__ = ["GEN_KEYS", "RUN_KEYS", "TOP_KEYS", "WORKLOAD_OPTIONS", "GenerateGrid", "Job",
+           "SweepSpec", "load_sweep"]

@@ -138,27 +138,28 @@ def results_frame(store: SweepStore | str | os.PathLike):
         rows = []
         for r in s.rows():
             rec = json.loads(r["record"])
-            if rec.get("kind") == "generate":
-                rows.append(_generative_row(r, rec))
-                continue
-            stats = rec.get("stats") or {}
-            measured_on = _measured_on(rec)
-            rows.append({
-                "model": r["model"], "target": r["target"], "backend": r["backend"],
-                "precision": r["precision"],
-                "batch_size": r["batch_size"] if r["batch_size"] is not None
-                else rec.get("batch_size"), "device": _device_of(rec),
-                "status": r["status"], "reason": r["reason"],
-                "median_ms": stats.get("median_ms"), "ci_low_ms": stats.get("ci_low_ms"),
-                "ci_high_ms": stats.get("ci_high_ms"),
-                "provenance": rec.get("provenance", "measured") if stats else None,
-                "board": r["board"], "measured_on": measured_on,
-                **_target_figure(r, rec, stats, measured_on),
-                "attempts": r["attempts"], "job_key": r["job_key"], "workload": "tensor"})
+            rows.append(ROWS[rec.get("kind", "tensor")](r, rec))  # the record's own kind
     finally:
         if own:
             s.close()
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _tensor_row(r: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
+    """One tensor job's row: its BenchmarkResult's statistics and its figure on the target."""
+    stats = rec.get("stats") or {}
+    measured_on = _measured_on(rec)
+    return {"model": r["model"], "target": r["target"], "backend": r["backend"],
+            "precision": r["precision"],
+            "batch_size": r["batch_size"] if r["batch_size"] is not None
+            else rec.get("batch_size"), "device": _device_of(rec),
+            "status": r["status"], "reason": r["reason"],
+            "median_ms": stats.get("median_ms"), "ci_low_ms": stats.get("ci_low_ms"),
+            "ci_high_ms": stats.get("ci_high_ms"),
+            "provenance": rec.get("provenance", "measured") if stats else None,
+            "board": r["board"], "measured_on": measured_on,
+            **_target_figure(r, rec, stats, measured_on),
+            "attempts": r["attempts"], "job_key": r["job_key"], "workload": "tensor"}
 
 
 def _device_of(rec: dict[str, Any], g: dict[str, Any] | None = None) -> str:
@@ -201,7 +202,7 @@ def _generative_row(r: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
         "status": r["status"], "reason": r["reason"],
         "provenance": (g.get("provenance") or rec.get("provenance") or "measured")
         if ok else None,
-        "board": r["board"], "measured_on": _generative_measured_on(rec) if ok else None,
+        "board": r["board"], "measured_on": _where(rec) if ok else None,
         "attempts": r["attempts"], "job_key": r["job_key"], "workload": "generate",
         "n_threads": g.get("n_threads") or shape.get("n_threads"),
         "n_prompt": g.get("n_prompt") or shape.get("n_prompt"),
@@ -219,10 +220,6 @@ def _generative_row(r: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
         "ttft_ms": fig("ttft_ms", "median"), "tpot_ms": fig("tpot_ms", "median"),
         "model_size": g.get("model_size"), "build_commit": g.get("build_commit") or None})
     return row
-
-
-def _generative_measured_on(rec: dict[str, Any]) -> str | None:
-    return _where(rec)
 
 
 def _measured_on(rec: dict[str, Any]) -> str | None:
@@ -266,17 +263,24 @@ def _target_figure(r: dict[str, Any], rec: dict[str, Any], stats: dict[str, Any]
 
 
 def best_frame(frame):
-    """The best ok configuration per (model, target) by its figure on the target
-    (``target_ms``: the best-founded figure first, then the fastest), with the runner-up and
-    whether the best is clearly faster (its interval's upper end below the runner-up's lower
-    end)."""
+    """The best ok configuration per model and target, each workload by its own figure
+    (:data:`BESTS`), with the runner-up and whether the best is clearly faster."""
+    import pandas as pd
+
+    rows = [row for workload, best in BESTS.items()
+            for row in best(frame[(frame["workload"] == workload) & (frame["status"] == "ok")])]
+    return pd.DataFrame(rows, columns=BEST_COLUMNS)
+
+
+def _best_tensor(ok) -> list[dict[str, Any]]:
+    """Per (model, target): the best by its figure on the target (``target_ms``: the
+    best-founded figure first, then the fastest), with the runner-up and whether the best is
+    clearly faster (its interval's upper end below the runner-up's lower end)."""
     import pandas as pd
 
     from edgeprof.core.provenance import sort_key
 
-    ok = frame[(frame["status"] == "ok") & frame["target_ms"].notna()]
-    if "workload" in ok:
-        ok = ok[ok["workload"] != "generate"]
+    ok = ok[ok["target_ms"].notna()]
     rows = []
     for (model, target), g in ok.groupby(["model", "target"], sort=False):
         # the best-founded figure first (measured, predicted, estimated, uncalibrated), then
@@ -301,8 +305,7 @@ def best_frame(frame):
                        clearly_faster=None)
         row["workload"] = "tensor"
         rows.append(row)
-    rows.extend(_best_generative(frame))
-    return pd.DataFrame(rows, columns=BEST_COLUMNS)
+    return rows
 
 
 def _gen_label(r) -> str:
@@ -311,7 +314,7 @@ def _gen_label(r) -> str:
     return f"{r['backend']} {r['precision']} t{t}"
 
 
-def _best_generative(frame) -> list[dict[str, Any]]:
+def _best_generative(ok) -> list[dict[str, Any]]:
     """Per (model, target) and test shape (n_prompt, n_gen, n_depth: rates at different
     depths or lengths are not comparable): the fastest decode (``tg_median_ts``) with its
     runner-up, and the fastest prefill of the same jobs in its own columns
@@ -319,10 +322,7 @@ def _best_generative(frame) -> list[dict[str, Any]]:
     prefill what its first-token wait is; the two may pick different configurations."""
     import pandas as pd
 
-    if "workload" not in frame:
-        return []
-    ok = frame[(frame["workload"] == "generate") & (frame["status"] == "ok")
-               & frame["tg_median_ts"].notna()]
+    ok = ok[ok["tg_median_ts"].notna()]
     rows = []
     keys = ["model", "target", "n_prompt", "n_gen", "n_depth"]
     for _, g in ok.groupby(keys, sort=False, dropna=False):
@@ -350,5 +350,9 @@ def _best_generative(frame) -> list[dict[str, Any]]:
     return rows
 
 
-__all__ = ["BEST_COLUMNS", "COLUMNS", "GEN_COLUMNS", "SweepStore", "TARGET_COLUMNS",
+#: per workload, the row of a stored record (by its kind) and the best rows of its jobs
+ROWS = {"tensor": _tensor_row, "generate": _generative_row}
+BESTS = {"tensor": _best_tensor, "generate": _best_generative}
+
+__all__ = ["BESTS", "BEST_COLUMNS", "ROWS", "COLUMNS", "GEN_COLUMNS", "SweepStore", "TARGET_COLUMNS",
            "best_frame", "results_frame"]

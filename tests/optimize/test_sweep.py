@@ -91,7 +91,7 @@ def test_the_grid_and_its_job_keys(tmp_path):
 
 def test_the_store_never_holds_a_job_twice(tmp_path):
     store = SweepStore(tmp_path / "s.sqlite")
-    job = Job("m.onnx", "raspberry_pi_4", "onnxruntime", "fp32", None)
+    job = Job("m.onnx", "raspberry_pi_4", "onnxruntime", "fp32", "tensor", {"batch_size": None})
     rec = BenchmarkResult(backend="onnxruntime", model="m.onnx", requested_precision="fp32",
                           executed_precision=None, status="failed", reason="x")
     assert store.append(job, rec, board=None, attempts=1)

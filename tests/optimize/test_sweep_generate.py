@@ -106,6 +106,74 @@ def test_a_generative_model_in_the_tensor_grid_is_exit_2(tmp_path, capsys):
     assert "[generate]" in err and "models" in err
 
 
+# ------------------------------------------------------------- one job type, old keys
+#: the keys a sweep wrote before tensor and generative jobs were one Job type: a store
+#: written then must resume now
+OLD_KEYS = ["builtin:small_cnn|host|onnxruntime|fp32|b1",
+            "builtin:small_cnn|host|onnxruntime|fp32|b4",
+            "llm:smollm2-135m|host|llama_cpp|q4_0|tauto|pp16|tg4|d0",
+            "llm:smollm2-135m|host|llama_cpp|q4_0|tauto|pp16|tg4|d8"]
+MIXED = """targets = ["host"]
+models = ["builtin:small_cnn"]
+backends = ["onnxruntime"]
+precisions = ["fp32"]
+batch_sizes = [1, 4]
+[generate]
+models = ["llm:smollm2-135m"]
+backends = ["llama_cpp"]
+formats = ["q4_0"]
+prompt_tokens = 16
+gen_tokens = 4
+depths = [0, 8]
+"""
+
+
+def test_one_job_type_keeps_the_old_keys(tmp_path):
+    from edgeprof.optimize.sweep import Job
+
+    jobs = load_sweep(write(tmp_path, MIXED)).jobs()
+    assert [j.key for j in jobs] == OLD_KEYS
+    assert [j.workload for j in jobs] == ["tensor"] * 2 + ["generate"] * 2
+    assert jobs[1].batch_size == 4 and jobs[2].batch_size is None
+    assert jobs[3].opts == {"threads": None, "prompt_tokens": 16, "gen_tokens": 4, "depth": 8}
+    assert Job("m.onnx", "pi", "onnxruntime", "fp32").key == "m.onnx|pi|onnxruntime|fp32|bmodel"
+    assert Job("m", "pi", "llama_cpp", "q4_0", "generate", {
+        "threads": 2, "prompt_tokens": 512, "gen_tokens": 128, "depth": 0}).key == \
+        "m|pi|llama_cpp|q4_0|t2|pp512|tg128|d0"
+    with pytest.raises(ValueError):
+        Job("m.onnx", "pi", "onnxruntime", "fp32", "tensor", {"threads": 2})
+
+
+def test_a_store_written_with_the_old_keys_resumes_skipping_them(tmp_path):
+    from types import SimpleNamespace
+
+    from edgeprof.core.results import BenchmarkResult, GenerativeRunRecord
+    from edgeprof.optimize.sweep import SweepStore, run_sweep
+
+    path = write(tmp_path, MIXED)
+    store = SweepStore(tmp_path / "sweep.sqlite")
+    for key in OLD_KEYS:  # as the old code stored them: its key strings, its columns
+        model, target, backend, precision, *rest = key.split("|")
+        if rest[0].startswith("b"):
+            bs = int(rest[0][1:])
+            rec = BenchmarkResult(backend=backend, model=model, requested_precision=precision,
+                                  executed_precision=None, status="failed", reason="old",
+                                  batch_size=bs)
+        else:
+            bs, rec = None, GenerativeRunRecord(backend=backend, model="smollm2-135m",
+                                                format=precision, status="failed",
+                                                reason="old")
+        job = SimpleNamespace(key=key, model=model, target=target, backend=backend,
+                              precision=precision, batch_size=bs)
+        assert store.append(job, rec, board="local", attempts=1)
+    store.close()
+    report = run_sweep(path, resume=True)
+    assert (report.total, report.skipped, report.ran) == (4, 4, 0)  # nothing measured again
+    assert list(report.frame["job_key"]) == OLD_KEYS
+    assert list(report.frame["workload"]) == ["tensor"] * 2 + ["generate"] * 2
+    assert list(report.frame["n_depth"][2:]) == [0, 8]  # read back from the old keys
+
+
 # --------------------------------------------------------------------------- running
 @needs_llama
 def test_a_generative_sweep_runs_writes_its_tables_and_resumes(tmp_path, capsys):

@@ -1,6 +1,7 @@
-"""The sweep page (``render_sweep_html``, a sweep's DataFrame with :data:`SWEEP_COLUMNS`): per
-target a heatmap of model × configuration, the best configuration per target and model, and
-every row with its status and reason."""
+"""The sweep page (``render_sweep_html``, a sweep's DataFrame with :data:`SWEEP_COLUMNS`): its
+sections in order: per target a heatmap of model × configuration, the best configuration per
+target and model, the generative jobs (when the frame has any: rows whose ``workload`` is
+``generate``, with llama-bench's columns) and every tensor row with its status and reason."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from edgeprof.profilers.report.html_common import (_chart, _esc, _g, _json_safe, _num, _render,
-                                                   _table)
+                                                   _table, fmt)
 from edgeprof.profilers.report.html_figures import _latency_bars
 
 SWEEP_COLUMNS = ("model", "target", "backend", "precision", "batch_size", "status", "reason",
@@ -23,16 +24,29 @@ def _config_label(row: Mapping[str, Any]) -> str:
     return label
 
 
-def render_sweep_html(frame, *, title: str | None = None, command: str | None = None) -> str:
-    """A sweep's grid: per target a heatmap of model × configuration (colour: how many times
-    the model's fastest configuration on that target; text: the median ms), the best
-    configuration per target and model, and every row with its status/reason."""
+def render_sweep_html(frame, best=None, *, title: str | None = None,
+                      command: str | None = None) -> str:
+    """A sweep's page, its sections in order (``sections``: the template renders each): per
+    target a heatmap of model × configuration (colour: how many times the model's fastest
+    configuration on that target; text: the median ms), the best configuration per target
+    and model, the generative jobs when there are any (:func:`_generative`; ``best``: the
+    sweep's best frame, whose generate rows are their fastest decode per test), and every
+    tensor row with its status/reason."""
     import plotly.graph_objects as go
 
     missing = [c for c in SWEEP_COLUMNS if c not in getattr(frame, "columns", [])]
     if missing:
         raise ValueError(f"render_sweep_html needs the sweep columns; missing: "
                          f"{', '.join(missing)}")
+    gen = frame["workload"] == "generate" if "workload" in frame.columns else None
+    generative = None
+    if gen is not None and gen.any():  # their own section; the rest is the tensor jobs'
+        generative = _generative(frame[gen], best)
+        title = title or (f"sweep: {len(frame)} runs ({int((~gen).sum())} tensor, "
+                          f"{int(gen.sum())} generative) on {frame['target'].nunique()} "
+                          "target(s)")
+        frame = frame[~gen].reset_index(drop=True)
+    sections = ["heatmaps", "best", *(["generate"] if generative else []), "rows"]
     records = [{k: _json_safe(v) for k, v in r.items()} for r in frame.to_dict(orient="records")]
     # the figure each job has on its target: a sweep's target_* columns (its measurement on
     # a board of the target, or the board's prediction), else the frame's own median
@@ -125,5 +139,66 @@ def render_sweep_html(frame, *, title: str | None = None, command: str | None = 
     return _render("sweep.html.j2", kind="sweep", targets=targets, best=best_rows,
                    statuses=statuses, n=len(records), charts=charts,
                    chart_info={"heatmaps": heat_info, "best_bars": bars},
-                   tables={"sweep": table}, command=command,
+                   tables={"sweep": table}, command=command, sections=sections,
+                   generative=generative,
                    title=title or f"sweep: {len(records)} runs on {len(targets)} target(s)")
+
+
+def _cell(v: Any) -> str:
+    if _num(v) is not None:
+        return fmt(v)
+    return str(v) if v not in (None, "") and v == v else "—"
+
+
+def _rate(median: Any, stddev: Any) -> str:
+    """A rate as median ± standard deviation."""
+    if _num(median) is None:
+        return "—"
+    return fmt(median) + (f" ± {fmt(stddev)}" if _num(stddev) is not None else "")
+
+
+#: the generative jobs' table: its columns, and which are numbers
+GENERATIVE_HEADS = [(h, h.endswith(("/s", "ms")) or h.startswith("n_")) for h in (
+    "target", "model", "backend", "format", "threads", "n_prompt", "n_gen", "n_depth", "status",
+    "pp tok/s", "tg tok/s", "", "TTFT ms", "TPOT ms", "measured on", "reason")]
+
+
+def _generative(gen, best) -> dict[str, Any]:
+    """The generative section: a row per job (llama-bench's prefill and decode tok/s, median
+    ± standard deviation; TTFT and TPOT; ``width``: its decode against the fastest decode of
+    its target and model, in percent) and, from ``best``, the fastest decode per target,
+    model and test with its runner-up and the fastest prefill."""
+    recs = gen.to_dict(orient="records")
+    top: dict[tuple, float] = {}
+    for r in recs:
+        v = _num(r.get("tg_median_ts"))
+        if v is not None:
+            top[(r["target"], r["model"])] = max(top.get((r["target"], r["model"]), 0.0), v)
+    rows = []
+    for r in recs:
+        v, peak = _num(r.get("tg_median_ts")), top.get((r["target"], r["model"]))
+        rows.append({"status": str(r.get("status")), "tg": fmt(v),
+                     "width": 0 if v is None or not peak else max(1, round(100 * v / peak)),
+                     "cells": [_cell(r.get(k)) for k in (
+                         "target", "model", "backend", "precision", "n_threads", "n_prompt",
+                         "n_gen", "n_depth", "status")]
+                     + [_rate(r.get("pp_median_ts"), r.get("pp_stddev_ts")),
+                        _rate(r.get("tg_median_ts"), r.get("tg_stddev_ts"))],
+                     "after": [_cell(r.get("ttft_ms")), _cell(r.get("tpot_ms")),
+                               _cell(r.get("measured_on") or r.get("board")),
+                               _cell(r.get("reason"))]})
+    best_rows = []
+    gbest = best[best["workload"] == "generate"] if best is not None and "workload" in best \
+        else []
+    for b in (gbest.to_dict(orient="records") if len(gbest) else []):
+        t = "auto" if _num(b.get("n_threads")) is None else fmt(b.get("n_threads"))
+        cf = b.get("clearly_faster")
+        best_rows.append([
+            _cell(b.get("target")), _cell(b.get("model")),
+            f"pp{_cell(b.get('n_prompt'))} tg{_cell(b.get('n_gen'))} @ d{_cell(b.get('n_depth'))}",
+            f"{b.get('backend')} {b.get('precision')} t{t}",
+            _rate(b.get("tg_median_ts"), b.get("tg_stddev_ts")), _cell(b.get("runner_up")),
+            {True: "yes", False: "no (repetitions overlap)"}.get(cf, "—")
+            if isinstance(cf, bool) else "—",
+            _cell(b.get("best_prefill")), _cell(b.get("best_prefill_pp_median_ts"))])
+    return {"heads": GENERATIVE_HEADS, "rows": rows, "best": best_rows}
