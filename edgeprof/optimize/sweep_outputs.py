@@ -4,7 +4,6 @@ page report.html, published as one folder."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
