@@ -24,6 +24,16 @@ Family (Hugging Face ``model_type``) -> llama.cpp architecture:
 ``gemma3_text``         gemma3      sliding window 5 of 6 layers, q/k norms
 ``phi3``                phi3        fused ``attn_qkv`` and ``ffn_up`` (gate and up, 2x rows)
 ======================  ==========  ===================================================
+
+A mixture of experts (``LLMSpec.num_experts`` > 0) is written as llama.cpp writes Mixtral: the
+``llama`` architecture with ``llama.expert_count`` / ``llama.expert_used_count``, its
+``feed_forward_length`` the experts' width, and per layer the router ``ffn_gate_inp`` (F32,
+as llama.cpp's converter keeps it) and the stacked experts ``ffn_gate_exps``,
+``ffn_up_exps``, ``ffn_down_exps`` (ggml ``[hidden, F, E]``, ``[hidden, F, E]``,
+``[F, hidden, E]``: ``src/llama-model.cpp``, LLM_ARCH_LLAMA). llama.cpp's llama graph routes
+with a softmax over the experts and renormalises the chosen k (``norm_topk_prob`` true, as
+Mixtral and Qwen3-MoE do). Only the llama family is written so; a shared expert (Qwen2-MoE)
+has no place in llama.cpp's llama architecture and is refused.
 """
 
 from __future__ import annotations
@@ -63,7 +73,7 @@ class TensorPlan:
 
     name: str
     shape: tuple[int, ...]
-    role: str  # weight | norm | bias
+    role: str  # weight | norm | bias | router (a MoE router: stored F32)
 
     @property
     def n_elements(self) -> int:
@@ -80,6 +90,15 @@ def llama_cpp_architecture(spec: LLMSpec) -> str:
         raise UnsupportedError(
             f"llama.cpp backend cannot build architecture '{spec.family}' (model "
             f"'{spec.name}'); it builds {', '.join(sorted(set(ARCHITECTURES) - {'gemma3'}))}",
+            backend="llama_cpp")
+    if spec.is_moe and arch != "llama":
+        raise UnsupportedError(
+            f"llama.cpp backend writes a mixture of experts as the llama architecture only "
+            f"(Mixtral's layout), not '{spec.family}' (model '{spec.name}')", backend="llama_cpp")
+    if spec.is_moe and spec.shared_expert_intermediate_size:
+        raise UnsupportedError(
+            f"llama.cpp's llama architecture has no shared expert (model '{spec.name}' has one "
+            f"of {spec.shared_expert_intermediate_size}); its MoE layers are routed experts only",
             backend="llama_cpp")
     q_dim = spec.num_heads * spec.head_dim
     if arch in ("qwen2", "phi3") and q_dim != spec.hidden_size:
@@ -117,12 +136,19 @@ def tensor_plan(spec: LLMSpec) -> list[TensorPlan]:
         if arch in ("gemma2", "gemma3"):
             plan.append(TensorPlan(b + "post_attention_norm.weight", (d,), "norm"))
         plan.append(TensorPlan(b + "ffn_norm.weight", (d,), "norm"))
-        if arch == "phi3":
-            plan.append(TensorPlan(b + "ffn_up.weight", (2 * ff, d), "weight"))
+        if spec.is_moe:  # numpy shapes: ggml's [hidden, F, E] reversed
+            e, fe = spec.num_experts, spec.moe_intermediate_size
+            plan += [TensorPlan(b + "ffn_gate_inp.weight", (e, d), "router"),
+                     TensorPlan(b + "ffn_gate_exps.weight", (e, fe, d), "weight"),
+                     TensorPlan(b + "ffn_up_exps.weight", (e, fe, d), "weight"),
+                     TensorPlan(b + "ffn_down_exps.weight", (e, d, fe), "weight")]
+        elif arch == "phi3":
+            plan += [TensorPlan(b + "ffn_up.weight", (2 * ff, d), "weight"),
+                     TensorPlan(b + "ffn_down.weight", (d, ff), "weight")]
         else:
             plan += [TensorPlan(b + "ffn_gate.weight", (ff, d), "weight"),
-                     TensorPlan(b + "ffn_up.weight", (ff, d), "weight")]
-        plan.append(TensorPlan(b + "ffn_down.weight", (d, ff), "weight"))
+                     TensorPlan(b + "ffn_up.weight", (ff, d), "weight"),
+                     TensorPlan(b + "ffn_down.weight", (d, ff), "weight")]
         if arch in ("gemma2", "gemma3"):
             plan.append(TensorPlan(b + "post_ffw_norm.weight", (d,), "norm"))
     plan.append(TensorPlan("output_norm.weight", (d,), "norm"))
@@ -165,7 +191,13 @@ def _metadata(writer: Any, spec: LLMSpec, arch: str, file_type: int) -> None:
     w.add_context_length(spec.max_position_embeddings)
     w.add_embedding_length(spec.hidden_size)
     w.add_block_count(spec.num_layers)
-    w.add_feed_forward_length(spec.intermediate_size)
+    if spec.is_moe:  # llama's experts are feed_forward_length wide (Mixtral's layout)
+        w.add_feed_forward_length(spec.moe_intermediate_size)
+        w.add_expert_count(spec.num_experts)
+        w.add_expert_used_count(spec.num_experts_per_tok)
+        w.add_expert_feed_forward_length(spec.moe_intermediate_size)
+    else:
+        w.add_feed_forward_length(spec.intermediate_size)
     w.add_head_count(spec.num_heads)
     w.add_head_count_kv(spec.num_kv_heads)
     w.add_key_length(spec.head_dim)
@@ -206,7 +238,8 @@ def _chunks(plan: TensorPlan, dtype: np.dtype, seed: int, index: int) -> Iterato
     if len(plan.shape) == 1:
         yield (rng.standard_normal(plan.shape, dtype=np.float32) * WEIGHT_STD)
         return
-    rows, cols = plan.shape
+    cols = plan.shape[-1]
+    rows = plan.n_elements // cols  # stacked experts: E x rows, drawn row by row
     step = max(1, _CHUNK_ELEMENTS // cols)
     for r in range(0, rows, step):
         block = rng.standard_normal((min(step, rows - r), cols), dtype=np.float32)

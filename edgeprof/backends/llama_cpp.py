@@ -344,6 +344,10 @@ class LlamaCppBackend(GenerativeBackend):
     devices = _Devices()  # type: ignore[assignment]
     #: llama.cpp runs on a board's CPU, or offloads all layers to CUDA (a Jetson's GPU)
     board_devices = ("cpu", "cuda")
+    #: a mixture of experts is written as Mixtral is (gguf_write: llama architecture with
+    #: expert_count); what that cannot hold (a shared expert) is refused by
+    #: :meth:`architecture_reason`
+    runs_experts = True
 
     @classmethod
     def runtime_version(cls) -> str:

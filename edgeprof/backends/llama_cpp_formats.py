@@ -11,7 +11,12 @@ Imports no runtime (the estimate reads it without llama-cpp-python).
   half of ``attn_v``/``ffn_down`` (``use_more_bits``) in Q6_K; Q2_K puts ``attn_v`` in Q4_K
   (GQA >= 4) or Q3_K, ``ffn_down``/``attn_output`` in Q3_K); a row that doesn't divide into the
   type's block falls back (:data:`GGML_FALLBACK`: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
-  Q2_K/Q3_K -> Q4_0, then F16); 1-D tensors and norms stay F32.
+  Q2_K/Q3_K -> Q4_0, then F16); 1-D tensors and norms stay F32. A mixture of experts: the
+  router ``ffn_gate_inp`` is never quantized (llama.cpp's converter writes it F32 and its
+  quantizer skips it), the stacked experts take their category's type (``ffn_down_exps``
+  is ``ffn_down``, by block: ``use_more_bits`` of the layer), and a model of exactly 8
+  experts (Mixtral's) gets the quantizer's 8-expert rules: ``attn_v`` and ``attn_k`` in
+  Q8_0, ``attn_output`` in Q5_K (Q2_K, Q4_K_M).
 * Block sizes are ggml's (:data:`GGML_TYPE_SIZES`, ``ggml-common.h``).
 * :func:`gguf_tensor_bytes` is the tensor data; :func:`gguf_file_bytes` adds the GGUF header,
   the tensor table, 32-byte alignment and an allowance for the vocabulary metadata
@@ -84,10 +89,18 @@ def _holds(condition: str, spec: LLMSpec, t: WeightTensor) -> bool:
     raise ValueError(f"unknown llama.cpp mix condition {condition!r}")
 
 
+#: the 8-expert rules of llama_tensor_get_type (``n_expert == 8``): category -> the type it
+#: takes whatever the mix says, or {format: type} for the formats the rule names
+EIGHT_EXPERTS: dict[str, Any] = {"attn_v": "Q8_0", "attn_k": "Q8_0",
+                                 "attn_output": {"q2_k": "Q5_K", "q4_k_m": "Q5_K"}}
+
+
 def tensor_type(spec: LLMSpec, f: FormatInfo, t: WeightTensor) -> str:
     """The ggml type llama.cpp's quantizer gives tensor ``t`` in format ``f``."""
     if not t.is_matrix or not t.name.endswith("weight") or "_norm.weight" in t.name:
         return "F32"  # not quantized: kept as converted (1-D tensors are F32)
+    if t.category == "ffn_gate_inp":
+        return "F32"  # the MoE router: converted F32, never quantized
     default = f.ggml_type or "F32"
     if default in ("F32", "F16", "BF16"):
         return default
@@ -102,6 +115,9 @@ def tensor_type(spec: LLMSpec, f: FormatInfo, t: WeightTensor) -> str:
             if _holds(condition, spec, t):
                 new = ggml_type
                 break
+        if spec.num_experts == 8 and cat in EIGHT_EXPERTS:
+            rule = EIGHT_EXPERTS[cat]
+            new = rule.get(f.name, new) if isinstance(rule, dict) else rule
     return ggml_fallback(new, nx)
 
 
@@ -220,7 +236,7 @@ def gguf_file_bytes(spec: LLMSpec, fmt: str | FormatInfo, *,
     return _file_bytes(spec, tensors(spec), gguf_tensor_bytes(spec, fmt), metadata_bytes)
 
 
-__all__ = ["GGML_FALLBACK", "GGML_TYPE_SIZES", "GGUFLayout", "GGUF_ALIGNMENT",
+__all__ = ["EIGHT_EXPERTS", "GGML_FALLBACK", "GGML_TYPE_SIZES", "GGUFLayout", "GGUF_ALIGNMENT",
            "GGUF_BASE_METADATA_BYTES", "GGUF_LAYOUT", "GGUF_VOCAB_BYTES_PER_TOKEN",
            "LLAMA_CPP_FORMATS", "MADE", "MIXES", "ggml_fallback",
            "ggml_tensor_bytes", "gguf_file_bytes", "gguf_metadata_bytes", "gguf_tensor_bytes",

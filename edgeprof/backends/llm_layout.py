@@ -6,7 +6,9 @@ without one.
 
 * :func:`tensors` — every stored tensor of an :class:`~edgeprof.core.llm.LLMSpec` under
   llama.cpp's names, with its kind and llama.cpp's tensor category (what every layout
-  assigns a stored type to);
+  assigns a stored type to); a mixture of experts' MLP is llama.cpp's router
+  ``ffn_gate_inp`` and the experts stacked in ``ffn_{gate,up,down}_exps`` (kind
+  ``experts``), plus a shared expert ``ffn_*_shexp`` where the model has one;
 * :func:`groupwise_bytes` — group-wise quantized bytes (values + a scale, and a zero point,
   per group), the arithmetic of ONNX Runtime GenAI's MatMulNBits and NNCF's groups;
 * :class:`FloatLayout` and :data:`GENERIC_FORMATS` — every weight in one float dtype
@@ -27,7 +29,16 @@ from edgeprof.core.llm import FormatInfo, LLMSpec, WeightTensor
 @lru_cache(maxsize=256)
 def tensors(spec: LLMSpec) -> tuple[WeightTensor, ...]:
     """Every stored tensor of ``spec`` in llama.cpp's names and order (by layer, then name);
-    a tied LM head is not a tensor of its own."""
+    a tied LM head is not a tensor of its own.
+
+    A mixture of experts' layer holds, instead of ``ffn_gate/up/down``, llama.cpp's MoE
+    tensors (``src/llama-model.cpp``; ``ne`` in ggml order): the router ``ffn_gate_inp``
+    ``[hidden, E]`` (kind ``mlp``: every token reads it), the experts ``ffn_gate_exps`` and
+    ``ffn_up_exps`` ``[hidden, F, E]`` and ``ffn_down_exps`` ``[F, hidden, E]`` (kind
+    ``experts``: a token reads ``num_experts_per_tok`` of the ``E``), and a shared expert
+    ``ffn_{gate,up,down}_shexp`` of ``shared_expert_intermediate_size`` (kind ``mlp``) with,
+    for Qwen2-MoE (family ``qwen2``), its one-output gate ``ffn_gate_inp_shexp`` ``[hidden]``.
+    """
     h, hd = spec.hidden_size, spec.head_dim
     q_out, kv_out = spec.num_heads * hd, spec.num_kv_heads * hd
     ff = spec.intermediate_size
@@ -42,8 +53,7 @@ def tensors(spec: LLMSpec) -> tuple[WeightTensor, ...]:
         layer = [WeightTensor(b + "attn_norm.weight", "norm", i, (h,), "other"),
                  WeightTensor(b + "attn_output.weight", "attention", i, (q_out, h),
                               "attn_output"),
-                 WeightTensor(b + "ffn_norm.weight", "norm", i, (h,), "other"),
-                 WeightTensor(b + "ffn_down.weight", "mlp", i, (ff, h), "ffn_down")]
+                 WeightTensor(b + "ffn_norm.weight", "norm", i, (h,), "other")]
         if spec.fused_qkv:
             layer.append(WeightTensor(b + "attn_qkv.weight", "attention", i,
                                       (h, q_out + 2 * kv_out), "attn_qkv"))
@@ -56,11 +66,15 @@ def tensors(spec: LLMSpec) -> tuple[WeightTensor, ...]:
                                           f"attn_{n}"))
                 if spec.qkv_bias:
                     layer.append(WeightTensor(f"{b}attn_{n}.bias", "attention", i, (o,), "other"))
-        if spec.fused_gate_up:
-            layer.append(WeightTensor(b + "ffn_up.weight", "mlp", i, (h, 2 * ff), "ffn_up"))
+        if spec.is_moe:
+            layer += _moe_tensors(spec, i)
+        elif spec.fused_gate_up:
+            layer += [WeightTensor(b + "ffn_up.weight", "mlp", i, (h, 2 * ff), "ffn_up"),
+                      WeightTensor(b + "ffn_down.weight", "mlp", i, (ff, h), "ffn_down")]
         else:
             layer += [WeightTensor(b + "ffn_gate.weight", "mlp", i, (h, ff), "ffn_gate"),
-                      WeightTensor(b + "ffn_up.weight", "mlp", i, (h, ff), "ffn_up")]
+                      WeightTensor(b + "ffn_up.weight", "mlp", i, (h, ff), "ffn_up"),
+                      WeightTensor(b + "ffn_down.weight", "mlp", i, (ff, h), "ffn_down")]
         if gemma_post:
             layer += [WeightTensor(b + "post_attention_norm.weight", "norm", i, (h,), "other"),
                       WeightTensor(b + "post_ffw_norm.weight", "norm", i, (h,), "other")]
@@ -69,6 +83,24 @@ def tensors(spec: LLMSpec) -> tuple[WeightTensor, ...]:
                       WeightTensor(b + "attn_k_norm.weight", "norm", i, (hd,), "other")]
         out += sorted(layer, key=lambda t: t.name)
     return tuple(out)
+
+
+def _moe_tensors(spec: LLMSpec, i: int) -> list[WeightTensor]:
+    """Layer ``i``'s MLP of a mixture of experts (see :func:`tensors`)."""
+    b, h = f"blk.{i}.", spec.hidden_size
+    e, f = spec.num_experts, spec.moe_intermediate_size
+    out = [WeightTensor(b + "ffn_gate_inp.weight", "mlp", i, (h, e), "ffn_gate_inp"),
+           WeightTensor(b + "ffn_gate_exps.weight", "experts", i, (h, f, e), "ffn_gate"),
+           WeightTensor(b + "ffn_up_exps.weight", "experts", i, (h, f, e), "ffn_up"),
+           WeightTensor(b + "ffn_down_exps.weight", "experts", i, (f, h, e), "ffn_down")]
+    sf = spec.shared_expert_intermediate_size
+    if sf:
+        out += [WeightTensor(b + "ffn_gate_shexp.weight", "mlp", i, (h, sf), "ffn_gate"),
+                WeightTensor(b + "ffn_up_shexp.weight", "mlp", i, (h, sf), "ffn_up"),
+                WeightTensor(b + "ffn_down_shexp.weight", "mlp", i, (sf, h), "ffn_down")]
+        if spec.family == "qwen2":  # Qwen2-MoE's shared_expert_gate: hidden -> 1
+            out.append(WeightTensor(b + "ffn_gate_inp_shexp.weight", "mlp", i, (h,), "other"))
+    return out
 
 
 def groupwise_bytes(ne: Sequence[int], bits: int, group: int, scale_bytes: int,

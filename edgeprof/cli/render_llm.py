@@ -83,8 +83,15 @@ def render_llm(payload: dict[str, Any], console) -> None:
     board = {p.get("device") for p in payload.get("predictions") or []} - {None}
     if target and payload.get("runs") and board and board != {payload.get("device")}:
         device += f" here, {', '.join(sorted(board))} on {target.get('id')}"
+    moe = ""
+    if spec.get("num_experts"):  # a mixture of experts: what a token runs, beside the total
+        active = next((figure_value(e, "active_parameters_per_token")
+                       for e in payload.get("estimates") or []), None)
+        moe = (f", {_si(active, '')} active per token" if active else "") + \
+            f" ({spec.get('num_experts_per_tok')} of {spec['num_experts']} experts per layer)"
     console.print(f"[bold]edgeprof[/bold] {spec['name']} ({spec['family']}, "
-                  f"{_si(params, '') if params else '?'} parameters, from {model['source_kind']})"
+                  f"{_si(params, '') if params else '?'} parameters{moe}, "
+                  f"from {model['source_kind']})"
                   + (f" → {target.get('id')}" if target else "")
                   + f"; pp{config.get('prompt_tokens')} tg{config.get('gen_tokens')}, {device}")
     if model.get("random_weights"):

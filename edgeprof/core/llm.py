@@ -61,6 +61,16 @@ class LLMSpec:
     phi3). Sliding-window attention: ``sliding_window`` tokens on the layers that use it;
     ``sliding_window_pattern = N`` means every N-th layer (1-based: layers N-1, 2N-1, ...)
     is global and the others slide (Gemma 2: 2, Gemma 3: 6); 0 means no layer slides.
+
+    Mixture of experts (Hugging Face names; Mixtral's ``num_local_experts`` is
+    ``num_experts``): ``num_experts`` 0 (or None) is a dense model. Otherwise every layer's MLP
+    is a router (``hidden -> num_experts`` logits) and ``num_experts`` SwiGLU experts of
+    ``moe_intermediate_size``, of which ``num_experts_per_tok`` run for each token (their
+    weights renormalised when ``norm_topk_prob``), plus one always-on shared expert of
+    ``shared_expert_intermediate_size`` when it is > 0 (Qwen2-MoE, whose shared expert also
+    has a one-output gate). ``intermediate_size`` is then unused by the layers (the published
+    config's dense MLP width, kept as published). Memory holds every expert; a token reads
+    the router and its ``num_experts_per_tok`` experts.
     """
 
     name: str
@@ -85,6 +95,12 @@ class LLMSpec:
     #: the published parameter count and where it comes from (None for a user's model)
     published_parameters: int | None = None
     source: str = ""
+    #: mixture of experts (see the class docstring); 0 = dense
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    norm_topk_prob: bool = True
 
     def __post_init__(self) -> None:
         for f in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
@@ -95,6 +111,37 @@ class LLMSpec:
         if self.num_heads % self.num_kv_heads:
             raise UserError(f"model '{self.name}': num_heads ({self.num_heads}) must be a "
                             f"multiple of num_kv_heads ({self.num_kv_heads})")
+        self._check_experts()
+
+    def _check_experts(self) -> None:
+        for f in MOE_FIELDS[:-1]:
+            v = getattr(self, f)
+            if v is None:
+                object.__setattr__(self, f, v := 0)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise UserError(f"model '{self.name}': {f} must be an integer of at least 0, "
+                                f"got {v!r}")
+        if not isinstance(self.norm_topk_prob, bool):
+            raise UserError(f"model '{self.name}': norm_topk_prob must be true or false, got "
+                            f"{self.norm_topk_prob!r}")
+        e, k = self.num_experts, self.num_experts_per_tok
+        if not e:
+            extra = [f for f in MOE_FIELDS[1:-1] if getattr(self, f)]
+            if extra:
+                raise UserError(f"model '{self.name}': {', '.join(extra)} set but num_experts "
+                                "is 0 (a dense model); give num_experts for a mixture of experts")
+            return
+        if not 1 <= k <= e:
+            raise UserError(f"model '{self.name}': num_experts_per_tok must be from 1 to "
+                            f"num_experts ({e}), got {k}")
+        if self.moe_intermediate_size <= 0:
+            raise UserError(f"model '{self.name}': a mixture of experts needs "
+                            "moe_intermediate_size (each expert's MLP width) > 0")
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether the MLPs are mixtures of experts (``num_experts`` > 0)."""
+        return self.num_experts > 0
 
     def layer_slides(self, i: int) -> bool:
         """Whether layer ``i`` (0-based) uses sliding-window attention."""
@@ -103,7 +150,13 @@ class LLMSpec:
         return (i + 1) % self.sliding_window_pattern != 0
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields by name; a dense model's leave the expert fields out (a dense spec's
+        dict, and every cache key made from it, is what it was before experts existed)."""
+        d = dataclasses.asdict(self)
+        if not self.num_experts:
+            for f in MOE_FIELDS:
+                d.pop(f)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LLMSpec:
@@ -112,6 +165,11 @@ class LLMSpec:
         if unknown:
             raise UserError(f"unknown LLM spec field(s) {sorted(unknown)}")
         return cls(**d)
+
+
+#: LLMSpec's mixture-of-experts fields (Hugging Face names), ``norm_topk_prob`` last
+MOE_FIELDS = ("num_experts", "num_experts_per_tok", "moe_intermediate_size",
+              "shared_expert_intermediate_size", "norm_topk_prob")
 
 
 @dataclass(frozen=True)
@@ -310,6 +368,10 @@ class GenerativeBackend(Backend):
     board_devices: ClassVar[tuple[str, ...]] = ("cpu",)
     #: the model sources it builds from (LLMModel.source_kind)
     sources: ClassVar[tuple[str, ...]] = ("preset", "hf_folder", "gguf")
+    #: whether it builds and runs mixture-of-experts models (LLMSpec.num_experts > 0); one
+    #: that does not is refused them by :meth:`architecture_reason` (a dense build of an MoE
+    #: spec would time another model)
+    runs_experts: ClassVar[bool] = False
     capabilities: ClassVar[Capabilities] = Capabilities(precisions=(), model_formats=("llm",))
 
     @classmethod
@@ -351,6 +413,11 @@ class GenerativeBackend(Backend):
                      "gguf": "a GGUF file"}
             return (f"{self.name} builds from {' or '.join(names[s] for s in self.sources)}, "
                     f"not {names.get(model.source_kind, model.source_kind)}")
+        spec = model.spec
+        if spec.is_moe and not self.runs_experts:
+            return (f"{self.name} builds dense models here, not a mixture of experts "
+                    f"('{spec.name}': {spec.num_experts} experts, {spec.num_experts_per_tok} "
+                    "per token); the analytic estimate covers it")
         return None
 
     def check_buildable(self, model: LLMModel, fmt: str) -> None:
@@ -464,5 +531,6 @@ class GenerationRecord:
 
 __all__ = ["DeclaresFormats", "FormatInfo", "GenerationConfig", "GenerationRecord",
            "GenerativeBackend", "GenerativeSession", "LLMModel", "LLMSpec", "LLM_PREFIX",
+           "MOE_FIELDS",
            "RANDOM_WEIGHTS_NOTE", "WeightLayout", "WeightTensor", "backend_workload",
            "check_room", "dist_version", "is_llm_spec"]

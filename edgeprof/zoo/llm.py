@@ -5,8 +5,11 @@ folders, each resolved to an :class:`~edgeprof.core.llm.LLMModel` (an
 * Presets are data (``llm_presets.toml``): the published shape of each model, its published
   parameter count and where both come from. They are built with random weights.
 * A ``.gguf`` file is read with the ``gguf`` package's ``GGUFReader`` (metadata and tensor
-  table only; no weight is loaded): llama.cpp's keys are mapped to LLMSpec.
-* A Hugging Face folder is read from its ``config.json``.
+  table only; no weight is loaded): llama.cpp's keys are mapped to LLMSpec (a mixture of
+  experts' ``{arch}.expert_count``, ``expert_used_count``, ``expert_feed_forward_length``).
+* A Hugging Face folder is read from its ``config.json``; the mixtures of experts
+  (:data:`MOE_MODEL_TYPES`: ``mixtral``, ``qwen3_moe``, ``qwen2_moe``) are read as the dense
+  family their layers are otherwise, with LLMSpec's expert fields.
 
 :func:`hf_config` goes the other way (an LLMSpec -> a ``config.json`` dict transformers and
 the GenAI builders load); a folder written from it is marked as random weights with
@@ -23,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from edgeprof.core.errors import ModelError, UnknownNameError, UserError
+from edgeprof.core.errors import ModelError, UnknownNameError, UnsupportedError, UserError
 from edgeprof.core.llm import LLM_PREFIX, LLMModel, LLMSpec
 
 if sys.version_info >= (3, 11):
@@ -41,6 +44,14 @@ HF_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
                     "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM",
                     "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM"}
 FAMILIES = tuple(HF_ARCHITECTURES)
+#: Hugging Face model_type of a mixture of experts -> the edgeprof family its layers are
+#: otherwise (the experts are LLMSpec's num_experts ...): Mixtral is Mistral's (llama's)
+#: decoder, Qwen3-MoE is qwen3's (llama with per-head q/k norms, unrepresented: see
+#: llm_presets.toml), Qwen2-MoE is qwen2's (q/k/v biases, a gated shared expert)
+MOE_MODEL_TYPES = {"mixtral": "llama", "qwen3_moe": "llama", "qwen2_moe": "qwen2"}
+#: family of a mixture of experts -> the model_type and class :func:`hf_config` writes for it
+MOE_HF_ARCHITECTURES = {"llama": ("mixtral", "MixtralForCausalLM"),
+                        "qwen2": ("qwen2_moe", "Qwen2MoeForCausalLM")}
 #: llama.cpp's general.architecture -> Hugging Face model_type
 GGUF_ARCHES = {"llama": "llama", "qwen2": "qwen2", "gemma": "gemma", "gemma2": "gemma2",
                "gemma3": "gemma3_text", "phi3": "phi3"}
@@ -182,16 +193,49 @@ def _rope_theta(cfg: dict, default: float = 10000.0) -> float:
     return default
 
 
+def _hf_experts(cfg: dict, model_type: str, where: str) -> dict[str, Any]:
+    """LLMSpec's expert fields from a mixture of experts' config.json (``model_type`` one of
+    :data:`MOE_MODEL_TYPES`). Mixtral's experts are ``intermediate_size`` wide and always
+    renormalised; Qwen's are ``moe_intermediate_size`` wide. Dense layers among the expert
+    layers (Qwen's ``decoder_sparse_step`` > 1 or ``mlp_only_layers``) are not represented:
+    a one-line ModelError."""
+    key = "num_experts" if cfg.get("num_experts") else "num_local_experts"
+    experts = {"num_experts": _positive_int(cfg, key, where),
+               "num_experts_per_tok": _positive_int(cfg, "num_experts_per_tok", where)}
+    if model_type == "mixtral":
+        return {**experts, "moe_intermediate_size": _positive_int(cfg, "intermediate_size", where),
+                "norm_topk_prob": True}
+    step, dense = cfg.get("decoder_sparse_step", 1), cfg.get("mlp_only_layers") or []
+    if step not in (None, 0, 1) or dense:
+        raise ModelError(f"{where}: a {model_type} with dense MLP layers among its expert layers "
+                         f"(decoder_sparse_step {step}, mlp_only_layers {dense}) is not "
+                         "supported; edgeprof represents a mixture of experts in every layer",
+                         spec=where)
+    shared = cfg.get("shared_expert_intermediate_size") or 0
+    if model_type != "qwen2_moe" and shared:
+        raise ModelError(f"{where}: a shared expert in a {model_type} is not supported",
+                         spec=where)
+    return {**experts, "moe_intermediate_size": _positive_int(cfg, "moe_intermediate_size", where),
+            "shared_expert_intermediate_size": int(shared),
+            "norm_topk_prob": bool(cfg.get("norm_topk_prob", False))}
+
+
 def spec_from_hf_config(cfg: dict[str, Any], *, name: str, where: str = "config.json") -> LLMSpec:
     """A Hugging Face ``config.json`` dict -> :class:`LLMSpec` (families: llama, qwen2,
-    gemma, gemma2, gemma3_text (also gemma3's text_config), phi3)."""
+    gemma, gemma2, gemma3_text (also gemma3's text_config), phi3; and the mixtures of
+    experts mixtral and qwen3_moe (as llama) and qwen2_moe (as qwen2), with their experts)."""
     family = cfg.get("model_type")
     if family == "gemma3" and isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg["text_config"], "model_type": "gemma3_text"}
         family = "gemma3_text"
+    experts: dict[str, Any] = {}
+    if family in MOE_MODEL_TYPES:
+        experts = _hf_experts(cfg, family, where)
+        family = MOE_MODEL_TYPES[family]
     if family not in HF_ARCHITECTURES:
         raise ModelError(f"{where}: model_type {family!r} is not supported; edgeprof knows "
-                         f"{', '.join(FAMILIES)}", spec=where)
+                         f"{', '.join(FAMILIES)} and the mixtures of experts "
+                         f"{', '.join(MOE_MODEL_TYPES)}", spec=where)
     hidden = _positive_int(cfg, "hidden_size", where)
     heads = _positive_int(cfg, "num_attention_heads", where)
     kv_heads = _positive_int(cfg, "num_key_value_heads", where, default=heads)
@@ -228,7 +272,8 @@ def spec_from_hf_config(cfg: dict[str, Any], *, name: str, where: str = "config.
             sliding_window=window, sliding_window_pattern=pattern,
             fused_qkv=family == "phi3", fused_gate_up=family == "phi3",
             hidden_act=str(act), rope_theta=_rope_theta(cfg),
-            rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6 if tie_default else 1e-5)))
+            rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6 if tie_default else 1e-5)),
+            **experts)
     except UserError as e:
         raise ModelError(f"{where}: {e}", spec=where) from None
 
@@ -236,7 +281,13 @@ def spec_from_hf_config(cfg: dict[str, Any], *, name: str, where: str = "config.
 def hf_config(spec: LLMSpec, *, random_weights: bool = True) -> dict[str, Any]:
     """The ``config.json`` transformers (and the GenAI model builders) load for ``spec``:
     the published config's fields for its family, marked as random weights
-    (:data:`HF_RANDOM_KEY`) unless ``random_weights=False``."""
+    (:data:`HF_RANDOM_KEY`) unless ``random_weights=False``.
+
+    A mixture of experts is written as :data:`MOE_HF_ARCHITECTURES` names it: a llama-family
+    one as Mixtral (its ``intermediate_size`` the experts' width, as Mixtral's is), a
+    qwen2-family one as Qwen2-MoE; another family's is an UnsupportedError."""
+    if spec.is_moe:
+        return _hf_moe_config(spec, random_weights=random_weights)
     fam = spec.family
     cfg: dict[str, Any] = {
         "architectures": [HF_ARCHITECTURES[fam]], "model_type": fam,
@@ -271,6 +322,40 @@ def hf_config(spec: LLMSpec, *, random_weights: bool = True) -> dict[str, Any]:
     elif fam == "phi3":
         cfg.update(sliding_window=spec.sliding_window, original_max_position_embeddings=4096,
                    resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0)
+    if random_weights:
+        cfg[HF_RANDOM_KEY] = True
+    return cfg
+
+
+def _hf_moe_config(spec: LLMSpec, *, random_weights: bool) -> dict[str, Any]:
+    if spec.family not in MOE_HF_ARCHITECTURES:
+        raise UnsupportedError(f"model '{spec.name}': a mixture of experts of family "
+                               f"'{spec.family}' has no Hugging Face architecture here; known: "
+                               f"{', '.join(t for t, _ in MOE_HF_ARCHITECTURES.values())}")
+    model_type, arch = MOE_HF_ARCHITECTURES[spec.family]
+    cfg: dict[str, Any] = {
+        "architectures": [arch], "model_type": model_type,
+        "hidden_size": spec.hidden_size, "num_hidden_layers": spec.num_layers,
+        "num_attention_heads": spec.num_heads, "num_key_value_heads": spec.num_kv_heads,
+        "head_dim": spec.head_dim, "vocab_size": spec.vocab_size,
+        "max_position_embeddings": spec.max_position_embeddings,
+        "tie_word_embeddings": spec.tie_word_embeddings, "hidden_act": spec.hidden_act,
+        "rope_theta": spec.rope_theta, "rms_norm_eps": spec.rms_norm_eps,
+        "num_experts_per_tok": spec.num_experts_per_tok, "output_router_logits": False,
+        "initializer_range": 0.02, "use_cache": True, "torch_dtype": "float32",
+        "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
+    }
+    if model_type == "mixtral":
+        cfg.update(intermediate_size=spec.moe_intermediate_size,
+                   num_local_experts=spec.num_experts, sliding_window=None,
+                   router_jitter_noise=0.0)
+    else:
+        cfg.update(intermediate_size=spec.intermediate_size, num_experts=spec.num_experts,
+                   moe_intermediate_size=spec.moe_intermediate_size,
+                   shared_expert_intermediate_size=spec.shared_expert_intermediate_size,
+                   norm_topk_prob=spec.norm_topk_prob, decoder_sparse_step=1,
+                   mlp_only_layers=[], qkv_bias=spec.qkv_bias,
+                   use_sliding_window=False, max_window_layers=spec.num_layers)
     if random_weights:
         cfg[HF_RANDOM_KEY] = True
     return cfg
@@ -357,6 +442,17 @@ def spec_from_gguf(path: Path) -> tuple[LLMSpec, str | None, bool]:
         window = None  # phi3 writes a window longer than its context: no layer slides
     ftype = fields.get("general.file_type")
     name = fields.get("general.name") or path.stem
+    experts: dict[str, Any] = {}
+    n_expert = fields.get(f"{arch}.expert_count")
+    if isinstance(n_expert, int) and not isinstance(n_expert, bool) and n_expert > 0:
+        # llama's experts are feed_forward_length wide (Mixtral); other architectures say
+        # expert_feed_forward_length
+        experts = {"num_experts": n_expert,
+                   "num_experts_per_tok": fields.get(f"{arch}.expert_used_count") or 0,
+                   "moe_intermediate_size": (fields.get(f"{arch}.expert_feed_forward_length")
+                                             or need("feed_forward_length")),
+                   "shared_expert_intermediate_size": (
+                       fields.get(f"{arch}.expert_shared_feed_forward_length") or 0)}
     try:
         llm = LLMSpec(
             name=str(name), family=family, hidden_size=hidden, num_layers=need("block_count"),
@@ -369,13 +465,15 @@ def spec_from_gguf(path: Path) -> tuple[LLMSpec, str | None, bool]:
             fused_qkv="blk.0.attn_qkv.weight" in tensors, fused_gate_up=family == "phi3",
             hidden_act="gelu_pytorch_tanh" if family.startswith("gemma") else "silu",
             rope_theta=_f32(fields.get(f"{arch}.rope.freq_base") or 10000.0),
-            rms_norm_eps=_f32(fields.get(f"{arch}.attention.layer_norm_rms_epsilon") or 1e-5))
+            rms_norm_eps=_f32(fields.get(f"{arch}.attention.layer_norm_rms_epsilon") or 1e-5),
+            **experts)
     except UserError as e:
         raise ModelError(f"GGUF file '{path}': {e}", spec=str(path)) from None
     file_format = GGUF_FILE_TYPES.get(ftype) if isinstance(ftype, int) else None
     return llm, file_format, bool(fields.get(GGUF_RANDOM_KEY, False))
 
 
-__all__ = ["FAMILIES", "GGUF_RANDOM_KEY", "HF_RANDOM_KEY", "PRESETS_FILE", "REPRESENTATION_KEYS",
+__all__ = ["FAMILIES", "GGUF_RANDOM_KEY", "HF_RANDOM_KEY", "MOE_HF_ARCHITECTURES",
+           "MOE_MODEL_TYPES", "PRESETS_FILE", "REPRESENTATION_KEYS",
            "get_preset", "hf_config", "preset_names", "preset_representation", "resolve_llm",
            "spec_from_gguf", "spec_from_hf_config"]

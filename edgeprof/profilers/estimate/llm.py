@@ -27,6 +27,16 @@ such, then each format name as the first registered backend that declares it lay
 The KV cache holds, per token and layer, K and V for the KV heads (``2 x kv_heads x
 head_dim`` values); a sliding-window layer holds at most its window.
 
+Mixture of experts (``LLMSpec.num_experts`` > 0): memory (``weight_bytes``, the fit, the
+file) holds every expert of every layer and ``parameters`` counts them all; a decoded token
+reads, and multiplies by, the router and only its ``num_experts_per_tok`` experts (plus a
+shared expert where the model has one), so its bytes and MACs are a dense model's whose MLP
+is those k experts wide (``active_parameters_per_token``: every parameter less the experts a
+token does not run, embedding included, as model cards count "activated" parameters).
+Prefill's MACs count k experts per prompt token; the bytes one micro-batch of N tokens reads
+are the distinct experts its tokens route to, modelled as uniform independent routing
+(:func:`experts_read`: ``E x (1 - (1 - k/E)^N)``, at most ``min(E, N x k)``).
+
 Timings follow llama-bench: ``pp P`` evaluates P prompt tokens after ``depth`` cached tokens;
 ``tg G`` generates G tokens one at a time after ``depth`` cached tokens. Decode bytes per
 token = every weight the token reads in the format (LM head included, the embedding lookup
@@ -185,8 +195,52 @@ def __getattr__(name: str) -> Any:
 
 # ------------------------------------------------------------------------ tensors
 def parameter_count(spec: LLMSpec) -> int:
-    """Every parameter, a tied embedding once (the published convention)."""
+    """Every parameter, a tied embedding once (the published convention); a mixture of
+    experts' every expert (its total parameters)."""
     return sum(t.numel for t in tensors(_spec(spec)))
+
+
+def expert_parameters(spec: LLMSpec) -> int:
+    """The parameters of the experts of every layer (kind ``experts``; 0 for a dense model)."""
+    return sum(t.numel for t in tensors(_spec(spec)) if t.kind == "experts")
+
+
+def active_parameter_count(spec: LLMSpec) -> int:
+    """The parameters one token runs: every parameter less the experts it is not routed to
+    (``(E - k) / E`` of the experts' parameters), the embedding included (the convention of
+    "activated parameters" on model cards, e.g. Qwen3-30B-A3B's 3.3B). A dense model's
+    :func:`parameter_count`."""
+    spec = _spec(spec)
+    total = parameter_count(spec)
+    if not spec.is_moe:
+        return total
+    idle = Fraction(spec.num_experts - spec.num_experts_per_tok, spec.num_experts)
+    return total - int(expert_parameters(spec) * idle)
+
+
+def experts_read(spec: LLMSpec, tokens: int = 1) -> float:
+    """How many of a layer's ``num_experts`` (E) experts ``tokens`` tokens evaluated together
+    read (0 for a dense model). One token reads its ``num_experts_per_tok`` (k). A batch of
+    N tokens (a prefill micro-batch) is modelled with uniform, independent routing: the
+    expected number of distinct experts, ``E x (1 - (1 - k/E)^N)``, capped at
+    ``min(E, N x k)``; it tends to E as N grows. A trained router is not uniform (its tokens
+    share experts more often), so for a batch this is an upper estimate of the bytes read."""
+    spec = _spec(spec)
+    e, k = spec.num_experts, spec.num_experts_per_tok
+    if not e:
+        return 0.0
+    if tokens <= 1:
+        return float(k)
+    return min(e * (1.0 - (1.0 - k / e) ** tokens), float(min(e, tokens * k)))
+
+
+def _ffn_width(spec: LLMSpec) -> int:
+    """The MLP width a token's activations take: ``intermediate_size``, or for a mixture of
+    experts its k experts (and the shared one)."""
+    if not spec.is_moe:
+        return spec.intermediate_size
+    return (spec.num_experts_per_tok * spec.moe_intermediate_size
+            + spec.shared_expert_intermediate_size)
 
 
 # ------------------------------------------------------------------------ weight bytes
@@ -266,10 +320,11 @@ def _sum_min(a: int, b: int, w: int | None) -> int:
 def runtime_overhead_bytes(spec: LLMSpec, prompt_tokens: int = UBATCH) -> int:
     """The fit's runtime allowance: :data:`RUNTIME_BASE_BYTES` plus a compute buffer of fp32
     activations for one micro-batch (``4 B x min(P, UBATCH) x (3 x intermediate + 4 x hidden
-    + vocab)``), the order of llama.cpp's CPU compute buffer."""
+    + vocab)``), the order of llama.cpp's CPU compute buffer (a mixture of experts: the
+    width of the k experts a token runs, and the shared one, for ``intermediate``)."""
     spec = _spec(spec)
     n = min(max(prompt_tokens, 1), UBATCH)
-    return RUNTIME_BASE_BYTES + 4 * n * (3 * spec.intermediate_size + 4 * spec.hidden_size
+    return RUNTIME_BASE_BYTES + 4 * n * (3 * _ffn_width(spec) + 4 * spec.hidden_size
                                          + spec.vocab_size)
 
 
@@ -452,6 +507,18 @@ def estimate_llm(model: LLMSpec | LLMModel | str, fmt: str | FormatInfo, *,
         mlp = by_layer[(i, "mlp")]
         add_row(f"layers.{i}.mlp", i, "mlp", mlp, macs_per_token=sum(t.numel for t in mlp),
                 prefill_tokens=P)
+        if spec.is_moe:  # all experts held; k read and run per token
+            exps = by_layer[(i, "experts")]
+            share = Fraction(spec.num_experts_per_tok, spec.num_experts)
+            held = sum(store[t.name][0] for t in exps)
+            add_row(f"layers.{i}.experts", i, "experts", exps,
+                    macs_per_token=sum(t.numel for t in exps) * share, prefill_tokens=P,
+                    head_bytes=held * share, experts=spec.num_experts,
+                    experts_per_token=spec.num_experts_per_tok)
+            rows[-1]["prefill_bytes"] = sum(
+                held * experts_read(spec, min(UBATCH, P - u * UBATCH)) / spec.num_experts
+                for u in range(n_ub))
+            rows[-1]["prefill_macs"] = float(rows[-1]["prefill_macs"])
         add_row(f"layers.{i}.norm", i, "norm", by_layer[(i, "norm")], macs_per_token=0,
                 prefill_tokens=P)
     add_row("norm", None, "norm", by_layer[(None, "norm")], macs_per_token=0, prefill_tokens=P)
@@ -492,10 +559,24 @@ def estimate_llm(model: LLMSpec | LLMModel | str, fmt: str | FormatInfo, *,
         "kv_cache_bytes": _figure(kv_cache_bytes(spec, context, kv), "B", context=context),
         "decode_bytes_per_token": _figure(round(decode_bytes), "B/token", depth=D),
     }
+    notes: list[str] = []
+    if spec.is_moe:
+        figures["active_parameters_per_token"] = _figure(
+            active_parameter_count(spec), "count", experts=spec.num_experts,
+            experts_per_token=spec.num_experts_per_tok,
+            note="every parameter less the experts a token is not routed to")
+        held = sum(r["weight_bytes"] for r in rows if r["kind"] == "experts")
+        notes.append(
+            f"mixture of experts: memory holds all {spec.num_experts} experts of each layer "
+            f"({held / 1e9:.2f} GB of the {wbytes / 1e9:.2f} GB of weights, "
+            f"{params / 1e9:.2f} B parameters); a decoded token reads the router and "
+            f"{spec.num_experts_per_tok} experts per layer "
+            f"({active_parameter_count(spec) / 1e9:.2f} B parameters active, "
+            f"{decode_bytes / 1e6:.0f} MB/token); a prompt's micro-batch reads the distinct "
+            "experts its tokens route to (uniform routing assumed)")
     file_size = f.layout.file_bytes(spec, tensors(spec), f)  # the runtime's file, if modelled
     if file_size is not None:
         figures["file_bytes"] = _figure(file_size[0], "B", note=file_size[1])
-    notes: list[str] = []
     fit = None
     tid = None
     for r in rows:
@@ -535,7 +616,9 @@ def estimate_llm(model: LLMSpec | LLMModel | str, fmt: str | FormatInfo, *,
                "verdict": (f"fits: {required / 1e9:.2f} GB of {usable / 1e9:.2f} GB usable"
                            if fits else
                            f"does not fit: needs {required / 1e9:.2f} GB, "
-                           f"{usable / 1e9:.2f} GB usable of {ram / 1e9:.2f} GB RAM"),
+                           f"{usable / 1e9:.2f} GB usable of {ram / 1e9:.2f} GB RAM")
+               + (f"; the weights hold all {spec.num_experts} experts of each layer, though "
+                  f"a token reads {spec.num_experts_per_tok}" if spec.is_moe else ""),
                "provenance": "analytic"}
         figures["max_context_tokens"] = _figure(mct, "tokens",
                                                 capped_by_model=mct == spec.max_position_embeddings)
@@ -548,8 +631,9 @@ def estimate_llm(model: LLMSpec | LLMModel | str, fmt: str | FormatInfo, *,
 
 
 __all__ = ["FormatInfo", "KV_DTYPE_BYTES", "LLMEstimate", "OS_RESERVE_FRACTION",
-           "RUNTIME_BASE_BYTES", "UBATCH", "backend_formats",
-           "declares_formats", "estimate_llm", "formats_for", "generic_formats",
+           "RUNTIME_BASE_BYTES", "UBATCH", "active_parameter_count", "backend_formats",
+           "declares_formats", "estimate_llm", "expert_parameters", "experts_read",
+           "formats_for", "generic_formats",
            "kv_cache_bytes", "kv_cache_bytes_per_token", "kv_cache_curve",
            "max_context_tokens", "parameter_count", "resolve_format", "runtime_overhead_bytes",
            "tensors", "usable_ram_bytes", "weight_bytes"]
