@@ -458,11 +458,6 @@ def dist_version(dist: str) -> str:
         return ""
 
 
-def backend_workload(cls: type) -> str:
-    """``generate`` for a generative backend, ``tensor`` for the others."""
-    return getattr(cls, "workload", "tensor")
-
-
 @dataclass
 class GenerationRecord:
     """One (backend, format, depth) measured on this machine (provenance ``measured``).
@@ -532,5 +527,5 @@ class GenerationRecord:
 __all__ = ["DeclaresFormats", "FormatInfo", "GenerationConfig", "GenerationRecord",
            "GenerativeBackend", "GenerativeSession", "LLMModel", "LLMSpec", "LLM_PREFIX",
            "MOE_FIELDS",
-           "RANDOM_WEIGHTS_NOTE", "WeightLayout", "WeightTensor", "backend_workload",
+           "RANDOM_WEIGHTS_NOTE", "WeightLayout", "WeightTensor",
            "check_room", "dist_version", "is_llm_spec"]

@@ -178,7 +178,7 @@ def _list(raw: dict, key: str, path: Path, kind: type, *, required: bool = True,
 def _load_generate(table: Any, path: Path, top_targets: list[str], run_threads: Any, reg,
                    check_target: Callable[[str], Any]) -> GenerateGrid:
     """The ``[generate]`` table: every mistake a ConfigError naming ``generate.KEY``."""
-    from edgeprof.core.llm import backend_workload
+    from edgeprof.core.workload import workload_of
     from edgeprof.zoo.llm import resolve_llm
 
     if not isinstance(table, dict):
@@ -220,10 +220,11 @@ def _load_generate(table: Any, path: Path, top_targets: list[str], run_threads: 
             cls = reg.backend(b)
         except EdgeprofError as e:
             raise ConfigError(str(e), path=path, field="generate.backends") from None
-        if backend_workload(cls) != "generate":
-            known = ", ".join(reg.backends_for("generate")) or "(none)"
-            raise ConfigError(f"backend '{b}' runs fixed-shape tensor models, not generative "
-                              f"ones; generative backends: {known}", path=path,
+        generative = reg.backends_for("generate")
+        if b not in generative:
+            raise ConfigError(f"backend '{b}' runs {workload_of(cls, reg).describe}, not "
+                              "generative ones; generative backends: "
+                              f"{', '.join(generative) or '(none)'}", path=path,
                               field="generate.backends")
         classes[b] = cls
     pairs = []
