@@ -339,11 +339,77 @@ RunRecord = BenchmarkResult
 
 
 @dataclass
+class GenerationRecord:
+    """One (backend, format, depth) measured on this machine (provenance ``measured``).
+
+    Rates are tokens per second, times milliseconds/seconds; each rate is the median over
+    repetitions with its standard deviation (llama-bench's ``avg_ts``/``stddev_ts`` use the
+    mean; both are kept).
+    """
+
+    model: str
+    backend: str
+    format: str
+    device: str = "cpu"
+    status: str = "ok"  # ok | unsupported | unavailable | failed | skipped
+    reason: str = ""
+    n_prompt: int = 0
+    n_gen: int = 0
+    n_depth: int = 0
+    n_threads: int = 0
+    repetitions: int = 0
+    prefill_tokens_per_s: dict[str, float] | None = None  # median, mean, stddev, min, max
+    decode_tokens_per_s: dict[str, float] | None = None
+    ttft_ms: dict[str, float] | None = None
+    tpot_ms: dict[str, float] | None = None  # p50, p90, median, mean
+    load_s: float | None = None
+    peak_rss_bytes: int | None = None
+    model_size: int | None = None  # bytes of the runtime's weight file(s)
+    model_n_params: int | None = None
+    build_commit: str = ""
+    runtime_version: str = ""
+    random_weights: bool = True
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    artifact: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+    provenance: str = "measured"
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GenerationRecord:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def bench_rows(self) -> list[dict[str, Any]]:
+        """Rows in llama-bench's CSV columns: one ``pp`` test and one ``tg`` test."""
+        base = {"model": self.model, "backend": self.backend, "format": self.format,
+                "device": self.device, "model_size": self.model_size,
+                "model_n_params": self.model_n_params, "n_threads": self.n_threads,
+                "n_depth": self.n_depth, "build_commit": self.build_commit,
+                "status": self.status, "provenance": self.provenance}
+        rows = []
+        for test, rate, n_prompt, n_gen in (("pp", self.prefill_tokens_per_s, self.n_prompt, 0),
+                                            ("tg", self.decode_tokens_per_s, 0, self.n_gen)):
+            rows.append({**base, "test": f"{test}{n_prompt or n_gen}", "n_prompt": n_prompt,
+                         "n_gen": n_gen,
+                         "avg_ts": (rate or {}).get("mean"),
+                         "stddev_ts": (rate or {}).get("stddev"),
+                         "median_ts": (rate or {}).get("median")})
+        return rows
+
+
+@dataclass
 class GenerativeRunRecord:
     """What one generative measurement (one backend x format, every depth of the request)
     produced: ``measure()``'s record for a backend whose workload is ``generate``.
 
-    ``records`` holds one :class:`~edgeprof.core.llm.GenerationRecord` per depth (llama-bench's
+    ``records`` holds one :class:`GenerationRecord` per depth (llama-bench's
     pp/tg, TTFT, TPOT, load time, peak RSS); ``status``/``reason`` are the run's: ``ok`` when
     every depth is, else the first other depth's. Its dict says ``"kind": "generate"``
     (:func:`record_from_dict` reads either kind back).
@@ -410,8 +476,6 @@ class GenerativeRunRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GenerativeRunRecord:
-        from edgeprof.core.llm import GenerationRecord
-
         d = dict(d)
         d.pop("kind", None)
         records = [GenerationRecord.from_dict(r) for r in d.pop("records", None) or []]

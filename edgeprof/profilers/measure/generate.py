@@ -55,8 +55,8 @@ from typing import Any
 
 from edgeprof.core.errors import BackendUnavailableError, UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
-from edgeprof.core.llm import GenerationConfig, GenerationRecord, GenerativeBackend, LLMModel
-from edgeprof.core.results import GenerativeRunRecord
+from edgeprof.core.llm import GenerationConfig, GenerativeBackend, LLMModel
+from edgeprof.core.results import GenerationRecord, GenerativeRunRecord
 from edgeprof.core.workload import Workload
 from edgeprof.profilers.measure.harness import (BACKEND_FAILURES, MeasureFailure, one_line,
                                                 status_of)

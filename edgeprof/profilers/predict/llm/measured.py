@@ -119,7 +119,7 @@ def records_of(rows: list[LLMRow], backend: str, models: dict[str, Any], path: P
                ) -> list[Any]:
     """One :class:`GenerationRecord` per row (a pp row: its prefill rate, a tg row: its
     decode rate), named by the model's spec."""
-    from edgeprof.core.llm import GenerationRecord
+    from edgeprof.core.results import GenerationRecord
 
     out = []
     for r in rows:
