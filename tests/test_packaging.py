@@ -24,7 +24,7 @@ def test_wheel_contains_default_plugins_and_data(tmp_path):
         assert f"edgeprof/targets/data/{f.name}" in names
     assert "edgeprof/targets/strategies.toml" in names
     assert "edgeprof/schema/profile.schema.json" in names
-    assert "edgeprof/schema/llm_profile.schema.json" in names
+    assert "edgeprof/schema/llm_profile.schema.json" not in names  # one schema, both kinds
     # build-only code (rebuilding the shipped calibrations) is the repository's tools/, never
     # installed: not in the wheel, and no longer in the package it builds data for
     assert not [n for n in names if n.startswith("tools/") or "/tools/" in n], names

@@ -65,7 +65,7 @@ def test_a_generative_jobs_document_is_a_generative_profile(report):
     jsonschema = pytest.importorskip("jsonschema")
     from importlib import resources
 
-    schema = json.loads((resources.files("edgeprof") / "schema" / "llm_profile.schema.json")
+    schema = json.loads((resources.files("edgeprof") / "schema" / "profile.schema.json")
                         .read_text(encoding="utf-8"))
     jsonschema.validate(doc, schema)
     two = report.profile_document("llm:smollm2-135m", "host", threads=2)

@@ -1,6 +1,6 @@
 """What a generative profile or estimate writes: the JSON payload (``profile.json``, schema
-``edgeprof.llm/1``, ``schema_version`` :data:`SCHEMA_VERSION`, described by
-``edgeprof/schema/llm_profile.schema.json``; its typed form is
+``edgeprof.llm/1``, ``schema_version`` :data:`SCHEMA_VERSION`, validated by the generative
+branch of ``edgeprof/schema/profile.schema.json``; its typed form is
 :class:`edgeprof.profilers.report.generative.GenerativeReport`), ``llm_bench.csv`` in
 llama-bench's columns, ``estimate.csv`` (one row per layer and stage of each estimate) and
 ``report.html`` (when the HTML renderer is there).

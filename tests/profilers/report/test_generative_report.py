@@ -1,5 +1,5 @@
 """The generative report: real payloads (an estimate for a Raspberry Pi 5, small llama.cpp
-runs of smollm2-135m) validate against edgeprof/schema/llm_profile.schema.json, read into
+runs of smollm2-135m) validate against edgeprof/schema/profile.schema.json, read into
 GenerativeReport and back unchanged, expose their figures typed (the per-repetition samples
 agree with the harness's summaries), save atomically, and two measured profiles compare
 through the CLI."""
@@ -23,7 +23,7 @@ SMALL = dict(backends="llama_cpp", precisions="q4_0", prompt_tokens=16, gen_toke
 
 
 def schema() -> dict:
-    return json.loads((resources.files("edgeprof") / "schema" / "llm_profile.schema.json")
+    return json.loads((resources.files("edgeprof") / "schema" / "profile.schema.json")
                       .read_text(encoding="utf-8"))
 
 
@@ -57,15 +57,15 @@ def measured(tmp_path_factory):
 
 
 # ----------------------------------------------------------------------------- schema
-def test_the_schema_file_ships_beside_the_tensor_one():
+def test_the_schema_is_the_one_profile_schema():
     import jsonschema
 
-    folder = resources.files("edgeprof") / "schema"
-    assert (folder / "profile.schema.json").is_file()
     s = schema()
     jsonschema.Draft202012Validator.check_schema(s)
-    assert s["properties"]["schema_version"] == {"const": "1.0"}
-    assert s["properties"]["schema"] == {"const": "edgeprof.llm/1"}
+    assert s["then"] == {"$ref": "#/$defs/generative_profile"}
+    generative = s["$defs"]["generative_profile"]["properties"]
+    assert generative["schema_version"] == {"const": "1.0"}
+    assert generative["schema"] == {"const": "edgeprof.llm/1"}
 
 
 def test_an_estimate_validates(estimated):
