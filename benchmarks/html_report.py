@@ -82,7 +82,7 @@ def pages(doc_path: Path | None = None) -> list[tuple[str, str, str]]:
                 sweep_frame(doc))),
             ("generative: TinyLlama 1.1B on raspberry_pi_5", lambda: render_llm_html(llm))):
         html = render()
-        bundle = next(b for b in (*H.PLOTLY_BUNDLES, "full") if H._plotly_js(b) in html)
+        bundle = next(b for b in (*H.PLOTLY_BUNDLES, "full") if H.plotly_js(b) in html)
         out.append((name, bundle, html))
     return out
 
@@ -114,14 +114,14 @@ def main() -> int:
     variants = []  # (page, bundle, path)
     with tempfile.TemporaryDirectory() as tmp:
         for i, (name, bundle, html) in enumerate(pages(args.doc)):
-            old = html.replace(H._plotly_js(bundle), full) if bundle != "full" else html
+            old = html.replace(H.plotly_js(bundle), full) if bundle != "full" else html
             for label, text in (("full (before)", old), (bundle, html)):
                 page = Path(tmp) / f"page{i}-{label.split()[0]}.html"
                 page.write_text(text, encoding="utf-8")
                 variants.append((name, label, page))
         for bundle in ("full", *H.PLOTLY_BUNDLES):  # the floor: evaluating plotly.js alone
             page = Path(tmp) / f"floor-{bundle}.html"
-            page.write_text(floor(full if bundle == "full" else H._plotly_js(bundle)),
+            page.write_text(floor(full if bundle == "full" else H.plotly_js(bundle)),
                             encoding="utf-8")
             variants.append(("floor: an empty page holding plotly.js, nothing drawn",
                              bundle + (" (before)" if bundle == "full" else ""), page))

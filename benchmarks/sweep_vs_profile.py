@@ -101,7 +101,7 @@ def main() -> int:
 
     warnings.filterwarnings("ignore")
     logging.getLogger().setLevel(logging.ERROR)
-    from edgeprof.api import _target_registry, profile
+    from edgeprof.api import profile, target_registry
     from edgeprof.core.models import resolve_model
     from edgeprof.core.plugins import get_registry
     from edgeprof.optimize.sweep import run_sweep
@@ -127,7 +127,7 @@ def main() -> int:
 
     # 0. build everything once (cached), and calibrate the host: no pass pays for it
     t0 = time.perf_counter()
-    _target_registry().get("host")
+    target_registry().get("host")
     reg = get_registry()
     for m, b, p in jobs:
         try:

@@ -72,6 +72,7 @@ _LAZY = {
     "ModelHandle": "edgeprof.core.models",
     "ProfileReport": "edgeprof.api",
     "ProfileRun": "edgeprof.api",
+    "TensorReport": "edgeprof.api",
     "MeasureRequest": "edgeprof.core.requests",
     "measure": "edgeprof.profilers.measure.measure",
     "recommend": "edgeprof.optimize.router",

@@ -25,7 +25,7 @@ their names in ``profiling`` and ``predictions``.
 
 from __future__ import annotations
 
-from edgeprof.api.common import SCHEMA_VERSION, Progress, _target_registry, split_names
+from edgeprof.api.common import SCHEMA_VERSION, Progress, split_names, target_registry
 from edgeprof.api.generative import (DEFAULT_LLM_FORMATS, LLM_CALIBRATION_MODELS,
                                      calibrate_llm, calibrate_llm_measurements, estimate_llm,
                                      llm_exit_code, llm_plan,
@@ -33,18 +33,20 @@ from edgeprof.api.generative import (DEFAULT_LLM_FORMATS, LLM_CALIBRATION_MODELS
 from edgeprof.api.kinds import CalibrationResult, calibrate, model_kind, predict, profile
 from edgeprof.api.predictions import (Predictor, calibrate_measurements, calibrations_of,
                                       on_device, predict_many)
-from edgeprof.api.profiling import (BatchReport, ProfileReport, ProfileRun, TargetRecord,
-                                    batch_sizes, resolve_backends)
+from edgeprof.api.profiling import BatchReport, batch_sizes, resolve_backends
 from edgeprof.api.verbs import benchmark, estimate, list_backends, list_targets, summarize
+from edgeprof.profilers.report.family import ProfileReport
+from edgeprof.profilers.report.generative import GenerativeReport
+from edgeprof.profilers.report.tensor_report import ProfileRun, TargetRecord, TensorReport
 
 __all__ = [
     "DEFAULT_LLM_FORMATS", "LLM_CALIBRATION_MODELS", "SCHEMA_VERSION", "BatchReport",
-    "CalibrationResult", "Predictor", "ProfileReport", "ProfileRun", "Progress",
-    "TargetRecord", "batch_sizes", "benchmark", "calibrate",
+    "CalibrationResult", "GenerativeReport", "Predictor", "ProfileReport", "ProfileRun",
+    "Progress", "TargetRecord", "TensorReport", "batch_sizes", "benchmark", "calibrate",
     "calibrate_llm", "calibrate_llm_measurements", "calibrate_measurements", "calibrations_of",
     "estimate", "estimate_llm", "list_backends",
     "list_targets", "llm_exit_code", "llm_plan", "model_kind", "on_device", "optimize_llm",
     "predict", "predict_many", "profile", "profile_llm", "recommend_llm", "resolve_backends",
     "split_names", "summarize",
-    "_target_registry",  # the CLI's target lookup (cli/main, cli/fleet)
+    "target_registry",  # the CLI's target lookup (cli/main, cli/fleet)
 ]

@@ -8,20 +8,20 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from edgeprof.core.errors import OutputError, UserError
-
-SCHEMA_VERSION = "1.0"
+# the tensor profile.json's schema_version, named here for the API's documents
+from edgeprof.profilers.report.tensor_report import SCHEMA_VERSION  # noqa: F401
 Progress = Callable[[str], None]
 
 
-def _target_registry(targets_dir=None, plugins=None):
+def target_registry(targets_dir=None, plugins=None):
     from edgeprof.targets import get_target_registry
 
     return get_target_registry(targets_dir, plugins)
 
 
-def _target(target: Any, targets_dir=None, plugins=None, recalibrate=False):
+def resolve_target(target: Any, targets_dir=None, plugins=None, recalibrate=False):
     if isinstance(target, str):
-        return _target_registry(targets_dir, plugins).get(target, recalibrate=recalibrate)
+        return target_registry(targets_dir, plugins).get(target, recalibrate=recalibrate)
     return target
 
 
@@ -37,7 +37,7 @@ def split_names(value: Sequence[str] | str, flag: str) -> list[str]:
     return names
 
 
-def _check_out(out: str | os.PathLike | None) -> None:
+def check_out(out: str | os.PathLike | None) -> None:
     """Refuse an unusable --out before anything is measured (OutputError, exit 2)."""
     if out is not None:
         from edgeprof.core.io import prepare_out_dir
@@ -45,7 +45,7 @@ def _check_out(out: str | os.PathLike | None) -> None:
         prepare_out_dir(out)
 
 
-def _save(report: Any, save: Callable[[], Any]) -> None:
+def save_artifacts(report: Any, save: Callable[[], Any]) -> None:
     """Write the artifacts; when that fails, the error carries the report (``.result``)."""
     try:
         save()

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from edgeprof.api.common import Progress, _check_out, _save, _target, split_names
+from edgeprof.api.common import Progress, check_out, resolve_target, save_artifacts, split_names
 from edgeprof.core.errors import EdgeprofError, UserError
 from edgeprof.core.plugins import Registry, get_registry
 from edgeprof.profilers.measure.environment import host_info as _host_info
@@ -304,7 +304,7 @@ def _llm_estimates(model: Any, pairs: Sequence[tuple[str, str]], config: Any, tg
 def _llm_target(target: Any, targets_dir=None, plugins=None) -> Any:
     if target is None:
         return None
-    return _target(target, targets_dir, plugins)
+    return resolve_target(target, targets_dir, plugins)
 
 
 def estimate_llm(model: Any, target: Any = None, *, backends: Sequence[str] | str | None =
@@ -409,7 +409,7 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
         board_device = _board_device(llm, tgt, chosen, None, notes)
     elif only and tgt is not None:
         _board_device(llm, tgt, {n: chosen[n] for n in only}, board_device, [])
-    _check_out(out)
+    check_out(out)
     say(f"estimating {llm.spec.name}")
     estimates, predictions = _llm_estimates(llm, pairs, config, tgt, board_device, notes,
                                             threads=threads, classes=chosen,
@@ -433,7 +433,7 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
     host = _host_info(None)
     if any(r["status"] == "ok" for r in runs):  # the roof the measured points sit under
         try:
-            host["target"] = _target("host", targets_dir, plugins).to_dict()
+            host["target"] = resolve_target("host", targets_dir, plugins).to_dict()
         except EdgeprofError as e:
             notes.append(f"this host's roof is left out of the report: {e}")
     payload = build_payload(llm, target=tgt, device=config.device, config=config,
@@ -442,7 +442,7 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
                             recommendation=recommendation, host=host, command="profile")
     if out is not None:
         say(f"writing artifacts to {out}")
-        _save(payload, lambda: write_llm_outputs(out, payload))
+        save_artifacts(payload, lambda: write_llm_outputs(out, payload))
     return payload
 
 
@@ -475,7 +475,7 @@ def recommend_llm(model: Any, target: Any, *, device: str | None = None,
                         "(e.g. raspberry_pi_5); 'edgeprof targets' lists them")
     reg = get_registry(plugins)
     names = list(_generative_backends(backends, reg)) if backends is not None else None
-    tgt = _target(target, targets_dir, plugins)
+    tgt = resolve_target(target, targets_dir, plugins)
     llm = _llm_model(model)
     return choose_llm_format(llm, tgt, device=device, backends=names,
                              context_tokens=context_tokens, tokens_per_s=tokens_per_s,
@@ -495,7 +495,7 @@ def optimize_llm(model: Any, target: Any, *, shortlist: int = 3, repetitions: in
     (a backend not installed here). ``out``: a folder replaced as a whole with
     optimize.json (the document) and, when formats were measured, their llm_bench.csv."""
     say = progress or (lambda msg: None)
-    _check_out(out)  # before any work: an unusable out is one line, exit 2
+    check_out(out)  # before any work: an unusable out is one line, exit 2
     choice = recommend_llm(model, target, **choose)
     doc = choice.to_dict()
     cands = [c for c in choice.candidates if c.status in ("chosen", "ok") and c.fits]
@@ -522,7 +522,7 @@ def optimize_llm(model: Any, target: Any, *, shortlist: int = 3, repetitions: in
         "'this host'); the target's figures stay predicted"]
     if out is not None:
         say(f"writing artifacts to {out}")
-        _save(doc, lambda: _write_optimize_llm(out, doc))
+        save_artifacts(doc, lambda: _write_optimize_llm(out, doc))
     return doc
 
 
@@ -579,7 +579,7 @@ def calibrate_llm(backend: str, precision: str | None = None, *,
     llms = {n: _llm_model(n if ":" in n else f"llm:{n}") for n in names}
     config = _llm_config(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=(0,),
                          repetitions=repetitions, warmup=1, threads=threads, device="cpu")
-    tgt = _target(target or "host", targets_dir, plugins)
+    tgt = resolve_target(target or "host", targets_dir, plugins)
     runs = []
     with chosen_runner(tgt if fleet is not None else None, fleet=fleet, isolate=isolate,
                            timeout_s=timeout_s, progress=say, registry=reg) as runner:
@@ -600,7 +600,7 @@ def calibrate_llm(backend: str, precision: str | None = None, *,
     subject, board, kept = calibration_subject(runs, tgt.id)
     records = [r for run in kept for r in run.records]
     specs = {llm.spec.name: llm.spec for llm in llms.values()}  # records name the spec
-    fit_on = tgt if subject == "board" else _target("host", targets_dir, plugins)
+    fit_on = tgt if subject == "board" else resolve_target("host", targets_dir, plugins)
     if board is None:
         cal = calibrate_llm_host(records, specs.__getitem__, target=fit_on, write=False)
     else:
@@ -644,7 +644,7 @@ def calibrate_llm_measurements(measurements: str | os.PathLike, target: Any, bac
     from edgeprof.profilers.predict.llm.measured import (_bad, check_rows,
                                                          read_llm_measurements, records_of)
 
-    tgt = _target(target, targets_dir, plugins)
+    tgt = resolve_target(target, targets_dir, plugins)
     if getattr(tgt, "is_host", False):
         raise UserError("--measurements calibrates a board from tests run on it; for this "
                         f"machine run 'edgeprof calibrate --target host --backend {backend}'")

@@ -83,16 +83,18 @@ def profile(model: Any, target: Any = None, backends: Sequence[str] | str | None
             depths: Sequence[int] | int | None = None, repetitions: int | None = None,
             workdir: str | os.PathLike | None = None) -> Any:
     """Profile ``model`` on ``target``: estimate, measure here (or on a board of ``fleet``)
-    and read the runs against the target, for either kind of model.
+    and read the runs against the target, for either kind of model. Returns a
+    :class:`~edgeprof.profilers.report.family.ProfileReport` (``to_dict``, ``save``,
+    ``ProfileReport.load`` for both), the member of the model's workload:
 
     * A tensor model: :func:`edgeprof.api.profiling.profile` (``target`` default ``host``,
-      ``backends`` default ``torch_eager``, ``precisions`` default ``fp32``); returns a
-      :class:`~edgeprof.api.profiling.ProfileReport`. ``device``, ``warmup``, ``isolate``
-      and ``timeout_s`` are its ``run_options`` of those names.
+      ``backends`` default ``torch_eager``, ``precisions`` default ``fp32``); a
+      :class:`~edgeprof.profilers.report.tensor_report.TensorReport`. ``device``, ``warmup``,
+      ``isolate`` and ``timeout_s`` are its ``run_options`` of those names.
     * A generative model: :func:`edgeprof.api.generative.profile_llm` (``target`` default
       none, ``backends`` default ``llama_cpp``, ``precisions`` default each backend's
       format; ``prompt_tokens``, ``gen_tokens``, ``depths``, ``repetitions``, ``warmup``
-      its test shape, default profile_llm's); returns a
+      its test shape, default profile_llm's); a
       :class:`~edgeprof.profilers.report.generative.GenerativeReport`.
 
     An option of the other kind (``batch_size`` for a generative model, ``prompt_tokens``

@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from edgeprof.api.common import Progress, _target
+from edgeprof.api.common import Progress, resolve_target
 from edgeprof.core.errors import UserError
 from edgeprof.core.models import ModelHandle, resolve_model
 from edgeprof.core.plugins import get_registry
@@ -43,7 +43,7 @@ class Predictor:
 
         get_precision(precision)
         self.registry = get_registry(plugins)
-        board = _target(target, targets_dir, plugins)
+        board = resolve_target(target, targets_dir, plugins)
         # the one call every command that shows a board figure makes (recommend's plan,
         # optimize, a sweep): one configuration, one number, one label
         self._config = ConfigPredictor(board, backend, precision, threads=threads,
@@ -114,7 +114,7 @@ def calibrate_measurements(measurements: str | os.PathLike, target: Any, backend
     Returns (calibration, path, summary)."""
     from edgeprof.profilers.predict.measured import calibrate_from_measurements
 
-    tgt = _target(target, targets_dir, plugins)
+    tgt = resolve_target(target, targets_dir, plugins)
     if getattr(tgt, "is_host", False):
         raise UserError("--measurements calibrates a board from timings taken on it; for this "
                         "machine run 'edgeprof calibrate --target host --backend B'")
@@ -137,6 +137,6 @@ def calibrations_of(target: Any, *, targets_dir=None, plugins=None) -> dict[str,
     from edgeprof.profilers.predict.llm.files import llm_summaries
     from edgeprof.profilers.predict.predictor import base_id
 
-    board = base_id(_target(target, targets_dir, plugins))
+    board = base_id(resolve_target(target, targets_dir, plugins))
     return {"tensor": [c.summary() for c in calibrations_for(board)],
             "llm": llm_summaries(board)}

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import tempfile
 from collections.abc import Sequence
@@ -11,9 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgeprof._version import __version__
-from edgeprof.api.common import (SCHEMA_VERSION, Progress, _check_out, _save, _target,
-                                 _target_registry, split_names)
+from edgeprof.api.common import (SCHEMA_VERSION, Progress, check_out, resolve_target,
+                                 save_artifacts, split_names, target_registry)
 from edgeprof.core.backend import (Backend, RunConfig, check_backend_options,
                                    run_config_options)
 from edgeprof.core.errors import EdgeprofError, InputSpecError, UserError
@@ -22,227 +20,10 @@ from edgeprof.core.models import ModelHandle, check_batch_size, resolve_model
 from edgeprof.core.plugins import Registry, get_registry
 from edgeprof.core.precision import get_precision
 from edgeprof.core.requests import MeasureRequest
-from edgeprof.core.results import BenchmarkResult, Estimate, Summary, WarningRecord, clean
+from edgeprof.core.results import Estimate, WarningRecord, clean
 from edgeprof.profilers.measure.environment import host_info as _host_info
 from edgeprof.profilers.measure.measure import measure
-
-
-# --------------------------------------------------------------------------- profile
-@dataclass
-class ProfileRun:
-    """One backend x precision of a profile: the measurement (``benchmark``, the
-    :data:`~edgeprof.core.results.RunRecord` that ``measure()`` returned) and its summary for
-    the target."""
-
-    backend: str
-    requested_precision: str
-    benchmark: BenchmarkResult
-    summary: Summary | None = None
-    host_summary: Summary | None = None
-    explicit: bool = True  # named by the user (counts for the exit status)
-    operators: Any = None  # DataFrame: the runtime's per-operator profile joined to the estimate
-    trace_file: Path | None = None  # Chrome trace written by the runtime's profiler
-
-    @property
-    def status(self) -> str:
-        return self.benchmark.status
-
-    @property
-    def executed_precision(self) -> str | None:
-        """The precision that actually ran (``to_dict()``'s ``executed_precision``)."""
-        return self.benchmark.executed_precision
-
-    def to_dict(self) -> dict[str, Any]:
-        b = self.benchmark
-        return clean({
-            "backend": self.backend, "requested_precision": self.requested_precision,
-            "executed_precision": b.executed_precision, "status": b.status, "reason": b.reason,
-            "explicit": self.explicit,
-            "provenance": {"benchmark": "measured", "target_figures": (
-                self.summary.figures["latency_ms"].provenance if self.summary else None),
-                "measured_on": _measured_on(b), "board": (b.extra or {}).get("fleet")},
-            "benchmark": b.to_dict(),
-            "summary": self.summary.to_dict() if self.summary else None,
-            "host_summary": self.host_summary.to_dict() if self.host_summary else None,
-            "operators": (self.operators.to_dict(orient="records")
-                          if self.operators is not None else None),
-        })
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ProfileRun:
-        """A run from its ``to_dict()`` form (profile.json's ``runs[]``); the Chrome trace
-        stays where ``save`` wrote it (``trace_<backend>_<precision>.json``), not loaded."""
-        operators = d.get("operators")
-        if operators is not None:
-            import pandas as pd
-
-            operators = pd.DataFrame.from_records(operators)
-        summary, host_summary = d.get("summary"), d.get("host_summary")
-        return cls(backend=d["backend"], requested_precision=d["requested_precision"],
-                   benchmark=BenchmarkResult.from_dict(d["benchmark"]),
-                   summary=Summary.from_dict(summary) if summary is not None else None,
-                   host_summary=(Summary.from_dict(host_summary)
-                                 if host_summary is not None else None),
-                   explicit=bool(d.get("explicit", True)), operators=operators)
-
-
-@dataclass
-class ProfileReport:
-    """Everything ``edgeprof profile`` produces; ``to_dict()`` is profile.json."""
-
-    model: ModelHandle
-    target: Any
-    host: dict[str, Any]
-    estimate: Estimate
-    runs: list[ProfileRun]
-    request: dict[str, Any]
-    warnings: list[WarningRecord] = field(default_factory=list)
-    host_target: Any = None
-    created_utc: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc)
-                             .isoformat(timespec="seconds"))
-    #: the temporary folder holding the runs' Chrome traces (``trace=True``) until ``save``
-    #: copies them; removed when the report is dropped (or at exit)
-    trace_folder: Any = field(default=None, repr=False, compare=False)
-    #: the document's versions: this edgeprof's for a report made here, the file's for
-    #: one loaded (``from_dict`` / ``load``)
-    schema_version: str = SCHEMA_VERSION
-    edgeprof_version: str = __version__
-    #: top-level keys of a loaded document this version does not know (kept by ``to_dict``)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @property
-    def exit_code(self) -> int:
-        """0 complete; 3 partial: a run the user named produced no measurement, or any run
-        that should have worked failed (unavailable/unsupported rows under ``all`` don't
-        count)."""
-        return 3 if any((r.explicit and r.status != "ok") or r.status == "failed"
-                        for r in self.runs) else 0
-
-    def to_dict(self) -> dict[str, Any]:
-        warnings = list(self.warnings)
-        for r in self.runs:
-            warnings.extend(r.benchmark.warnings)
-            if r.summary:
-                warnings.extend(r.summary.warnings)
-        return clean({
-            "schema_version": self.schema_version,
-            "edgeprof_version": self.edgeprof_version,
-            "created_utc": self.created_utc,
-            "host": self.host,
-            "target": self.target.to_dict(),
-            "model": self.model.to_dict(),
-            "request": self.request,
-            "estimate": self.estimate.to_dict(),
-            "runs": [r.to_dict() for r in self.runs],
-            "warnings": [w.to_dict() for w in warnings],
-            **self.extra,
-        })
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ProfileReport:
-        """The report of a tensor profile.json (``to_dict()``'s form): ``from_dict(d).to_dict()
-        == d``. The estimate, runs, summaries and warnings come back typed; the model is a
-        :class:`~edgeprof.core.models.ModelHandle` without its module (nothing is imported or
-        re-resolved) and the target the descriptor as the document recorded it
-        (:class:`TargetRecord`: ``id``, ``name``, ``is_host``, ``to_dict()``), not looked up
-        again. A generative profile.json is a ``ConfigError`` naming ``GenerativeReport``."""
-        from edgeprof.core.errors import ConfigError
-        from edgeprof.profilers.report.generative import is_generative
-
-        if is_generative(d):
-            raise ConfigError("a generative profile.json (kind 'llm'): read it with "
-                              "edgeprof.GenerativeReport")
-        missing = [k for k in ("target", "model", "estimate", "runs") if k not in d]
-        if missing:
-            raise ConfigError(f"not an edgeprof profile.json: no {', '.join(missing)}")
-        runs = [ProfileRun.from_dict(r) for r in d.get("runs") or []]
-        # to_dict gathers the runs' warnings after the report's own: keep only the own ones
-        derived = [w.to_dict() for r in runs for w in
-                   (*r.benchmark.warnings, *(r.summary.warnings if r.summary else ()))]
-        top = list(d.get("warnings") or [])
-        own = top[:len(top) - len(derived)] \
-            if derived and top[len(top) - len(derived):] == derived else top
-        known = {"schema_version", "edgeprof_version", "created_utc", "host", "target", "model",
-                 "request", "estimate", "runs", "warnings"}
-        return cls(model=_handle_from_dict(d["model"]), target=TargetRecord(dict(d["target"])),
-                   host=d.get("host"), estimate=Estimate.from_dict(d["estimate"]), runs=runs,
-                   request=d.get("request") or {},
-                   warnings=[WarningRecord(w["code"], w["message"]) for w in own],
-                   created_utc=d.get("created_utc"),
-                   schema_version=d.get("schema_version", SCHEMA_VERSION),
-                   edgeprof_version=d.get("edgeprof_version", __version__),
-                   extra={k: v for k, v in d.items() if k not in known})
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> ProfileReport:
-        """Read a tensor profile.json (``path``: the file, or the ``save``/``--out`` folder
-        holding it); a missing, unreadable or generative file is a ``ConfigError`` naming
-        it."""
-        from edgeprof.core.errors import ConfigError
-
-        from edgeprof.core.io import read_json_document
-
-        p, doc = read_json_document(path)
-        if not isinstance(doc, dict):
-            raise ConfigError("not an edgeprof profile.json (not a JSON object)", path=p)
-        try:
-            return cls.from_dict(doc)
-        except ConfigError as e:
-            raise ConfigError(str(e), path=p) from None
-        except (KeyError, TypeError, ValueError) as e:
-            raise ConfigError(f"not an edgeprof profile.json ({type(e).__name__}: {e})",
-                              path=p) from None
-
-    def save(self, out_dir: str | os.PathLike, *, stream_rate_fps: float | None = None) -> list[Path]:
-        """Write every artifact into ``out_dir`` (profile.json, the CSVs, the plots,
-        report.html); files appear only when all are written. ``stream_rate_fps``: default
-        the request's. :meth:`load` reads the folder back."""
-        from edgeprof.core.io import publish_staged
-        from edgeprof.profilers.report.artifacts import write_artifacts
-
-        if stream_rate_fps is None:
-            stream_rate_fps = (self.request or {}).get("stream_rate_fps")
-        return publish_staged(out_dir, lambda stage: write_artifacts(
-            self, stage, stream_rate_fps=stream_rate_fps))
-
-
-class TargetRecord:
-    """A target as a loaded profile.json recorded it (its ``to_dict()`` form): the
-    attributes a report reads (``id``, ``name``, ``kind``, ``is_host`` ...) and
-    ``to_dict()``. Not a :class:`~edgeprof.targets.Target`: the descriptor is not looked up
-    again (it may have changed, or be another machine's ``host``)."""
-
-    def __init__(self, data: dict[str, Any]):
-        self._data = data
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            return self._data[name]
-        except KeyError:
-            raise AttributeError(f"the recorded target has no '{name}'") from None
-
-    def __repr__(self) -> str:
-        return f"TargetRecord({self._data.get('id')!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, TargetRecord) and other._data == self._data
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self._data)
-
-
-def _handle_from_dict(d: dict[str, Any]) -> ModelHandle:
-    """A :class:`ModelHandle` from its ``to_dict()`` (nothing resolved or imported)."""
-    from edgeprof.core.models import InputSpec
-
-    return ModelHandle(spec=d["spec"], name=d["name"], format=d["format"],
-                       input_specs=[InputSpec(shape=tuple(s["shape"]), dtype=s["dtype"],
-                                              name=s.get("name"))
-                                    for s in d.get("inputs") or []],
-                       path=Path(d["path"]) if d.get("path") else None,
-                       calibration=Path(d["calibration"]) if d.get("calibration") else None)
+from edgeprof.profilers.report.tensor_report import ProfileRun, TensorReport
 
 
 def resolve_backends(names: Sequence[str] | str, reg: Registry) -> list[tuple[str, bool]]:
@@ -273,7 +54,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
             recalibrate: bool = False, trace: bool = False,
             calibration_data: str | os.PathLike | None = None,
             progress: Progress | None = None, fleet: Any = None,
-            calibration: str | os.PathLike | None = None) -> ProfileReport:
+            calibration: str | os.PathLike | None = None) -> TensorReport:
     """Estimate ``model`` on ``target``, benchmark it on each backend x precision on this
     host, and summarize each against the target. Writes artifacts to ``out`` when given.
 
@@ -307,7 +88,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
     classes = {n: runtime_class(n, reg) for n, _ in chosen}
     check_backend_options(run_options.get("options") or {},
                           list(classes.values()))  # exit 2 before any work
-    treg = _target_registry(targets_dir, plugins)
+    treg = target_registry(targets_dir, plugins)
     # runs on this machine's GPU are read against the GPU (host_gpu), never the CPU
     on_gpu = fleet is None and str(run_options.get("device") or "cpu").startswith("cuda")
     target_id = target if isinstance(target, str) else getattr(target, "id", None)
@@ -319,7 +100,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
         target if not isinstance(target, str) else treg.get(target, recalibrate=recalibrate))
     handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
                            batch_size=batch_size, registry=reg, calibration=calibration_data)
-    _check_out(out)
+    check_out(out)
     warnings: list[WarningRecord] = []
     gpu_t = _gpu_host(on_gpu, run_options.get("device"), recalibrate, say, warnings,
                       required=target_id == "host_gpu")
@@ -400,7 +181,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
             else:
                 record.summary = _summarize(est(tgt, precision), result, tgt, **options)
             runs.append(record)
-    report = ProfileReport(model=handle, target=tgt, host=_host_info(host_t), estimate=primary,
+    report = TensorReport(model=handle, target=tgt, host=_host_info(host_t), estimate=primary,
                            runs=runs, warnings=warnings, host_target=host_t,
                            trace_folder=trace_folder, request={
                                "model": str(model) if isinstance(model, str) else handle.spec,
@@ -415,7 +196,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
         runner.close()
     if out is not None:
         say(f"writing artifacts to {out}")
-        _save(report, lambda: report.save(out, stream_rate_fps=stream_rate_fps))
+        save_artifacts(report, lambda: report.save(out, stream_rate_fps=stream_rate_fps))
     return report
 
 
@@ -470,12 +251,6 @@ def _trace_run(record: ProfileRun, backend: Backend, handle: ModelHandle, config
     record.operators = frame.merge(est, on="layer", how="left")
     if path is not None and path.exists():
         record.trace_file = path
-
-
-def _measured_on(record: BenchmarkResult) -> str:
-    from edgeprof.profilers.measure.fleet import measured_on
-
-    return measured_on(record) or "this host"
 
 
 def _known_precisions():
@@ -540,12 +315,12 @@ def batch_sizes(model: Any, batch_sizes: Sequence[int], *, target: Any = "host",
                       gpu_problems, required=target == "host_gpu")
     # on the GPU, "host" is the GPU: the batch that fits is the one that fits its memory
     tgt = gpu_t if gpu_t is not None and target in ("host", "host_gpu") else \
-        _target(target, targets_dir, plugins)
+        resolve_target(target, targets_dir, plugins)
     handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
                            registry=reg)
     cls = reg.backend(backend)
     cls.ensure_available()
-    _check_out(out)
+    check_out(out)
     config = RunConfig(precision=precision, **run_options)
     frame = benchmark_batch_sizes(cls, handle, sizes, config, latency_budget_ms=latency_budget_ms,
                                   plugins_file=plugins, registry=reg)
@@ -558,5 +333,5 @@ def batch_sizes(model: Any, batch_sizes: Sequence[int], *, target: Any = "host",
         notes.append(str(e))
     report = BatchReport(handle, tgt, backend, precision, frame, choice, notes)
     if out is not None:
-        _save(report, lambda: report.save(out))
+        save_artifacts(report, lambda: report.save(out))
     return report

@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from edgeprof.api.common import _target, _target_registry
+from edgeprof.api.common import resolve_target, target_registry
 from edgeprof.core.backend import (RunConfig, check_backend_options, option_specs,
                                    run_config_options)
 from edgeprof.core.models import resolve_model
@@ -53,7 +53,7 @@ def list_backends(plugins: str | os.PathLike | None = None) -> list[dict[str, An
 def list_targets(targets_dir: str | os.PathLike | None = None,
                  plugins: str | os.PathLike | None = None) -> list[Any]:
     """The descriptor targets (validated), without detecting ``host``."""
-    return _target_registry(targets_dir, plugins).all()
+    return target_registry(targets_dir, plugins).all()
 
 
 # ---------------------------------------------------------------------- three verbs
@@ -68,7 +68,8 @@ def estimate(model: Any, target: Any = "host", precision: str = "fp32", *,
     reg = get_registry(plugins)
     handle = resolve_model(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
                            batch_size=batch_size, registry=reg)
-    return estimate_model(handle, _target(target, targets_dir, plugins), precision, registry=reg)
+    return estimate_model(handle, resolve_target(target, targets_dir, plugins), precision,
+                          registry=reg)
 
 
 def benchmark(model: Any, backend: str = "torch_eager", precision: str = "fp32", *,
@@ -100,5 +101,5 @@ def summarize(estimate: Estimate, benchmark: BenchmarkResult | None, target: Any
     ``force=True``."""
     from edgeprof.profilers.report.summary import summarize as _summarize
 
-    return _summarize(estimate, benchmark, _target(target), host=host,
+    return _summarize(estimate, benchmark, resolve_target(target), host=host,
                       host_estimate=host_estimate, force=force, **options)

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from edgeprof.cli import llm
-from edgeprof.cli.common import Progress, _console, _in_flag_words, _keeping_results
+from edgeprof.cli.common import Progress, in_flag_words, keeping_results, make_console
 from edgeprof.cli.fleet import print_boards, profile_fleet
 from edgeprof.cli.render import _fmt
 from edgeprof.core.errors import OutputError, UserError
@@ -18,9 +18,9 @@ from edgeprof.core.errors import OutputError, UserError
 
 # --------------------------------------------------------------------------- commands
 def cmd_targets(args) -> int:
-    from edgeprof.api import _target_registry
+    from edgeprof.api import target_registry
 
-    reg = _target_registry(args.targets_dir, args.plugins)
+    reg = target_registry(args.targets_dir, args.plugins)
     if args.action == "show":
         if not args.id:
             raise UserError("give a target id: edgeprof targets show raspberry_pi_4")
@@ -32,7 +32,7 @@ def cmd_targets(args) -> int:
         from edgeprof.cli.render_listings import render_target
 
         cals = calibrations_of(t)
-        render_target(t, _console(), cals["tensor"], cals["llm"])
+        render_target(t, make_console(), cals["tensor"], cals["llm"])
         return 0
     targets = reg.all()
     if args.json:
@@ -40,7 +40,7 @@ def cmd_targets(args) -> int:
         return 0
     from edgeprof.cli.render_listings import render_targets
 
-    render_targets(targets, _console())
+    render_targets(targets, make_console())
     return 0
 
 
@@ -53,7 +53,7 @@ def cmd_backends(args) -> int:
         return 0
     from edgeprof.cli.render_listings import render_backends
 
-    render_backends(rows, _console())
+    render_backends(rows, make_console())
     return 0
 
 
@@ -85,7 +85,7 @@ def _run_options(args) -> dict[str, Any]:
 def cmd_profile(args) -> int:
     from edgeprof.api import profile
     progress = Progress(enabled=not args.json)
-    report, unwritten = _keeping_results(progress, lambda: profile(
+    report, unwritten = keeping_results(progress, lambda: profile(
             args.model, target=args.target, backends=args.backend, precisions=args.precision,
             batch_size=args.batch_size, input_shapes=args.input_shape or None,
             input_dtypes=args.input_dtype or None, threads=args.threads,
@@ -98,15 +98,15 @@ def cmd_profile(args) -> int:
         from edgeprof.profilers.report.artifacts import dumps
 
         print(dumps(report))
-        _print_problems(report, _console(stderr=True))
+        _print_problems(report, make_console(stderr=True))
     else:
         from edgeprof.cli.render import render_profile
 
-        render_profile(report, _console(), max_layers=args.max_layers)
-        print_boards(report, _console())
-        _print_problems(report, _console(stderr=True))
+        render_profile(report, make_console(), max_layers=args.max_layers)
+        print_boards(report, make_console())
+        _print_problems(report, make_console(stderr=True))
         if args.out and unwritten is None:
-            _console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
+            make_console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
     _html_then_deferred_error(args, unwritten, "render_profile_html", report.to_dict)
     return report.exit_code
 
@@ -157,9 +157,9 @@ def cmd_estimate(args) -> int:
         return 0
     from edgeprof.cli.render import render_estimate, render_prediction
 
-    render_estimate(est, _console(), max_layers=args.max_layers)
+    render_estimate(est, make_console(), max_layers=args.max_layers)
     if prediction is not None:
-        render_prediction(prediction, _console())
+        render_prediction(prediction, make_console())
     return 0
 
 
@@ -176,7 +176,7 @@ def cmd_predict(args) -> int:
         return 0
     from edgeprof.cli.render import render_prediction
 
-    render_prediction(pred, _console())
+    render_prediction(pred, make_console())
     return 0
 
 
@@ -201,7 +201,7 @@ def cmd_batch(args) -> int:
         for line in batch_problems(rep):  # the reasons on stderr too
             print(f"edgeprof: {line}", file=sys.stderr)
     else:
-        render_batch(rep, _console())
+        render_batch(rep, make_console())
     if unwritten is not None:
         raise unwritten
     # 3 = partial: a requested batch produced no measurement (its row says why)
@@ -333,7 +333,7 @@ def cmd_recommend(args) -> int:
     if args.json:
         print(json.dumps(plan.to_dict(), indent=2, allow_nan=False))
     else:
-        print(_in_flag_words(plan.to_text()))
+        print(in_flag_words(plan.to_text()))
     check_feasible(plan)  # ConstraintError (exit 4) after the closest plan was shown
     return 0
 
@@ -343,7 +343,7 @@ def cmd_optimize(args) -> int:
 
     run_options = _run_options(args)
     progress = Progress(enabled=not args.json)
-    report, unwritten = _keeping_results(progress, lambda: optimize(
+    report, unwritten = keeping_results(progress, lambda: optimize(
             args.model, args.target, latency_budget_ms=args.latency_budget_ms,
             memory_budget_mb=args.memory_budget_mb, max_accuracy_drop=args.max_accuracy_drop,
             stream_rate_fps=args.stream_rate, data=args.data, out=args.out,
@@ -357,11 +357,11 @@ def cmd_optimize(args) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, allow_nan=False))
     else:
-        print(_in_flag_words(report.to_text()))
+        print(in_flag_words(report.to_text()))
         if args.out and unwritten is None:
-            _console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
+            make_console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
     _html_then_deferred_error(args, unwritten, "render_optimize_html", report.to_dict)
     err = report.constraint_error()
     if err is not None:
-        print(f"edgeprof: error: {_in_flag_words(str(err))}", file=sys.stderr)
+        print(f"edgeprof: error: {in_flag_words(str(err))}", file=sys.stderr)
     return report.exit_code

@@ -25,7 +25,7 @@ _FLAG_WORDS = {"latency_budget_ms": "--latency-budget-ms",
                "device_memory": "the device's memory"}
 
 
-def _in_flag_words(text: str) -> str:
+def in_flag_words(text: str) -> str:
     """``text`` with the API's field names as flags, and an architecture step's targets
     (``latency_reduction=14.094, max_macs=931217``) in words."""
     text = re.sub(r"(?<![\w-])(" + "|".join(_FLAG_WORDS) + r")(?![\w-])",
@@ -38,7 +38,7 @@ def _in_flag_words(text: str) -> str:
                   lambda m: f"at most {_si(int(m.group(1)), 'B')} of weights", text)
 
 
-def _console(stderr: bool = False):
+def make_console(stderr: bool = False):
     from rich.console import Console
 
     class _Console(Console):
@@ -56,7 +56,7 @@ class Progress:
     """Progress on stderr for steps that take more than a moment."""
 
     def __init__(self, enabled: bool = True):
-        self.console = _console(stderr=True)
+        self.console = make_console(stderr=True)
         self.enabled = enabled and self.console.is_terminal
         self.status = None
 
@@ -75,7 +75,7 @@ class Progress:
             self.status = None
 
 
-def _keeping_results(progress, call):
+def keeping_results(progress, call):
     """Run ``call``; when it measured but ``--out`` could not be written, keep the results
     (to print them) and the error (to raise after printing)."""
     try:
@@ -89,7 +89,7 @@ def _keeping_results(progress, call):
 
 
 # ----------------------------------------------------------------------- argument types
-def _shape(text: str):
+def shape(text: str):
     from edgeprof.core.models import parse_shape
 
     try:
@@ -98,7 +98,7 @@ def _shape(text: str):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _dtype(text: str) -> str:
+def dtype(text: str) -> str:
     from edgeprof.core.models import parse_dtype
 
     try:
@@ -107,7 +107,7 @@ def _dtype(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _device(text: str) -> str:
+def device(text: str) -> str:
     from edgeprof.core.backend import DEVICE_PATTERN, DEVICE_WORDS
 
     if not re.fullmatch(DEVICE_PATTERN, text):
@@ -115,7 +115,7 @@ def _device(text: str) -> str:
     return text
 
 
-def _names(text: str) -> str:
+def names(text: str) -> str:
     """A comma-separated list of names: no empty name ('a,,b'); returned as given."""
     if text.strip() and any(not part.strip() for part in text.split(",")):
         raise argparse.ArgumentTypeError(f"'{text}' has an empty name; separate names with "
@@ -139,9 +139,9 @@ def _number(kind: type, minimum: float, inclusive: bool, words: str):
     return parse
 
 
-_positive_int = _number(int, 0, False, "a positive integer")
-_positive_float = _number(float, 0.0, False, "a positive number")
-_non_negative_int = _number(int, 0, True, "zero or a positive integer")
+positive_int = _number(int, 0, False, "a positive integer")
+positive_float = _number(float, 0.0, False, "a positive number")
+non_negative_int = _number(int, 0, True, "zero or a positive integer")
 
 
 def add_isolation_flags(sp, each: str = "benchmark") -> None:
@@ -149,28 +149,28 @@ def add_isolation_flags(sp, each: str = "benchmark") -> None:
     sp.add_argument("--isolate", action="store_true",
                     help=f"run each {each} in its own worker process (a crash inside the "
                          "runtime fails that run, not edgeprof)")
-    sp.add_argument("--timeout", type=_positive_float, metavar="S",
+    sp.add_argument("--timeout", type=positive_float, metavar="S",
                     help=f"per-{each} timeout in seconds; implies --isolate (only a "
                          "separate process can be stopped)")
 
 
-def _batch_list(text: str) -> list[int]:
+def batch_list(text: str) -> list[int]:
     out = []
     for part in text.split(","):
-        out.append(_positive_int(part.strip()))
+        out.append(positive_int(part.strip()))
     if not out:
         raise argparse.ArgumentTypeError("give batch sizes like 1,2,4,8")
     return out
 
 
-def _depths(text: str) -> list[int]:
+def depths(text: str) -> list[int]:
     parts = [p.strip() for p in text.split(",")]
     if not parts or any(not p for p in parts):
         raise argparse.ArgumentTypeError(f"give depths like 0,2048, got '{text}'")
-    return [_non_negative_int(p) for p in parts]
+    return [non_negative_int(p) for p in parts]
 
 
-def _key_value(text: str) -> tuple[str, str]:
+def key_value(text: str) -> tuple[str, str]:
     """``KEY=VALUE`` or ``BACKEND.KEY=VALUE`` (a backend option; its type is the backend's)."""
     key, eq, value = text.partition("=")
     if not eq or not key.strip():
@@ -179,15 +179,15 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def _html_file(text: str) -> str:  # html helper: --html FILE, checked before any work
+def html_file(text: str) -> str:  # html helper: --html FILE, checked before any work
     from pathlib import Path
 
     if not text or text.endswith(("/", "\\")) or Path(text).is_dir():
         raise argparse.ArgumentTypeError(f"--html needs a file name, got the folder '{text}'")
-    return _out_file(text, folder_ok=False)
+    return out_file(text, folder_ok=False)
 
 
-def _out_file(text: str, *, folder_ok: bool = True) -> str:
+def out_file(text: str, *, folder_ok: bool = True) -> str:
     """An output FILE option (``calibrate --out FILE.json``, ``--html FILE``), checked when
     parsed, before any work: under a file, read-only, a device ... is one line, exit 2
     (``core.io.prepare_out_file``); an existing folder means "write the file in it"."""
@@ -200,7 +200,7 @@ def _out_file(text: str, *, folder_ok: bool = True) -> str:
     return text
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2 (argparse's own code for usage errors)
         self.exit(2, f"edgeprof: error: {message} (see '{self.prog} --help')\n")
 
@@ -283,5 +283,7 @@ def resolve_kind(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         args.func = args.func_generative
 
 
-__all__ = ["GENERATIVE", "KIND_WORDS", "KindGroup", "Progress", "TENSOR", "for_kinds",
-           "kind_groups", "model_kind", "resolve_kind"]
+__all__ = ["GENERATIVE", "KIND_WORDS", "KindGroup", "Parser", "Progress", "TENSOR", "batch_list",
+           "depths", "device", "dtype", "for_kinds", "html_file", "in_flag_words",
+           "keeping_results", "key_value", "kind_groups", "make_console", "model_kind", "names",
+           "non_negative_int", "out_file", "positive_float", "positive_int", "resolve_kind", "shape"]

@@ -9,8 +9,7 @@ import json
 import sys
 from typing import Any
 
-from edgeprof.cli.common import (_console, _device, _non_negative_int, _positive_float,
-                                 _positive_int)
+from edgeprof.cli.common import device, make_console, non_negative_int, positive_float, positive_int
 from edgeprof.cli.render import _fmt, _si
 from edgeprof.core.errors import UserError
 
@@ -62,14 +61,14 @@ def fleet_spec(args, address: str | None = None):
 
 # ----------------------------------------------------------------------------- worker
 def cmd_worker(args) -> int:
-    from edgeprof.api import _target_registry
+    from edgeprof.api import target_registry
     from edgeprof.profilers.measure.fleet import serve_worker
 
     spec = fleet_spec(args, args.scheduler)
     if args.target == "host":
         raise UserError("a board serves a target descriptor (raspberry_pi_4, jetson_nano ...), "
                         "not 'host'; run 'edgeprof targets' to list them")
-    target = _target_registry(args.targets_dir, args.plugins).get(args.target)
+    target = target_registry(args.targets_dir, args.plugins).get(args.target)
 
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
@@ -109,7 +108,7 @@ def cmd_fleet(args) -> int:
                       _fmt(freq / 1e9) if freq else "-",
                       _si(fp.get("ram_bytes"), "B") if fp.get("ram_bytes") else "-",
                       runtimes or "-", str(fp.get("edgeprof_version", "not edgeprof")))
-    _console().print(table)
+    make_console().print(table)
     return 0
 
 
@@ -122,7 +121,7 @@ def cmd_sweep(args) -> int:
                                  "max_time": args.max_time, "warmup": args.warmup,
                                  "timeout": args.timeout, "retries": args.retries,
                                  "device": args.device}
-    err = _console(stderr=True)
+    err = make_console(stderr=True)
     bar = None
     task = None
     if not args.json:
@@ -169,7 +168,7 @@ def cmd_sweep(args) -> int:
     tensor = [r for r in best if r.get("workload") != "generate"]
     generative = [r for r in best if r.get("workload") == "generate"]
     stamp = f"{report.ran} job(s) run, {report.skipped} resumed, {report.wall_s:.1f} s"
-    out = _console()
+    out = make_console()
     if tensor or not generative:
         # ranked by the figure on the target (measured on a board of it, else predicted for
         # it); the host's own median stays beside it, under the machine that measured it
@@ -256,18 +255,18 @@ def add_parsers(sub, common) -> None:
     s.add_argument("--resume", action="store_true",
                    help="continue a sweep whose store already holds results: skip finished "
                         "jobs")
-    s.add_argument("--runs", type=_positive_int, help="minimum timed runs per job")
-    s.add_argument("--min-time", type=_positive_float, metavar="S",
+    s.add_argument("--runs", type=positive_int, help="minimum timed runs per job")
+    s.add_argument("--min-time", type=positive_float, metavar="S",
                    help="minimum timed seconds per job")
-    s.add_argument("--max-time", type=_positive_float, metavar="S", help="cap on timed seconds")
-    s.add_argument("--warmup", type=_positive_int, help="fixed warm-up runs (default adaptive)")
-    s.add_argument("--timeout", type=_positive_float, metavar="S",
+    s.add_argument("--max-time", type=positive_float, metavar="S", help="cap on timed seconds")
+    s.add_argument("--warmup", type=positive_int, help="fixed warm-up runs (default adaptive)")
+    s.add_argument("--timeout", type=positive_float, metavar="S",
                    help="per-job timeout, from its start on a board (here: each job then runs "
                         "in an isolated worker, as profile --timeout)")
-    s.add_argument("--device", type=_device, default=None,
+    s.add_argument("--device", type=device, default=None,
                    help="the processor the jobs run on, here or on each board: cpu, cuda or "
                         "cuda:N (the file's [run] device; generative jobs: cpu or cuda)")
-    s.add_argument("--retries", type=_non_negative_int,
+    s.add_argument("--retries", type=non_negative_int,
                    help="times a job is submitted again after its board died (default 2)")
     add_fleet_flag(s)
     s.set_defaults(func=cmd_sweep)

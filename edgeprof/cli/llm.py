@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 import sys
 
-from edgeprof.cli.common import (KindGroup, Progress, _console, _depths, _keeping_results,
-                                 _non_negative_int, _positive_float, _positive_int,
-                                 add_isolation_flags)
+from edgeprof.cli.common import (KindGroup, Progress, add_isolation_flags, depths, keeping_results,
+                                 make_console, non_negative_int, positive_float, positive_int)
 from edgeprof.cli.render_llm import render_choice, render_llm
 from edgeprof.core.errors import UserError
 
@@ -33,11 +32,11 @@ FORMATS_HELP = ("weight format(s), comma-separated: q2_k q4_0 q4_k_m q5_k_m q6_k
 def add_generative_args(group: KindGroup, command: str) -> None:
     """The flags only a generative model takes, for ``command`` (profile, estimate,
     recommend, optimize); the flags both kinds take are main's."""
-    group.add_argument("--prompt-tokens", type=_positive_int, default=512, metavar="P",
+    group.add_argument("--prompt-tokens", type=positive_int, default=512, metavar="P",
                        help="prompt tokens: llama-bench's pp P (default 512)")
-    group.add_argument("--gen-tokens", type=_positive_int, default=128, metavar="G",
+    group.add_argument("--gen-tokens", type=positive_int, default=128, metavar="G",
                        help="generated tokens: llama-bench's tg G (default 128)")
-    group.add_argument("--depth", type=_depths, default=[0], metavar="D[,D...]",
+    group.add_argument("--depth", type=depths, default=[0], metavar="D[,D...]",
                        help="tokens already in the KV cache (default 0), e.g. 0,2048")
     if command not in ("profile", "predict"):  # their --device is both kinds' (main)
         group.add_argument("--device", metavar="DEVICE",
@@ -47,7 +46,7 @@ def add_generative_args(group: KindGroup, command: str) -> None:
                            else "the processor on the --target board (cpu or cuda): default "
                                 "the one the runtimes would use there (a Jetson's cuda)")
     if command == "profile":
-        group.add_argument("--repetitions", type=_positive_int, default=5, metavar="N",
+        group.add_argument("--repetitions", type=positive_int, default=5, metavar="N",
                            help="timed repetitions per test (default 5)")
     elif command == "predict":  # its --runtime-version is both kinds' (the build)
         pass
@@ -56,16 +55,16 @@ def add_generative_args(group: KindGroup, command: str) -> None:
                            help="the runtime build to predict for, e.g. b9307 (default: the "
                                 "one installed here, else the newest the calibration knows)")
     else:  # recommend, optimize
-        group.add_argument("--context", type=_positive_int, metavar="TOKENS",
+        group.add_argument("--context", type=positive_int, metavar="TOKENS",
                            help="context the KV cache must hold (default: depth + prompt + "
                                 "generated tokens)")
-        group.add_argument("--tokens-per-s", type=_positive_float, metavar="TOK/S",
+        group.add_argument("--tokens-per-s", type=positive_float, metavar="TOK/S",
                            help="decode rate the target must reach")
         if command == "optimize":
-            group.add_argument("--repetitions", type=_positive_int, default=3, metavar="N",
+            group.add_argument("--repetitions", type=positive_int, default=3, metavar="N",
                                help="timed repetitions per test of each shortlisted format, "
                                     "measured here (default 3)")
-            group.add_argument("--shortlist", type=_non_negative_int, default=3, metavar="N",
+            group.add_argument("--shortlist", type=non_negative_int, default=3, metavar="N",
                                help="how many formats that fit and meet the budget to measure "
                                     "here, the choice first (default 3; 0: the choice alone, "
                                     "analytic, as recommend)")
@@ -184,7 +183,7 @@ def cmd_profile_llm(args) -> int:
 
     progress = Progress(enabled=not args.json)
     fleet = _fleet(args)
-    payload, unwritten = _keeping_results(progress, lambda: profile_llm(
+    payload, unwritten = keeping_results(progress, lambda: profile_llm(
         args.model, backends=args.backend, precisions=args.precision,
         prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens, depths=args.depth,
         repetitions=args.repetitions, warmup=args.warmup, threads=args.threads,
@@ -194,9 +193,9 @@ def cmd_profile_llm(args) -> int:
     if args.json:
         print(json.dumps(payload, indent=2, allow_nan=False))
     else:
-        render_llm(payload, _console())
+        render_llm(payload, make_console())
         if args.out and unwritten is None:
-            _console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
+            make_console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
     for r in payload.get("runs") or []:
         if r["status"] not in ("ok", "skipped"):
             print(f"edgeprof: {r['backend']} {r['format']}: {r['status']}: {r['reason']}; the "
@@ -219,7 +218,7 @@ def cmd_estimate_llm(args) -> int:
     if args.json:
         print(json.dumps(payload, indent=2, allow_nan=False))
     else:
-        render_llm(payload, _console())
+        render_llm(payload, make_console())
     return 0
 
 
@@ -248,7 +247,7 @@ def cmd_recommend_llm(args) -> int:
     unwritten = None
     if args.command == "optimize":  # the choice, then the shortlist measured here
         progress = Progress(enabled=not args.json)
-        doc, unwritten = _keeping_results(progress, lambda: optimize_llm(
+        doc, unwritten = keeping_results(progress, lambda: optimize_llm(
             args.model, args.target, repetitions=args.repetitions, shortlist=args.shortlist,
             threads=getattr(args, "threads", None), progress=progress, out=args.out,
             **choose))
@@ -260,7 +259,7 @@ def cmd_recommend_llm(args) -> int:
     if args.json:
         print(json.dumps(doc, indent=2, allow_nan=False, default=str))
     else:
-        console = _console()
+        console = make_console()
         render_choice(doc, console)
         for r in doc.get("measured_here") or []:
             pp = (r.get("prefill_tokens_per_s") or {}).get("median")
@@ -270,7 +269,7 @@ def cmd_recommend_llm(args) -> int:
                              f"{tg:.3g} tok/s (this machine, not {doc['target']})"
                              if pp and tg else f" ({r.get('reason')})"), markup=False)
         if getattr(args, "out", None) and unwritten is None:
-            _console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
+            make_console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
     if unwritten is not None:  # measured, but --out could not be written: shown, then fail
         raise unwritten
     if code:

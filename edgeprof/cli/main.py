@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from edgeprof.cli.commands import (cmd_backends, cmd_batch, cmd_calibrate, cmd_compare,
                                    cmd_estimate, cmd_optimize, cmd_plugins, cmd_predict,
                                    cmd_profile, cmd_recommend, cmd_targets)
-from edgeprof.cli.common import _in_flag_words, resolve_kind
+from edgeprof.cli.common import in_flag_words, resolve_kind
 from edgeprof.cli.parser import build_parser
 from edgeprof.cli.signals import (Interrupted, end_on_closed_output, handling_signals,
                                   output_closed)
@@ -75,7 +75,7 @@ def _run(args) -> int:
     except EdgeprofError as e:
         if args.debug:
             raise
-        print(f"edgeprof: error: {_in_flag_words(str(e))}", file=sys.stderr)
+        print(f"edgeprof: error: {in_flag_words(str(e))}", file=sys.stderr)
         return e.exit_code
     except Interrupted as e:
         print(e.message, file=sys.stderr)
@@ -91,9 +91,9 @@ def _run(args) -> int:
         return 1
 
 
-__all__ = ["_in_flag_words", "build_parser", "cmd_backends", "cmd_batch", "cmd_calibrate",
-           "cmd_compare", "cmd_estimate", "cmd_optimize", "cmd_plugins", "cmd_predict",
-           "cmd_profile", "cmd_recommend", "cmd_targets", "main"]
+__all__ = ["build_parser", "cmd_backends", "cmd_batch", "cmd_calibrate", "cmd_compare",
+           "cmd_estimate", "cmd_optimize", "cmd_plugins", "cmd_predict", "cmd_profile",
+           "cmd_recommend", "cmd_targets", "in_flag_words", "main"]
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,17 +12,16 @@ from edgeprof.cli import llm
 from edgeprof.cli.commands import (cmd_backends, cmd_batch, cmd_calibrate, cmd_compare,
                                    cmd_estimate, cmd_optimize, cmd_plugins, cmd_predict,
                                    cmd_profile, cmd_recommend, cmd_targets)
-from edgeprof.cli.common import (_batch_list, _device, _dtype, _html_file, _key_value, _names,
-                                 _non_negative_int, _out_file, _Parser, _positive_float,
-                                 _positive_int, _shape, add_isolation_flags, for_kinds,
-                                 kind_groups)
+from edgeprof.cli.common import (Parser, add_isolation_flags, batch_list, device, dtype, for_kinds,
+                                 html_file, key_value, kind_groups, names, non_negative_int,
+                                 out_file, positive_float, positive_int, shape)
 from edgeprof.cli.fleet import add_fleet_flag, add_parsers as add_fleet_parsers
 
 
 # ----------------------------------------------------------------------------- parser
 def _common_parser() -> argparse.ArgumentParser:
     """The flags every command takes."""
-    common = _Parser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument("--plugins", metavar="FILE",
                         help="a plugins.toml of your own (also $EDGEPROF_PLUGINS)")
     common.add_argument("--targets-dir", metavar="DIR",
@@ -41,12 +40,12 @@ def _timing_args(sp, per: str) -> None:
     """The timing flags of tensor runs, the same in profile and batch (optimize has its own
     defaults); ``sp`` a parser or profile's tensor group. profile's --warmup is its own: it
     counts for both kinds of model."""
-    sp.add_argument("--runs", type=_positive_int,
+    sp.add_argument("--runs", type=positive_int,
                     help=f"minimum timed runs per {per} (default 100)")
-    sp.add_argument("--min-time", type=_positive_float, metavar="S",
+    sp.add_argument("--min-time", type=positive_float, metavar="S",
                     help=f"minimum timed seconds per {per} (default 1; lowered to "
                          "--max-time when only that is given)")
-    sp.add_argument("--max-time", type=_positive_float, metavar="S",
+    sp.add_argument("--max-time", type=positive_float, metavar="S",
                     help=f"cap on timed seconds per {per} (default 10)")
 
 
@@ -67,15 +66,15 @@ def _model_args(sp, tensor=None, *, layers: bool = False) -> None:
                                       "file or a Hugging Face model folder. Each group of "
                                       "flags below applies to its kind of model only")
     g = tensor or sp
-    g.add_argument("--batch-size", type=_positive_int,
+    g.add_argument("--batch-size", type=positive_int,
                    help="sets the first dimension of every input")
-    g.add_argument("--input-shape", type=_shape, action="append", metavar="SHAPE",
+    g.add_argument("--input-shape", type=shape, action="append", metavar="SHAPE",
                    help="input shape with the batch dimension, e.g. 1x3x224x224 "
                         "(repeat for several inputs)")
-    g.add_argument("--input-dtype", type=_dtype, action="append", metavar="DTYPE",
+    g.add_argument("--input-dtype", type=dtype, action="append", metavar="DTYPE",
                    help="input dtype, e.g. float32 or int64 (repeat per input)")
     if layers:
-        g.add_argument("--max-layers", type=_positive_int, default=40,
+        g.add_argument("--max-layers", type=positive_int, default=40,
                        help="layers shown in the terminal table (all are in the CSV; default "
                             "40)")
 
@@ -89,14 +88,14 @@ def _target_arg(sp, generative: str) -> None:
 
 def _backend_arg(sp, tensor_help: str, generative_help: str, **defaults) -> None:
     """--backend of a command that takes either kind; ``defaults`` by kind."""
-    for_kinds(sp.add_argument("--backend", "-b", type=_names, metavar="NAME[,NAME...]",
+    for_kinds(sp.add_argument("--backend", "-b", type=names, metavar="NAME[,NAME...]",
                               help=f"tensor models: {tensor_help}; generative models: "
                                    f"{generative_help}"), **defaults)
 
 
 def _precision_arg(sp, tensor_help: str, **defaults) -> None:
     """--precision of a command that takes either kind: a generative model's formats."""
-    for_kinds(sp.add_argument("--precision", "-p", type=_names, metavar="NAME[,NAME...]",
+    for_kinds(sp.add_argument("--precision", "-p", type=names, metavar="NAME[,NAME...]",
                               help=f"tensor models: {tensor_help}; generative models: "
                                    f"{llm.FORMATS_HELP}"), **defaults)
 
@@ -120,18 +119,18 @@ def _add_profile(sub, common) -> None:
                  tensor="torch_eager", generative="llama_cpp")
     _precision_arg(pr, "precision(s), comma-separated: fp32 (default), fp16, bf16, int8, "
                        "int8_static, int8_dynamic, int8_weight, int4_weight", tensor="fp32")
-    pr.add_argument("--threads", type=_positive_int,
+    pr.add_argument("--threads", type=positive_int,
                     help="intra-op threads here (default: physical cores) and, on a board "
                          "target, the board's threads its predictions are for (default: all "
                          "its big cores)")
-    pr.add_argument("--device", type=_device, default=None,
+    pr.add_argument("--device", type=device, default=None,
                     help="this machine's device the benchmarks run on: cpu (default), "
                          "cuda[:N] or vulkan[:N], for backends that declare that device "
                          "(vulkan: ncnn); a generative "
                          "model: cpu or cuda, this machine's processor and the --target "
                          "board's (without it: the runs on the CPU, the board's figures for "
                          "the processor its runtime uses there, a Jetson's GPU)")
-    for_kinds(pr.add_argument("--warmup", type=_non_negative_int, metavar="N",
+    for_kinds(pr.add_argument("--warmup", type=non_negative_int, metavar="N",
                               help="untimed warm-up before timing: tensor models, runs of "
                                    "single inferences (default adaptive: until the timings "
                                    "settle); generative models, repetitions of one whole "
@@ -142,17 +141,17 @@ def _add_profile(sub, common) -> None:
                          "profile.json, llm_bench.csv, estimate.csv, report.html for a "
                          "generative one")
     pr.add_argument("--calibration", metavar="FILE.json", help=CALIBRATION_HELP)
-    t.add_argument("--stream-rate", type=_positive_float, metavar="FPS",
+    t.add_argument("--stream-rate", type=positive_float, metavar="FPS",
                    help="input stream rate; gives stream_utilization")
-    t.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
+    t.add_argument("--latency-budget-ms", type=positive_float, metavar="MS",
                    help="say whether each configuration meets this latency")
     _timing_args(t, "run")
     add_isolation_flags(pr)
-    t.add_argument("--backend-option", type=_key_value, action="append", metavar="KEY=VALUE",
+    t.add_argument("--backend-option", type=key_value, action="append", metavar="KEY=VALUE",
                    help="a backend's own option, e.g. torch_compile.mode=max-autotune (repeat; "
                         "BACKEND.KEY for one backend, KEY for all; 'edgeprof backends' lists "
                         "them)")
-    t.add_argument("--html", metavar="FILE", type=_html_file,
+    t.add_argument("--html", metavar="FILE", type=html_file,
                    help="also write the self-contained HTML report to FILE (--out DIR "
                         "always has report.html)")
     t.add_argument("--calibration-data", metavar="FILE.npz",
@@ -178,7 +177,7 @@ def _add_estimate(sub, common) -> None:
                  f"{llm.BACKENDS_HELP} (default llama_cpp)", generative="llama_cpp")
     _precision_arg(es, "the precision to estimate (and predict) at (default fp32)",
                    tensor="fp32")
-    es.add_argument("--threads", type=_positive_int,
+    es.add_argument("--threads", type=positive_int,
                     help="the board's threads (default: all its big cores; a calibration "
                          "from your measurements: the threads its rows ran)")
     es.add_argument("--calibration", metavar="FILE.json", help=CALIBRATION_HELP)
@@ -187,13 +186,13 @@ def _add_estimate(sub, common) -> None:
 
 
 def _constraint_args(sp) -> None:
-    sp.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
+    sp.add_argument("--latency-budget-ms", type=positive_float, metavar="MS",
                     help="latency per inference on the target")
-    sp.add_argument("--memory-budget-mb", type=_positive_float, metavar="MB",
+    sp.add_argument("--memory-budget-mb", type=positive_float, metavar="MB",
                     help="weights + peak activations, decimal MB")
     sp.add_argument("--max-accuracy-drop", type=float, default=1.0, metavar="PP",
                     help="allowed top-1 drop in percentage points (default 1)")
-    sp.add_argument("--stream-rate", type=_positive_float, metavar="FPS",
+    sp.add_argument("--stream-rate", type=positive_float, metavar="FPS",
                     help="inferences per second the target must keep up with")
 
 
@@ -206,12 +205,12 @@ def _add_recommend(sub, common) -> None:
     _target_arg(rc, "the board, required (e.g. raspberry_pi_5)")
     _precision_arg(rc, "the baseline precision (default fp32)", tensor="fp32")
     _constraint_args(t)
-    rc.add_argument("--threads", type=_positive_int,
+    rc.add_argument("--threads", type=positive_int,
                     help="the board's threads the plan (a generative model: the choice) and "
                          "its predicted figures are for (default: all its big cores)")
     rc.add_argument("--calibration", metavar="FILE.json", help=CALIBRATION_HELP)
     llm.add_generative_args(g, "recommend")
-    g.add_argument("--backend", "-b", type=_names, metavar="NAME[,NAME...]",
+    g.add_argument("--backend", "-b", type=names, metavar="NAME[,NAME...]",
                    help=f"{llm.BACKENDS_HELP} to choose among (default: all of them)")
     rc.set_defaults(func=cmd_recommend, func_generative=llm.cmd_recommend_llm)
 
@@ -232,34 +231,34 @@ def _add_optimize(sub, common) -> None:
     t.add_argument("--data", metavar="FILE.npz",
                    help="labelled data: arrays x (samples) and y (integer labels); built-in "
                         "models use scikit-learn's digits")
-    t.add_argument("--compression", type=_names,
+    t.add_argument("--compression", type=names,
                    default=",".join(("magnitude", "channels", "2:4", "channels_last")),
                    help="compressions to try (comma-separated: magnitude, channels, 2:4, "
                         "channels_last; default all four) or 'none'")
-    t.add_argument("--train-seconds", type=_positive_float, default=8.0, metavar="S",
+    t.add_argument("--train-seconds", type=positive_float, default=8.0, metavar="S",
                    help="training time of a built-in model on digits (cached; default 8)")
-    t.add_argument("--finetune-steps", type=_non_negative_int, default=200, metavar="N",
+    t.add_argument("--finetune-steps", type=non_negative_int, default=200, metavar="N",
                    help="fine-tuning steps after pruning, on the training split, pruned "
                         "weights kept at zero; the reference gets as many plain steps "
                         "(default 200; 0 = none)")
     why = ("; shorter than profile's because optimize times many candidates, then times the "
            "close finalists again for longer")
-    t.add_argument("--runs", type=_positive_int,
+    t.add_argument("--runs", type=positive_int,
                    help=f"minimum timed runs per candidate (default 30{why})")
-    t.add_argument("--min-time", type=_positive_float, metavar="S",
+    t.add_argument("--min-time", type=positive_float, metavar="S",
                    help=f"minimum timed seconds per candidate (default 0.3{why})")
-    t.add_argument("--max-time", type=_positive_float, metavar="S",
+    t.add_argument("--max-time", type=positive_float, metavar="S",
                    help="cap on timed seconds per candidate (default 1.5)")
     op.add_argument("--out", "-o", metavar="DIR",
                     help="write the artifacts here: CSV/PNG/JSON and report.html for a tensor "
                          "model; optimize.json (the choice, its candidates and the runs "
                          "measured here) and llm_bench.csv for a generative one")
     t.add_argument("--recalibrate", action="store_true", help="redo the host calibration")
-    t.add_argument("--html", metavar="FILE", type=_html_file,
+    t.add_argument("--html", metavar="FILE", type=html_file,
                    help="also write the self-contained HTML report to FILE (--out DIR "
                         "always has report.html)")
     llm.add_generative_args(g, "optimize")
-    g.add_argument("--precision", "-p", type=_names, metavar="FORMAT[,FORMAT...]",
+    g.add_argument("--precision", "-p", type=names, metavar="FORMAT[,FORMAT...]",
                    help=llm.FORMATS_HELP)
     op.set_defaults(func=cmd_optimize, func_generative=llm.cmd_recommend_llm)
 
@@ -290,7 +289,7 @@ def _add_predict(sub, common) -> None:
                          "tensorrt ...; generative models: llama_cpp, onnxruntime_genai, "
                          "openvino_genai, transformers)")
     _precision_arg(pd, "the precision to predict at (default fp32)", tensor="fp32")
-    pd.add_argument("--threads", type=_positive_int,
+    pd.add_argument("--threads", type=positive_int,
                     help="the board's threads (default: all its big cores; a calibration "
                          "from your measurements: the threads its rows ran)")
     pd.add_argument("--calibration", metavar="FILE.json", help=CALIBRATION_HELP)
@@ -310,23 +309,23 @@ def _add_batch(sub, common) -> None:  # tensor models only
                         help="latency and throughput per batch size (measured), and the largest "
                              "batch that fits the target (estimated)")
     _model_args(bs)
-    bs.add_argument("--batch-sizes", type=_batch_list, default=[1, 2, 4, 8, 16, 32],
+    bs.add_argument("--batch-sizes", type=batch_list, default=[1, 2, 4, 8, 16, 32],
                     help="comma-separated, e.g. 1,2,4,8 (default 1,2,4,8,16,32)")
     bs.add_argument("--backend", "-b", default="torch_eager",
                     help="the backend measured at every batch size (default torch_eager)")
     bs.add_argument("--precision", "-p", default="fp32",
                     help="the precision measured (default fp32)")
-    bs.add_argument("--device", type=_device, default=None,
+    bs.add_argument("--device", type=device, default=None,
                     help="this machine's device the batches run on: cpu (default) or "
                          "cuda[:N]; on cuda the batch that fits is the GPU's (host_gpu)")
-    bs.add_argument("--latency-budget-ms", type=_positive_float, metavar="MS",
+    bs.add_argument("--latency-budget-ms", type=positive_float, metavar="MS",
                     help="say whether each batch meets this latency (p90 where reported, "
                          "else the median)")
     _timing_args(bs, "batch size")
-    bs.add_argument("--warmup", type=_positive_int, metavar="N",
+    bs.add_argument("--warmup", type=positive_int, metavar="N",
                     help="untimed warm-up runs (single inferences) before timing; default "
                          "adaptive: until the timings settle")
-    bs.add_argument("--backend-option", type=_key_value, action="append", metavar="KEY=VALUE",
+    bs.add_argument("--backend-option", type=key_value, action="append", metavar="KEY=VALUE",
                     help="a backend option, e.g. xnnpack=false (repeat)")
     bs.add_argument("--out", "-o", metavar="DIR", help="write batch_sizes.csv/.json here")
     bs.set_defaults(func=cmd_batch)
@@ -353,7 +352,7 @@ def _add_compare_and_calibrate(sub, common) -> None:
                        help="compare two profile.json files (significance per run)")
     c.add_argument("a", help="the first profile.json (A, the baseline)")
     c.add_argument("b", help="the second profile.json (B, compared with A)")
-    c.add_argument("--html", metavar="FILE", type=_html_file,
+    c.add_argument("--html", metavar="FILE", type=html_file,
                    help="write the before/after page (self-contained HTML) to FILE")
     c.add_argument("--force", action="store_true",
                    help="compare profiles of a different model, target or input shape anyway")
@@ -370,7 +369,7 @@ def _add_compare_and_calibrate(sub, common) -> None:
                                                      "default)")
     cal.add_argument("--runs", type=int, default=None,
                      help="minimum timed runs per kernel (default 20)")
-    cal.add_argument("--models", type=_names, default=None,
+    cal.add_argument("--models", type=names, default=None,
                      help="generative backends: the presets to measure (default "
                           "smollm2-135m,smollm2-360m,qwen2.5-0.5b)")
     cal.add_argument("--measurements", metavar="FILE.csv",
@@ -378,9 +377,9 @@ def _add_compare_and_calibrate(sub, common) -> None:
                           "optionally input_shape,precision,threads,runtime,source; a "
                           "generative backend's: llama-bench tests, model,test,tokens_per_s "
                           "and optionally precision,threads,runtime_version,device,source")
-    cal.add_argument("--threads", type=_positive_int,
+    cal.add_argument("--threads", type=positive_int,
                      help="with --measurements: the threads every row ran")
-    cal.add_argument("--out", metavar="FILE.json", dest="calibration_out", type=_out_file,
+    cal.add_argument("--out", metavar="FILE.json", dest="calibration_out", type=out_file,
                      help="with --measurements: where to write the calibration, a file or a "
                           "folder to write it in (default: your calibration folder, where it "
                           "is preferred over the shipped one)")
@@ -395,14 +394,14 @@ def build_parser() -> argparse.ArgumentParser:
     :func:`edgeprof.cli.common.resolve_kind` refuses the other kind's and fills the defaults
     that differ by kind, after parsing."""
     common = _common_parser()
-    p = _Parser(prog="edgeprof", description=(
+    p = Parser(prog="edgeprof", description=(
         "How will this model run on that device, with which runtime and compression, and why. "
         "Estimates are analytic; benchmarks are measured on this machine; figures for another "
         "target are estimated from both and labelled so. Generative models (llm:NAME, .gguf, "
         "HF folder) take profile, estimate, predict, recommend and optimize with their own "
         "group of flags."))
     p.add_argument("--version", action="version", version=f"edgeprof {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     _add_listings(sub, common)
     _add_profile(sub, common)
     _add_estimate(sub, common)

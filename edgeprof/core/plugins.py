@@ -296,6 +296,21 @@ class PluginManager:
             table[name] = make(value, plugin)  # an override keeps the listing's position
             held[name] = (rank, plugin)
 
+    def _named_classes(self, hook: str, what: str
+                       ) -> list[tuple[str, type, pluggy.HookImpl | None]]:
+        """``(name, class, impl)`` of every class a registration hook returned, lowest
+        precedence first; a class without a ``name`` is a PluginError naming its plugin."""
+        out = []
+        for classes, impl in reversed(self._call_registration(
+                hook, lambda cls, noted, _: any(c is cls for c in noted))):
+            for cls in classes:
+                name = getattr(cls, "name", None)
+                if not isinstance(name, str) or not name:
+                    raise PluginError(f"plugin '{self._plugin_of(impl, hook)}' registered a "
+                                      f"{what} class {cls!r} without a 'name'")
+                out.append((name, cls, impl))
+        return out
+
     def build_registry(self) -> Registry:
         """Call the registration hooks (pluggy's call) and merge what they return.
 
@@ -308,17 +323,8 @@ class PluginManager:
         reg = Registry(plugins=[(n, self.sources.get(n, ""))
                                 for n, _ in self.pm.list_name_plugin()], pm=self.pm)
         hook = "edgeprof_register_backends"
-        backends = []
-        for classes, impl in reversed(self._call_registration(
-                hook, lambda cls, noted, _: any(c is cls for c in noted))):
-            for cls in classes:
-                name = getattr(cls, "name", None)
-                if not isinstance(name, str) or not name:
-                    raise PluginError(f"plugin '{self._plugin_of(impl, hook)}' registered a "
-                                      f"backend class {cls!r} without a 'name'")
-                backends.append((name, cls, impl))
-        self._merge_named(reg, "backend", "backend '{}'", hook, backends, reg.backends,
-                          BackendEntry)
+        self._merge_named(reg, "backend", "backend '{}'", hook,
+                          self._named_classes(hook, "backend"), reg.backends, BackendEntry)
         hook = "edgeprof_register_models"
         models = [(name, factory, impl)
                   for table, impl in reversed(self._call_registration(
@@ -327,16 +333,8 @@ class PluginManager:
         self._merge_named(reg, "model", "model 'builtin:{}'", hook, models, reg.models,
                           lambda f, p: (f, p))
         hook = "edgeprof_register_workloads"
-        workloads = []
-        for classes, impl in reversed(self._call_registration(
-                hook, lambda cls, noted, _: any(c is cls for c in noted))):
-            for cls in classes:
-                name = getattr(cls, "name", None)
-                if not isinstance(name, str) or not name:
-                    raise PluginError(f"plugin '{self._plugin_of(impl, hook)}' registered a "
-                                      f"workload class {cls!r} without a 'name'")
-                workloads.append((name, cls, impl))
-        self._merge_named(reg, "workload", "workload '{}'", hook, workloads, reg.workloads,
+        self._merge_named(reg, "workload", "workload '{}'", hook,
+                          self._named_classes(hook, "workload"), reg.workloads,
                           lambda cls, plugin: cls())
         hook = "edgeprof_register_targets"
         for sources, impl in self._call_registration(hook):

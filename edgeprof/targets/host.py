@@ -48,9 +48,9 @@ from edgeprof.targets.host_detect import (BF16_FLAGS, INT8_DOT_FLAGS, ISA_FLAGS,
                                           detect_host)
 from edgeprof.targets.host_figures import (CPU_POWER, derive_strategy, host_power,
                                            target_from_calibration)
-from edgeprof.targets.host_kernels import (MIN_GEMM_RUNS, CalibrationParams, _gemm_kernels,
-                                           _load_average, _rapl_energy_uj, _run_triad,
-                                           _Threads, _time_gemm, _torch)
+from edgeprof.targets.host_kernels import (MIN_GEMM_RUNS, CalibrationParams, Threads, gemm_kernels,
+                                           import_torch, load_average, rapl_energy_uj, run_triad,
+                                           time_gemm)
 from edgeprof.targets.schema import Target
 
 CALIBRATION_SCHEMA = 2  # 2: GEMM figures are medians with an IQR (1 was best-of-N)
@@ -64,7 +64,7 @@ def calibrate(params: CalibrationParams | None = None,
     """Measure this host now (no cache). Returns the raw calibration record."""
     params = params or CalibrationParams()
     detected = detected or detect_host()
-    torch = _torch() if params.use_torch else None
+    torch = import_torch() if params.use_torch else None
     threads = max(1, min(detected["physical_cores"], detected["usable_cpus"]))
     t_start = time.perf_counter()
     record: dict[str, Any] = {
@@ -73,31 +73,31 @@ def calibrate(params: CalibrationParams | None = None,
         "host": detected, "params": asdict(params), "threads": threads,
         "triad": None, "gemm": {}, "unavailable": {}, "power": None, "warnings": [],
     }
-    load = _load_average()
+    load = load_average()
     record["load_average_1min"] = load
     if load is not None and load > 0.5 * detected["usable_cpus"]:
         record["warnings"].append(
             f"host_busy: 1-minute load average {load:.1f} on {detected['usable_cpus']} CPUs "
             "when calibrating; the measured figures may be low. Recalibrate when the machine "
             "is idle (edgeprof --recalibrate).")
-    record["triad"] = _run_triad(params, detected, threads)
+    record["triad"] = run_triad(params, detected, threads)
 
     for precision in ("fp32", "bf16", "int8"):
-        kernels, reason = _gemm_kernels(precision, torch, detected["isa"])
+        kernels, reason = gemm_kernels(precision, torch, detected["isa"])
         if not kernels:
             record["unavailable"][precision] = reason
             continue
         results: dict[str, Any] = {}
-        e0, t0 = (_rapl_energy_uj(), time.perf_counter()) if precision == "fp32" else (None, 0)
-        with warnings.catch_warnings(), _Threads(torch, threads):
+        e0, t0 = (rapl_energy_uj(), time.perf_counter()) if precision == "fp32" else (None, 0)
+        with warnings.catch_warnings(), Threads(torch, threads):
             warnings.simplefilter("ignore")  # torch's deprecation notes on quantized tensors
             for name, check, make in kernels:
                 try:
                     check()
-                    results[name] = _time_gemm(make, params)
+                    results[name] = time_gemm(make, params)
                 except Exception as e:  # a kernel that fails or is wrong is not calibrated
                     results[name] = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:200]}
-        e1 = _rapl_energy_uj() if e0 is not None else None
+        e1 = rapl_energy_uj() if e0 is not None else None
         if e0 is not None and e1 is not None and e1 > e0:
             record["power"] = {"watts": (e1 - e0) * 1e-6 / (time.perf_counter() - t0),
                                "source": "RAPL package energy counter (intel-rapl:0) over the "

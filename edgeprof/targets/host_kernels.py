@@ -33,7 +33,7 @@ class CalibrationParams:
 
 
 # --------------------------------------------------------------------------- calibration
-def _torch():
+def import_torch():
     try:
         import torch
     except Exception:
@@ -41,7 +41,7 @@ def _torch():
     return torch
 
 
-class _Threads:
+class Threads:
     """Set torch's intra-op threads for the calibration, restore afterwards."""
 
     def __init__(self, torch, n: int):
@@ -112,15 +112,15 @@ def _triad_array_bytes(params: CalibrationParams, detected: dict[str, Any]) -> i
     return int(max(want, 4 * MiB))
 
 
-def _run_triad(params: CalibrationParams, detected: dict[str, Any], threads: int) -> dict:
-    torch = _torch() if params.use_torch else None
+def run_triad(params: CalibrationParams, detected: dict[str, Any], threads: int) -> dict:
+    torch = import_torch() if params.use_torch else None
     array_bytes = _triad_array_bytes(params, detected)
     scalar = 3.0
     for _attempt in range(4):
         n = max(array_bytes // 8, 1024)
         try:
             if torch is not None:
-                with _Threads(torch, threads):
+                with Threads(torch, threads):
                     a = torch.empty(n, dtype=torch.float64)
                     b = torch.full((n,), 1.0, dtype=torch.float64)
                     c = torch.full((n,), 2.0, dtype=torch.float64)
@@ -169,7 +169,7 @@ def _run_triad(params: CalibrationParams, detected: dict[str, Any], threads: int
 
 
 # -- GEMM kernels: each is (name, check() -> None or raises, make(n) -> callable) ---------
-def _gemm_kernels(precision: str, torch, isa: dict[str, bool]) -> tuple[list, str | None]:
+def gemm_kernels(precision: str, torch, isa: dict[str, bool]) -> tuple[list, str | None]:
     """The real GEMM kernels for ``precision`` on this host, or the reason there are none."""
     import numpy as np
 
@@ -272,7 +272,7 @@ def _gemm_kernels(precision: str, torch, isa: dict[str, bool]) -> tuple[list, st
     return [], f"edgeprof does not calibrate {precision} on a CPU host"
 
 
-def _time_gemm(make: Callable[[int], Callable[[], Any]], params: CalibrationParams) -> dict:
+def time_gemm(make: Callable[[int], Callable[[], Any]], params: CalibrationParams) -> dict:
     """Size n so one call takes roughly ``gemm_target_s``, then time it N times.
 
     Start at ``gemm_min_n``; halve while one call takes over 4x the target (a slow kernel),
@@ -304,12 +304,12 @@ def _time_gemm(make: Callable[[int], Callable[[], Any]], params: CalibrationPara
             "macs_per_s_iqr": [macs / q3, macs / q1], "best_macs_per_s": macs / times[0]}
 
 
-def _rapl_energy_uj() -> int | None:
+def rapl_energy_uj() -> int | None:
     raw = _read(_RAPL / "energy_uj")
     return int(raw) if raw and raw.strip().isdigit() else None
 
 
-def _load_average() -> float | None:
+def load_average() -> float | None:
     try:
         return float(os.getloadavg()[0])
     except (AttributeError, OSError):  # pragma: no cover - not on this platform

@@ -1,5 +1,7 @@
-"""Reports load back (issue 31): a tensor ``ProfileReport`` and a ``GenerativeReport`` go
-to their dict (profile.json) and back, and through ``save``/``load``, unchanged."""
+"""Reports load back (issue 31): one ``ProfileReport`` family; a tensor report
+(``TensorReport``) and a generative one (``GenerativeReport``) go to their dict
+(profile.json) and back, and through ``save``/``load``, unchanged, whichever member reads
+them."""
 
 from __future__ import annotations
 
@@ -75,8 +77,12 @@ def test_loading_what_is_not_a_tensor_profile_names_the_file(tmp_path, plugins, 
     llm = edgeprof.profile("llm:smollm2-135m", backends="fake_llm", precisions="q4_0",
                            plugins=plugins, prompt_tokens=16, gen_tokens=4, repetitions=1)
     (tmp_path / "llm.json").write_text(json.dumps(llm.to_dict()))
-    with pytest.raises(ConfigError, match="GenerativeReport"):
-        edgeprof.ProfileReport.load(tmp_path / "llm.json")
+    # the family reads it as what it is; the tensor member refuses it, naming who reads it
+    assert isinstance(edgeprof.ProfileReport.load(tmp_path / "llm.json"),
+                      edgeprof.GenerativeReport)
+    with pytest.raises(ConfigError, match="llm.json: not a tensor profile.json but a "
+                                          "generative one: read it with edgeprof.GenerativeReport"):
+        edgeprof.TensorReport.load(tmp_path / "llm.json")
 
 
 def test_a_generative_report_saves_and_loads(tmp_path, plugins, cache):
@@ -91,3 +97,39 @@ def test_a_generative_report_saves_and_loads(tmp_path, plugins, cache):
         loaded = edgeprof.GenerativeReport.load(path)
         assert loaded.to_dict() == d
     assert loaded.runs[1].decode_tokens_per_s.samples == report.runs[1].decode_tokens_per_s.samples
+
+
+def test_both_kinds_are_one_family(tensor_report, tmp_path, plugins, cache):
+    """``edgeprof.profile`` returns a ProfileReport for either kind; the family's ``load``
+    gives back the member that wrote the file."""
+    llm = edgeprof.profile("llm:smollm2-135m", backends="fake_llm", precisions="q4_0",
+                           plugins=plugins, prompt_tokens=16, gen_tokens=4, repetitions=1)
+    for report, member in ((tensor_report, edgeprof.TensorReport),
+                           (llm, edgeprof.GenerativeReport)):
+        assert isinstance(report, edgeprof.ProfileReport) and type(report) is member
+        out = tmp_path / member.__name__
+        report.save(out)
+        loaded = edgeprof.ProfileReport.load(out)
+        assert type(loaded) is member
+        assert loaded.to_dict() == _json(report.to_dict())
+        assert loaded.exit_code == report.exit_code
+    with pytest.raises(ConfigError, match="not a generative profile.json but a tensor one"):
+        edgeprof.GenerativeReport.from_dict(_json(tensor_report.to_dict()))
+
+
+def test_the_done_when_of_issue_31(tmp_path):
+    """llama.cpp (built by make test) on smollm2-135m q8_0 with random weights, read against
+    the Pi 5: a ProfileReport that save/load round-trips, like a CNN's, its run records the
+    conditions it ran under."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python: make test builds it")
+    report = edgeprof.profile("llm:smollm2-135m", target="raspberry_pi_5", backends="llama_cpp",
+                              precisions="q8_0", prompt_tokens=32, gen_tokens=8,
+                              repetitions=2, workdir=tmp_path / "work")
+    assert isinstance(report, edgeprof.ProfileReport)
+    (run,) = report.runs
+    assert run.status == "ok", run.to_dict().get("reason")
+    report.save(tmp_path / "out")
+    loaded = edgeprof.ProfileReport.load(tmp_path / "out")
+    assert loaded.to_dict() == _json(report.to_dict())
+    doc = loaded.to_dict()["runs"][0]
+    assert doc["config"]["isolate"] is False and doc["environment"]["conditions"]["process"]

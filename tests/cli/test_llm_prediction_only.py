@@ -61,14 +61,14 @@ def test_rkllm_on_the_npu_is_the_runtimes_own_prediction(capsys):
     """The figure is predict_llm's with runtime=rkllm on the NPU (not llama_cpp's, not the
     CPU's)."""
     from edgeprof.api.generative import _family_layout
-    from edgeprof.api.common import _target
+    from edgeprof.api.common import resolve_target
     from edgeprof.profilers.estimate.llm import estimate_llm
     from edgeprof.profilers.predict.llm import predict_llm
     from edgeprof.zoo.llm import resolve_llm
 
     doc = _prediction(capsys, "predict", "llm:qwen2.5-0.5b", "--target", "rk3588",
                       "--backend", "rkllm", "--precision", "w8a8", "--device", "npu")
-    tgt = _target("rk3588", None, None)
+    tgt = resolve_target("rk3588", None, None)
     est = estimate_llm(resolve_llm("llm:qwen2.5-0.5b").spec, _family_layout("rkllm", "w8a8"),
                        prompt_tokens=512, gen_tokens=128, target=tgt, device="npu")
     want = predict_llm(est, tgt, device="npu", runtime="rkllm")

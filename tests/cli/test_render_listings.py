@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from edgeprof.api import list_backends
-from edgeprof.cli.common import _console
+from edgeprof.cli.common import make_console
 from edgeprof.cli.render_listings import render_backends
 
 
@@ -39,9 +39,9 @@ def test_backends_wraps_its_cells_and_cuts_nothing(width):
 
 def test_an_explicit_columns_sets_the_width_of_piped_output(monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")
-    assert _console().width == 250
+    assert make_console().width == 250
     monkeypatch.delenv("COLUMNS")
-    assert _console().width == 160  # a pipe without COLUMNS: wide enough for the tables
+    assert make_console().width == 160  # a pipe without COLUMNS: wide enough for the tables
 
 
 def test_backends_at_columns_250_shows_every_precision(tmp_path):

@@ -142,7 +142,7 @@ def test_precision_that_cannot_be_calibrated_is_absent(monkeypatch):
 def test_failing_kernel_is_not_calibrated(monkeypatch):
     """A kernel that raises or computes wrongly leaves its precision absent."""
     d = H.detect_host()
-    real = H._gemm_kernels
+    real = H.gemm_kernels
 
     def broken(precision, torch, isa):
         kernels, reason = real(precision, torch, isa)
@@ -153,7 +153,7 @@ def test_failing_kernel_is_not_calibrated(monkeypatch):
             raise RuntimeError("int8 result is wrong")
         return [(name, wrong, make) for name, _check, make in kernels], reason
 
-    monkeypatch.setattr(H, "_gemm_kernels", broken)
+    monkeypatch.setattr(H, "gemm_kernels", broken)
     cal = H.calibrate(SMALL, d)
     assert "int8" not in cal["gemm"]
     assert "every kernel failed" in cal["unavailable"]["int8"]
@@ -203,7 +203,7 @@ def test_gemm_figure_is_the_median_run_not_the_lucky_one(monkeypatch):
 
     params = H.CalibrationParams(gemm_min_n=64, gemm_max_n=64, gemm_target_s=0.004,
                                  gemm_repeats=8, kernel_budget_s=10.0)
-    g = H._time_gemm(make, params)
+    g = H.time_gemm(make, params)
     assert g["runs"] == 8 and g["best_s"] == pytest.approx(0.001)
     assert g["median_s"] == pytest.approx(0.004)
     assert g["macs_per_s"] == pytest.approx(64 ** 3 / 0.004)
@@ -238,11 +238,11 @@ def test_power_without_rapl_is_a_sourced_figure_or_none():
 
 def test_busy_host_is_flagged(monkeypatch):
     d = H.detect_host()
-    monkeypatch.setattr(H, "_load_average", lambda: 10.0 * d["usable_cpus"])
+    monkeypatch.setattr(H, "load_average", lambda: 10.0 * d["usable_cpus"])
     cal = H.calibrate(SMALL, d)
     assert any(w.startswith("host_busy") for w in cal["warnings"])
     assert "busy" in H.describe_host(cal)
-    monkeypatch.setattr(H, "_load_average", lambda: 0.0)
+    monkeypatch.setattr(H, "load_average", lambda: 0.0)
     assert H.calibrate(SMALL, d)["warnings"] == []
 
 

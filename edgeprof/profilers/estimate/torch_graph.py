@@ -113,8 +113,8 @@ from edgeprof.profilers.estimate import torch_meta as _torch_meta
 from edgeprof.profilers.estimate.torch_memo import BlockMemo
 from edgeprof.profilers.estimate.torch_meta import _GC_PAUSED, _gc_resume, _swapped
 from edgeprof.profilers.estimate.torch_ops import op_cost
-from edgeprof.profilers.estimate.torch_walker import (_Frame, _members, _mode_types, _Walker,
-                                                      atomic_module_types)
+from edgeprof.profilers.estimate.torch_walker import (Frame, Walker, atomic_module_types, members,
+                                                      mode_types)
 
 #: the meta-op cache and its fast kernels under the names they had here, where
 #: tests/profilers/estimate/test_meta_fast.py, test_pinned_rows.py and
@@ -126,7 +126,7 @@ _fast_meta, _meta_key, _meta_call = (_torch_meta._fast_meta, _torch_meta._meta_k
 
 
 # --------------------------------------------------------------------------- public
-def _name_rows(frames: list[_Frame]) -> list[str]:
+def _name_rows(frames: list[Frame]) -> list[str]:
     used: set[str] = set()
     counts: dict[str, int] = {}
     names = []
@@ -192,15 +192,15 @@ def _walk_once(module, inputs: list, atomic: tuple[type, ...], *, meta: bool) ->
 def _walk(module, inputs: list, atomic: tuple[type, ...], *, meta: bool) -> GraphWalk:
     import torch
 
-    functions_mode, aten_mode = _mode_types()
-    modules, params, buffers = _members(module)
+    functions_mode, aten_mode = mode_types()
+    modules, params, buffers = members(module)
     twins: dict[int, Any] = {}  # id of a parameter or buffer -> its meta twin
     run_inputs = inputs
     if meta:
         for t in params + buffers:
             twins[id(t)] = t.to("meta")
         run_inputs = [t if t.is_meta else t.to("meta") for t in inputs]
-    walker = _Walker(module, atomic, twins, params, buffers)
+    walker = Walker(module, atomic, twins, params, buffers)
 
     for t in run_inputs:
         walker.live.add(t)

@@ -64,8 +64,8 @@ import types
 from typing import Any
 
 from edgeprof.profilers.estimate.torch_meta import _dense_extent
-from edgeprof.profilers.estimate.torch_ops import _storage_key, _tensors
-from edgeprof.profilers.estimate.torch_walker import _Frame
+from edgeprof.profilers.estimate.torch_ops import tensor_storage_key, tensors_in
+from edgeprof.profilers.estimate.torch_walker import Frame
 
 #: the memo on (True) or off: tests compare the walk with and without it
 ENABLED = [True]
@@ -375,8 +375,8 @@ class BlockMemo:
                 rec.entry = dict(live.live)
                 rec.entry_sum = live.current
                 rec.log_start = len(walker.close_log)
-                allowed = {_storage_key(t) for t in slots[1] if t is not None}
-                allowed.update(_storage_key(t) for t in _tensors((args, kwargs)))
+                allowed = {tensor_storage_key(t) for t in slots[1] if t is not None}
+                allowed.update(tensor_storage_key(t) for t in tensors_in((args, kwargs)))
                 allowed.add(None)
                 rec.allowed = allowed
         if slots is None:
@@ -403,8 +403,8 @@ class BlockMemo:
     def note_reads(self, args, kwargs) -> None:
         """While a block is recorded: an op that reads a tensor from outside it (not an
         argument, not its own parameter or buffer, not made inside it) spoils the recording."""
-        storage_key, live = _storage_key, self.live.live
-        for t in _tensors((args, kwargs)):
+        storage_key, live = tensor_storage_key, self.live.live
+        for t in tensors_in((args, kwargs)):
             k = storage_key(t)
             for rec in self.walker.recs:
                 if rec.valid and k not in rec.allowed and (k not in live or k in rec.entry):
@@ -483,7 +483,7 @@ class BlockMemo:
         counted, frames, log = walker.counted, walker.frames, walker.close_log
         for rel, op_type, idx, is_module, work, macs, other, ins, outs, shape in template.frames:
             walker.order += 1
-            f = _Frame(prefix + rel, op_type, walker.order)
+            f = Frame(prefix + rel, op_type, walker.order)
             f.macs, f.other_ops, f.work = macs, other, work
             f.input_elements, f.output_elements, f.output_shape = ins, outs, shape
             params = [params_of[i] for i in idx] if idx else []

@@ -11,7 +11,7 @@ import contextlib
 import gc
 from typing import Any
 
-from edgeprof.profilers.estimate.torch_ops import _tensors
+from edgeprof.profilers.estimate.torch_ops import tensors_in
 
 
 # ------------------------------------------------------------------- meta-op cache
@@ -85,7 +85,7 @@ def _meta_recipe(func, args, kwargs, before, out, torch):
     schema = getattr(func, "_schema", None)
     if schema is None or getattr(func, "is_view", False):
         return _UNCACHEABLE
-    arg_storages = {a.untyped_storage()._cdata for a in _tensors((args, kwargs))}
+    arg_storages = {a.untyped_storage()._cdata for a in tensors_in((args, kwargs))}
     returns = schema.returns
     if isinstance(out, torch.Tensor) and len(returns) == 1:
         ret = returns[0]

@@ -1,6 +1,6 @@
 """The torch graph walk's per-op counting rules (:mod:`edgeprof.profilers.estimate.torch_graph`
 says what is counted and why): MACs and other ops of an aten op (:func:`op_cost`), of a whole
-recurrent layer (:func:`_rnn_closed_form`), the ops that only move data, an op's name and a
+recurrent layer (:func:`rnn_closed_form`), the ops that only move data, an op's name and a
 functional call's row name, and the tensors in a call's arguments and outputs.
 ``torch`` is imported inside functions only."""
 
@@ -13,7 +13,7 @@ from typing import Any
 _RNN_GATES = {"LSTM": (4, 9), "GRU": (3, 8), "RNN_TANH": (1, 1), "RNN_RELU": (1, 1)}
 
 #: aten op names that move data without arithmetic (0 other ops, but they write memory)
-_DATA_MOVEMENT = {
+DATA_MOVEMENT = {
     "clone", "_to_copy", "copy_", "copy", "cat", "stack", "constant_pad_nd", "pad",
     "reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d",
     "replication_pad2d", "replication_pad3d", "embedding", "index_select", "index", "gather",
@@ -43,7 +43,7 @@ def _prod(xs) -> int:
     return int(math.prod(int(x) for x in xs))
 
 
-def _tensors(obj) -> list:
+def tensors_in(obj) -> list:
     """Distinct tensors in a nested structure (args, kwargs, outputs, PackedSequence), in
     ``torch.utils._pytree.tree_leaves`` order. Plain tuples, lists and dicts are walked here
     (most calls); any other container (namedtuples, OrderedDicts, registered pytree nodes)
@@ -94,7 +94,7 @@ def _collect(obj, out: list, seen: set, tensor_type) -> None:
             _collect(x, out, seen, tensor_type)
 
 
-def _storage_key(t) -> int | None:
+def tensor_storage_key(t) -> int | None:
     try:
         st = t.untyped_storage()
     except (RuntimeError, NotImplementedError):  # sparse, nested, meta without storage
@@ -114,7 +114,7 @@ def _op_name(func) -> str:
 _FRIENDLY: dict[Any, str] = {}
 
 
-def _friendly(func) -> str:
+def friendly(func) -> str:
     try:
         return _FRIENDLY[func]
     except (KeyError, TypeError):  # new, or unhashable
@@ -162,16 +162,16 @@ def _attention(q, k, v) -> int:
 
 
 def _first_tensor(out):
-    ts = _tensors(out)
+    ts = tensors_in(out)
     return ts[0] if ts else None
 
 
 def op_cost(name: str, args: tuple, kwargs: dict, out) -> tuple[int, int | None]:
     """(macs, other_ops) of one aten op; ``other_ops`` None means "use the generic rule"."""
-    return _op_cost(name, args, kwargs, _first_tensor(out))
+    return op_cost_given_output(name, args, kwargs, _first_tensor(out))
 
 
-def _op_cost(name: str, args: tuple, kwargs: dict, o) -> tuple[int, int | None]:
+def op_cost_given_output(name: str, args: tuple, kwargs: dict, o) -> tuple[int, int | None]:
     """:func:`op_cost` given the op's first output tensor ``o`` (or None)."""
     if name in ("mm", "_int_mm"):
         return _mm(args[0], args[1]), 0
@@ -212,7 +212,7 @@ def _op_cost(name: str, args: tuple, kwargs: dict, o) -> tuple[int, int | None]:
 _OP_INFO: dict[Any, tuple[str, bool, bool, bool]] = {}
 
 
-def _op_info(func) -> tuple[str, bool, bool, bool]:
+def op_info(func) -> tuple[str, bool, bool, bool]:
     info = _OP_INFO.get(func)
     if info is None:
         name = _op_name(func)
@@ -224,7 +224,7 @@ def _op_info(func) -> tuple[str, bool, bool, bool]:
     return info
 
 
-def _rnn_closed_form(m, args, kwargs) -> tuple[int, int]:
+def rnn_closed_form(m, args, kwargs) -> tuple[int, int]:
     """(macs, other_ops) of a whole ``nn.LSTM``/``GRU``/``RNN`` call."""
     import torch
 

@@ -1,6 +1,6 @@
 """The torch graph walk's tracing: the module tree (leaves, atomic modules, members), the
 forward hooks and the torch function and dispatch modes that see each call and each aten op,
-the open row (``_Frame``) they count into (:class:`_Walker`), and tensor lifetimes for the
+the open row (``Frame``) they count into (:class:`Walker`), and tensor lifetimes for the
 peak live activations (:class:`_Liveness`). ``torch`` is imported inside functions only."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from edgeprof.profilers.estimate.torch_meta import _meta_call
-from edgeprof.profilers.estimate.torch_ops import (_DATA_MOVEMENT, _friendly, _op_cost,
-                                                   _op_info, _rnn_closed_form, _storage_key,
-                                                   _tensors)
+from edgeprof.profilers.estimate.torch_ops import (DATA_MOVEMENT, friendly, op_cost_given_output,
+                                                   op_info, rnn_closed_form, tensor_storage_key,
+                                                   tensors_in)
 
 
 def atomic_module_types() -> tuple[type, ...]:
@@ -128,7 +128,7 @@ def _own_parameters(m) -> list:
 
 
 # --------------------------------------------------------------------------- frames
-class _Frame:
+class Frame:
     __slots__ = ("name", "op_type", "order", "module", "macs", "other_ops", "work", "params",
                  "input_elements", "output_elements", "output_shape")
 
@@ -146,7 +146,7 @@ class _Frame:
         self.output_shape: tuple[int, ...] = ()
 
 
-class _Walker:
+class Walker:
     def __init__(self, module, extra_atomic: tuple[type, ...] = (),
                  twins: dict[int, Any] | None = None, params=None, buffers=None) -> None:
         import torch
@@ -157,8 +157,8 @@ class _Walker:
         self.rnn_type = torch.nn.RNNBase
         self.tensor_type = torch.Tensor
         self.module_stack: list[tuple[str, Any, bool]] = []  # (name, module, is_leaf)
-        self.frame: _Frame | None = None  # the leaf or functional call now running
-        self.frames: list[_Frame] = []
+        self.frame: Frame | None = None  # the leaf or functional call now running
+        self.frames: list[Frame] = []
         self.order = 0
         self.internal = False
         self.live = _Liveness()
@@ -171,11 +171,11 @@ class _Walker:
         self.param_by_ptr: dict[int, list] = {}
         for p in self.params:
             if p.numel():
-                self.param_by_ptr.setdefault(_storage_key(twins.get(id(p), p)), []).append(p)
+                self.param_by_ptr.setdefault(tensor_storage_key(twins.get(id(p), p)), []).append(p)
         self.const_ptrs = set(self.param_by_ptr)
         for b in buffers:
             if b.numel():
-                self.const_ptrs.add(_storage_key(twins.get(id(b), b)))
+                self.const_ptrs.add(tensor_storage_key(twins.get(id(b), b)))
         self.live.excluded = set(self.const_ptrs)
         self.counted: set[int] = set()  # ids of parameters already attributed to a row
         self.handles: list = []
@@ -254,7 +254,7 @@ class _Walker:
     def _activation_elements(self, tensors) -> int:
         n = 0
         for t in tensors:
-            if _storage_key(t) not in self.const_ptrs:
+            if tensor_storage_key(t) not in self.const_ptrs:
                 n += t.numel()
         return n
 
@@ -282,7 +282,7 @@ class _Walker:
         self.module_stack.append(entry)
         if entry[2] and self.frame is None:  # a leaf: its row opens
             self.order += 1
-            f = _Frame(label, op_type, self.order, module)
+            f = Frame(label, op_type, self.order, module)
             f.params = list(params)
             self.frame = f
             self._function_mode_off()
@@ -305,12 +305,12 @@ class _Walker:
         self.internal = True  # the leaf's row closes
         try:
             self.frame = None
-            f.input_elements = self._activation_elements(_tensors((args, kwargs)))
-            outs = _tensors(output)
+            f.input_elements = self._activation_elements(tensors_in((args, kwargs)))
+            outs = tensors_in(output)
             f.output_elements = sum(t.numel() for t in outs)
             f.output_shape = tuple(int(d) for d in outs[0].shape) if outs else ()
             if info[4]:
-                f.macs, f.other_ops = _rnn_closed_form(module, args, kwargs)
+                f.macs, f.other_ops = rnn_closed_form(module, args, kwargs)
                 f.work = True
             self._close(f)
         finally:
@@ -328,7 +328,7 @@ class _Walker:
     def inside_leaf(self) -> bool:
         return bool(self.module_stack) and self.module_stack[-1][2]
 
-    def _close(self, f: _Frame) -> None:
+    def _close(self, f: Frame) -> None:
         if f.module is None and not f.work:
             return  # a functional call that only looked at or viewed tensors
         if self.recs:  # a block is being recorded: the row, before the first-use filter
@@ -344,14 +344,14 @@ class _Walker:
     # -- functional calls -------------------------------------------------------------
     def functional(self, func, args, kwargs):
         caller = self._caller()
-        base = _friendly(func)
-        f = _Frame(f"{caller}.{base}" if caller else base, base, self._next())
-        ins = _tensors((args, kwargs))
+        base = friendly(func)
+        f = Frame(f"{caller}.{base}" if caller else base, base, self._next())
+        ins = tensors_in((args, kwargs))
         self.internal = True
         try:
             f.input_elements = self._activation_elements(ins)
             for t in ins:
-                f.params.extend(self.param_by_ptr.get(_storage_key(t), ()))
+                f.params.extend(self.param_by_ptr.get(tensor_storage_key(t), ()))
         finally:
             self.internal = False
         self.frame = f
@@ -361,7 +361,7 @@ class _Walker:
             self.frame = None
         self.internal = True
         try:
-            outs = _tensors(result)
+            outs = tensors_in(result)
             f.output_elements = sum(t.numel() for t in outs)
             f.output_shape = tuple(int(d) for d in outs[0].shape) if outs else ()
             self._close(f)
@@ -374,9 +374,9 @@ class _Walker:
         live = self.live
         if self.recs:
             self.memo.note_reads(args, kwargs)
-        name, inplace, is_view, batch_norm = _op_info(func)
+        name, inplace, is_view, batch_norm = op_info(func)
         new_storage = False
-        outputs = [out] if type(out) is self.tensor_type else _tensors(out)
+        outputs = [out] if type(out) is self.tensor_type else tensors_in(out)
         # a batch norm's saved statistics are empty on CPU in eval but sized C on the meta
         # device: only the normalized output is an activation either way
         for t in (outputs[:1] if batch_norm else outputs):
@@ -385,20 +385,20 @@ class _Walker:
         live.mark()
         counts = entry[1] if entry is not None else None
         if counts is None:
-            macs, other = _op_cost(name, args, kwargs, outputs[0] if outputs else None)
+            macs, other = op_cost_given_output(name, args, kwargs, outputs[0] if outputs else None)
             if entry is not None:  # the generic rule's count, kept for the next call too
-                generic = max([t.numel() for t in _tensors((args, kwargs))]
+                generic = max([t.numel() for t in tensors_in((args, kwargs))]
                               + [t.numel() for t in outputs], default=0)
                 entry[1] = counts = (macs, other, generic)
         else:
             macs, other = counts[0], counts[1]
         if other is None:
-            if is_view or name in _DATA_MOVEMENT or not (new_storage or inplace):
+            if is_view or name in DATA_MOVEMENT or not (new_storage or inplace):
                 other = 0
             elif counts is not None:
                 other = counts[2]
             else:
-                other = max([t.numel() for t in _tensors((args, kwargs))]
+                other = max([t.numel() for t in tensors_in((args, kwargs))]
                             + [t.numel() for t in outputs], default=0)
         work = macs > 0 or other > 0 or (new_storage and not is_view)
         if not work:
@@ -406,11 +406,11 @@ class _Walker:
         f = self.frame
         if f is None:  # an op issued without a torch-function call: a row of its own
             caller = self._caller()
-            f = _Frame(f"{caller}.{name}" if caller else name, name, self._next())
+            f = Frame(f"{caller}.{name}" if caller else name, name, self._next())
             f.output_elements = sum(t.numel() for t in outputs)
             o = outputs[0] if outputs else None
             f.output_shape = tuple(int(d) for d in o.shape) if o is not None else ()
-            f.input_elements = self._activation_elements(_tensors((args, kwargs)))
+            f.input_elements = self._activation_elements(tensors_in((args, kwargs)))
             f.macs, f.other_ops, f.work = macs, other, True
             self._close(f)
             return
@@ -421,7 +421,7 @@ class _Walker:
         f.work = True
 
 
-def _members(module) -> tuple[list, list, list]:
+def members(module) -> tuple[list, list, list]:
     """``(list(module.modules()), list(module.parameters()), list(module.buffers()))`` in one
     pass over the tree (``named_modules`` recurses through nested generators, a cost per
     module and level); a module class that overrides any of those methods is asked."""
@@ -462,7 +462,7 @@ def _members(module) -> tuple[list, list, list]:
 _MODE_TYPES: tuple = ()
 
 
-def _mode_types() -> tuple[type, type]:
+def mode_types() -> tuple[type, type]:
     """The torch function mode and the dispatch mode of a walk (classes made once)."""
     global _MODE_TYPES
     if _MODE_TYPES:

@@ -2,10 +2,12 @@
 object, with its figures as attributes instead of keys to search for.
 
 :class:`GenerativeReport` is the payload of :func:`~edgeprof.profilers.report.llm_outputs.
-build_payload` (``schema`` ``edgeprof.llm/1``, ``schema_version`` "1.0", described by
-``edgeprof/schema/llm_profile.schema.json``): ``from_dict`` reads one, ``to_dict`` gives it back
-unchanged (keys this version does not know are kept), ``save`` writes the output folder
-atomically (profile.json, llm_bench.csv, estimate.csv, report.html).
+build_payload` (``schema`` ``edgeprof.llm/1``, ``schema_version`` "1.0", validated by the
+generative branch of ``edgeprof/schema/profile.schema.json``), the generative member of the
+profile-report family (:mod:`~edgeprof.profilers.report.family`): ``ProfileReport.from_dict``
+reads one, ``to_dict`` gives it back unchanged (keys this version does not know are kept),
+``save`` writes the output folder atomically (profile.json, llm_bench.csv, estimate.csv,
+report.html).
 
 * ``report.runs`` — :class:`GenerativeRun`, one per measured (backend, format, depth), whose
   ``prefill_tokens_per_s``, ``decode_tokens_per_s``, ``ttft_ms`` and ``tpot_ms`` are
@@ -33,9 +35,10 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from edgeprof.core.llm import GenerationConfig, GenerationRecord
+from edgeprof.profilers.report.family import ProfileReport, document_workload
 from edgeprof.profilers.report.llm_payload import SCHEMA, SCHEMA_VERSION, find_figure
 
 #: the payload's ``kind``
@@ -56,12 +59,8 @@ STAGE_FIGURES: dict[str, tuple[str, bool]] = {
 
 def is_generative(doc: Any) -> bool:
     """Whether a profile.json document is a generative one (``kind`` "llm", or a schema
-    ``edgeprof.llm/N``) rather than a tensor profile."""
-    if not isinstance(doc, Mapping):
-        return False
-    schema = doc.get("schema")
-    return doc.get("kind") == KIND or (isinstance(schema, str)
-                                       and schema.startswith("edgeprof.llm/"))
+    ``edgeprof.llm/N``) rather than a tensor profile (:func:`~.family.document_workload`)."""
+    return document_workload(doc) == GenerativeReport.workload
 
 
 # ------------------------------------------------------------------------------ figures
@@ -378,10 +377,14 @@ class GenerativeRun:
 
 # ------------------------------------------------------------------------------- report
 @dataclass
-class GenerativeReport:
-    """A generative profile or estimate (see the module docstring). ``model``, ``target``,
-    ``host``, ``config`` and ``recommendation`` are kept as the dicts the payload holds;
-    :attr:`generation_config` gives the config typed."""
+class GenerativeReport(ProfileReport):
+    """A generative profile or estimate (see the module docstring): the generative member of
+    the :class:`~edgeprof.profilers.report.family.ProfileReport` family (``load`` /
+    ``from_dict`` there). ``model``, ``target``, ``host``, ``config`` and
+    ``recommendation`` are kept as the dicts the payload holds; :attr:`generation_config`
+    gives the config typed."""
+
+    workload: ClassVar[str] = "generate"
 
     model: dict[str, Any]
     command: str = "profile"
@@ -405,13 +408,8 @@ class GenerativeReport:
 
     # ---------------------------------------------------------------- dict form
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> GenerativeReport:
+    def _read(cls, d: Mapping[str, Any]) -> GenerativeReport:
         """The report of a payload (``build_payload``'s dict or a profile.json read back)."""
-        from edgeprof.core.errors import ConfigError
-
-        if not is_generative(d):
-            raise ConfigError("not a generative profile.json (no kind 'llm'); tensor profiles "
-                              "are read by edgeprof.api.ProfileReport")
         version = d.get("schema_version")
         return cls(
             model=dict(d.get("model") or {}), command=d.get("command") or "profile",
@@ -440,19 +438,6 @@ class GenerativeReport:
         if self.schema_version is None:
             del d["schema_version"]
         return {**d, **self.extra}
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> GenerativeReport:
-        """Read a generative profile.json (``path``: the file, or the ``save``/``--out``
-        folder holding it; ConfigError naming the file when it is not one)."""
-        from edgeprof.core.errors import ConfigError
-
-        from edgeprof.core.io import read_json_document
-
-        p, doc = read_json_document(path)
-        if not is_generative(doc):
-            raise ConfigError("not a generative profile.json (no kind 'llm')", path=p)
-        return cls.from_dict(doc)
 
     def save(self, out_dir: str | os.PathLike) -> list[Path]:
         """Write ``out_dir`` as a whole, atomically: profile.json, llm_bench.csv, estimate.csv,

@@ -25,11 +25,11 @@ Every name is importable from here.
 
 from __future__ import annotations
 
-from edgeprof.profilers.report import html_common as _common
 from edgeprof.profilers.report.html_common import (PAGE_ROWS, PLOTLY_BUNDLES, PLOTLY_JS_VERSION,
                                                    PROVENANCE_MEANING, PROVENANCES, VENDOR,
-                                                   WARNING_EXPLANATIONS, fmt, plotly_bundle,
-                                                   plotly_bundle_path, write_html)
+                                                   WARNING_EXPLANATIONS, chart_html, esc, fmt, sig,
+                                                   num, plotly_bundle, plotly_bundle_path,
+                                                   plotly_js, render, table_data, write_html)
 from edgeprof.profilers.report.html_compare import render_compare_html
 from edgeprof.profilers.report.html_optimize import (optimize_command, pareto_front,
                                                      render_optimize_html)
@@ -37,13 +37,9 @@ from edgeprof.profilers.report.html_profile import (LAYER_BARS, LAYER_COLUMNS, p
                                                     render_profile_html)
 from edgeprof.profilers.report.html_sweep import SWEEP_COLUMNS, render_sweep_html
 
-#: the shared helpers the generative page (llm_html) and the tests read from here
-_num, _g, _esc = _common._num, _common._g, _common._esc
-_chart, _render, _table = _common._chart, _common._render, _common._table
-_plotly_js = _common._plotly_js
-
 __all__ = ["LAYER_BARS", "LAYER_COLUMNS", "PAGE_ROWS", "PLOTLY_BUNDLES", "PLOTLY_JS_VERSION",
            "PROVENANCES", "PROVENANCE_MEANING", "SWEEP_COLUMNS", "VENDOR",
-           "WARNING_EXPLANATIONS", "fmt", "plotly_bundle", "plotly_bundle_path",
+           "WARNING_EXPLANATIONS", "chart_html", "esc", "fmt", "num", "sig", "plotly_bundle",
+           "plotly_bundle_path", "plotly_js", "render", "table_data",
            "optimize_command", "pareto_front", "profile_command", "render_compare_html",
            "render_optimize_html", "render_profile_html", "render_sweep_html", "write_html"]

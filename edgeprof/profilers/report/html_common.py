@@ -1,6 +1,6 @@
 """What every HTML page shares: how a number is shown (:func:`fmt`, decimal units, "—" for
 None), the provenances and their meanings, plotly.js (the smallest vendored bundle that draws
-the page's trace types, inlined once), a chart's HTML (:func:`_chart`), the Jinja2 templates
+the page's trace types, inlined once), a chart's HTML (:func:`chart_html`), the Jinja2 templates
 (autoescaping on), the data of the sortable/filterable/paged tables, the warnings grouped by
 code with what each means, and the atomic write (:func:`write_html`). The pages are
 :mod:`~edgeprof.profilers.report.html`'s (profile, compare, optimize, sweep) and the
@@ -71,7 +71,7 @@ WARNING_EXPLANATIONS = {
 
 
 # ----------------------------------------------------------------------------- values
-def _num(v: Any) -> float | None:
+def num(v: Any) -> float | None:
     """A finite float, or None (bools and strings are not numbers here)."""
     if v is None or isinstance(v, bool):
         return None
@@ -82,18 +82,19 @@ def _num(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _g(v: float, digits: int = 4) -> str:
+def sig(v: float, digits: int = 4) -> str:
+    """``v`` to ``digits`` significant digits (``%g``: no trailing zeros)."""
     return format(v, f".{digits}g")
 
 
 def fmt(value: Any, unit: str | None = None) -> str:
     """How a number is shown on the page (decimal units: 1 MB = 1e6 B). None/NaN -> "—"."""
     if unit == "bool":
-        f = _num(value) if not isinstance(value, bool) else float(value)
+        f = num(value) if not isinstance(value, bool) else float(value)
         return "—" if f is None else ("yes" if f else "no")
     if isinstance(value, bool):
         return "yes" if value else "no"
-    v = _num(value)
+    v = num(value)
     if v is None:
         return "—" if value is None or isinstance(value, (int, float)) else str(value)
     scaled = {"B": ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")),
@@ -104,18 +105,18 @@ def fmt(value: Any, unit: str | None = None) -> str:
     if unit in scaled:
         for factor, name in scaled[unit]:
             if abs(v) >= factor:
-                return f"{_g(v / factor)} {name}"
-        return f"{_g(v)} {unit}"
+                return f"{sig(v / factor)} {name}"
+        return f"{sig(v)} {unit}"
     if unit == "fraction":
         return f"{v * 100:.3g}%"
     if unit == "count" or (unit is None and float(v).is_integer() and abs(v) < 1e15):
         return f"{int(v):,}" + ("" if unit in (None, "count") else f" {unit}")
     if 1e4 <= abs(v) < 1e15:  # 37,810 ms, not 3.781e+04 ms
         return f"{v:,.0f}" + (f" {unit}" if unit else "")
-    return _g(v) + (f" {unit}" if unit else "")
+    return sig(v) + (f" {unit}" if unit else "")
 
 
-def _esc(text: Any) -> str:
+def esc(text: Any) -> str:
     """Text for Plotly's hover/labels: Plotly reads a small HTML subset, so escape it."""
     return _html.escape(str(text), quote=False)
 
@@ -156,7 +157,7 @@ def plotly_bundle_path(bundle: str) -> Path:
 
 
 @functools.lru_cache(maxsize=4)
-def _plotly_js(bundle: str = "basic") -> str:
+def plotly_js(bundle: str = "basic") -> str:
     """plotly.js to inline: the vendored partial bundle, or python plotly's full copy where
     the page needs a trace type no partial bundle has, or where python plotly writes figures
     for another major version of plotly.js than the one vendored."""
@@ -168,7 +169,7 @@ def _plotly_js(bundle: str = "basic") -> str:
     return get_plotlyjs()
 
 
-def _chart(fig, div_id: str) -> str:
+def chart_html(fig, div_id: str) -> str:
     """A Plotly figure as a <div id="chart-{div_id}"> plus its newPlot call; plotly.js itself
     is in the page's head once. Each chart counts itself (``window.edgeprofChartDone``) when
     drawn, and the page marks ``<html data-charts-ready>`` when all are."""
@@ -193,7 +194,7 @@ def _env():
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(fmt=fmt, PROVENANCES=PROVENANCES, PROVENANCE_MEANING=PROVENANCE_MEANING,
-                       num=_num, setting=setting_text, breakable=breakable)
+                       num=num, setting=setting_text, breakable=breakable)
     return env
 
 
@@ -217,17 +218,17 @@ def setting_text(value: Any) -> str:
     return "—" if value is None else str(value)
 
 
-def _render(template: str, **context: Any) -> str:
+def render(template: str, **context: Any) -> str:
     from markupsafe import Markup
 
     charts = [c for c in context.get("charts", {}).values() if c]
     context["charts"] = {k: Markup(v) if v else None for k, v in context.get("charts", {}).items()}
     types: set[str] | None = set()
-    for c in charts:  # a chart not made by _chart: its trace types are not known
+    for c in charts:  # a chart not made by chart_html: its trace types are not known
         t = getattr(c, "trace_types", None)
         types = None if t is None or types is None else types | t
     context.setdefault("plotly_bundle", plotly_bundle(types) if charts else None)
-    context.setdefault("plotly_js", Markup(_plotly_js(context["plotly_bundle"])
+    context.setdefault("plotly_js", Markup(plotly_js(context["plotly_bundle"])
                                            if charts else ""))  # no chart, no plotly.js
     context["chart_count"] = len(charts)
     context.setdefault("tables", {})
@@ -235,23 +236,23 @@ def _render(template: str, **context: Any) -> str:
     return _env().get_template(template).render(**context)
 
 
-def _table(columns: Sequence[dict[str, Any]], rows: Iterable[Sequence[Any]]) -> dict[str, Any]:
+def table_data(columns: Sequence[dict[str, Any]], rows: Iterable[Sequence[Any]]) -> dict[str, Any]:
     """Data for the inline sortable/filterable/paged table (rendered by JS from JSON)."""
-    return {"columns": list(columns), "rows": [[_json_safe(v) for v in r] for r in rows],
+    return {"columns": list(columns), "rows": [[json_safe(v) for v in r] for r in rows],
             "page": PAGE_ROWS}
 
 
-def _json_safe(v: Any) -> Any:
+def json_safe(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None
     if hasattr(v, "item") and callable(v.item) and getattr(v, "ndim", 1) == 0:
-        return _json_safe(v.item())
+        return json_safe(v.item())
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     return str(v)
 
 
-def _warnings(warnings: Iterable[Any]) -> list[dict[str, Any]]:
+def warning_groups(warnings: Iterable[Any]) -> list[dict[str, Any]]:
     """Warnings grouped by code: how often each occurred, its distinct messages and what the
     code means (:data:`WARNING_EXPLANATIONS`; unknown codes keep their messages only)."""
     seen: dict[str, dict[str, Any]] = {}

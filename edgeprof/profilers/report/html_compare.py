@@ -8,8 +8,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from edgeprof.profilers.report.html_common import _render, _warnings
-from edgeprof.profilers.report.html_figures import _latency_bars
+from edgeprof.profilers.report.html_common import render, warning_groups
+from edgeprof.profilers.report.html_figures import latency_bars
 from edgeprof.profilers.report.html_profile import _runs_context, profile_command
 
 
@@ -29,7 +29,7 @@ def render_compare_html(a: Mapping[str, Any], b: Mapping[str, Any], rows: Sequen
         r["label"] = f"{r.get('backend')} {r.get('precision')}"
         ca, cb = r.get("ci_a_ms") or [None, None], r.get("ci_b_ms") or [None, None]
         r["a_lo"], r["a_hi"], r["b_lo"], r["b_hi"] = ca[0], ca[1], cb[0], cb[1]
-    chart, bars = _latency_bars(
+    chart, bars = latency_bars(
         [r for r in items if r.get("status") == "compared"],
         f"Median latency: {label_a} vs {label_b} (measured)", "compare",
         [(f"{label_a} (measured)", "median_a_ms", "a_lo", "a_hi"),
@@ -43,11 +43,11 @@ def render_compare_html(a: Mapping[str, Any], b: Mapping[str, Any], rows: Sequen
         sides.append({"label": label, "doc": d, "model": (d.get("model") or {}),
                       "target": (d.get("target") or {}), "command": profile_command(d),
                       "runs": _runs_context(d)})
-    warnings = _warnings([*(a.get("warnings") or []), *(b.get("warnings") or [])])
-    return _render("compare.html.j2", kind="compare", rows=items, sides=sides, counts=counts,
-                   warnings=warnings, charts={"compare": chart}, chart_info={"bars": bars},
-                   rule={"alpha": ALPHA, "min_rel_change": MIN_REL_CHANGE,
-                         "min_cliffs": MIN_CLIFFS_DELTA},
-                   command=command or f"edgeprof compare {shlex.quote(label_a)} "
-                                      f"{shlex.quote(label_b)}",
-                   title=f"{label_a} vs {label_b}")
+    warnings = warning_groups([*(a.get("warnings") or []), *(b.get("warnings") or [])])
+    return render("compare.html.j2", kind="compare", rows=items, sides=sides, counts=counts,
+                  warnings=warnings, charts={"compare": chart}, chart_info={"bars": bars},
+                  rule={"alpha": ALPHA, "min_rel_change": MIN_REL_CHANGE,
+                        "min_cliffs": MIN_CLIFFS_DELTA},
+                  command=command or f"edgeprof compare {shlex.quote(label_a)} "
+                                     f"{shlex.quote(label_b)}",
+                  title=f"{label_a} vs {label_b}")

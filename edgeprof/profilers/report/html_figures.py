@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from edgeprof.profilers.report.html_common import _chart, _esc, _g, _num, fmt
+from edgeprof.profilers.report.html_common import chart_html, esc, fmt, sig, num
 
 
 def roof_trace(peak: float, bw: float, lo: float, hi: float, label: str, *, host: bool = False):
@@ -33,14 +33,14 @@ def log_ticks(values: Sequence[Any]) -> dict[str, list]:
     and 5s with the bare digit, so 0.5 and 0.05 both read "5"."""
     import math
 
-    vs = [v for v in (_num(x) for x in values) if v is not None and v > 0]
+    vs = [v for v in (num(x) for x in values) if v is not None and v > 0]
     if not vs:
         return {}
     lo, hi = math.floor(math.log10(min(vs))) - 1, math.ceil(math.log10(max(vs))) + 1
     mults = (1, 2, 5) if hi - lo <= 6 else (1,)
     ticks = [m * 10.0 ** k for k in range(lo, hi + 1) for m in mults]
     return {"tickvals": ticks,
-            "ticktext": [f"{t:,.0f}" if t >= 1000 else _g(t, 3) for t in ticks]}
+            "ticktext": [f"{t:,.0f}" if t >= 1000 else sig(t, 3) for t in ticks]}
 
 
 def roofline_frame(fig, title: str, y_title: str, *, height: int, legend_y: float) -> None:
@@ -56,7 +56,7 @@ def roofline_frame(fig, title: str, y_title: str, *, height: int, legend_y: floa
         legend=dict(orientation="h", y=legend_y))
 
 
-def _roofline_chart(doc: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
+def roofline_chart(doc: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """The target's roofline with each layer as a point (analytic), and the runs' measured
     per-operator points against the host's own roof where the document has operators."""
     import plotly.graph_objects as go
@@ -80,22 +80,22 @@ def _roofline_chart(doc: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]
             continue
         fig.add_trace(go.Scatter(
             x=[p["intensity"] for p in sel], y=[p["attainable"] / 1e9 for p in sel],
-            mode="markers", name=f"{bound}-bound layers on {_esc(target_id)} (analytic)",
+            mode="markers", name=f"{bound}-bound layers on {esc(target_id)} (analytic)",
             marker=dict(size=8, color=color, opacity=0.8),
-            text=[f"<b>{_esc(p['layer'])}</b> ({_esc(p['op_type'])})<br>"
+            text=[f"<b>{esc(p['layer'])}</b> ({esc(p['op_type'])})<br>"
                   f"{fmt(p['macs'], 'MAC')}, {fmt(p['bytes'], 'B')} moved<br>"
-                  f"intensity {_g(p['intensity'])} MAC/B<br>attainable "
-                  f"{_g(p['attainable'] / 1e9)} GMAC/s<br>roofline "
-                  f"{_g(p['roofline_latency_ms'])} ms (analytic)" for p in sel],
+                  f"intensity {sig(p['intensity'])} MAC/B<br>attainable "
+                  f"{sig(p['attainable'] / 1e9)} GMAC/s<br>roofline "
+                  f"{sig(p['roofline_latency_ms'])} ms (analytic)" for p in sel],
             hovertemplate="%{text}<extra></extra>"))
-    peak, bw = _num(est.get("peak_macs_per_s")), _num(est.get("memory_bandwidth_bytes_per_s"))
+    peak, bw = num(est.get("peak_macs_per_s")), num(est.get("memory_bandwidth_bytes_per_s"))
     xs_all = [p["intensity"] for p in pts]
     measured = _measured_operator_points(doc)
     xs_all += [m["intensity"] for m in measured]
     if peak and bw:
         lo = min(xs_all) / 2 if xs_all else peak / bw / 10
         hi = max(xs_all) * 2 if xs_all else peak / bw * 10
-        fig.add_trace(roof_trace(peak, bw, lo, hi, f"{_esc(target_id)} {_esc(precision)}"))
+        fig.add_trace(roof_trace(peak, bw, lo, hi, f"{esc(target_id)} {esc(precision)}"))
     if measured:
         host_roofs = {}
         for m in measured:
@@ -106,21 +106,21 @@ def _roofline_chart(doc: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]
         for run, sel in groups.items():
             fig.add_trace(go.Scatter(
                 x=[m["intensity"] for m in sel], y=[m["achieved"] / 1e9 for m in sel],
-                mode="markers", name=f"{_esc(run)} per operator (measured on this host)",
+                mode="markers", name=f"{esc(run)} per operator (measured on this host)",
                 marker=dict(size=8, symbol="diamond-open", line=dict(width=2)),
-                text=[f"<b>{_esc(m['layer'])}</b><br>{_esc(run)}: {_g(m['latency_ms'])} ms "
-                      f"(measured on this host)<br>achieved {_g(m['achieved'] / 1e9)} GMAC/s"
+                text=[f"<b>{esc(m['layer'])}</b><br>{esc(run)}: {sig(m['latency_ms'])} ms "
+                      f"(measured on this host)<br>achieved {sig(m['achieved'] / 1e9)} GMAC/s"
                       for m in sel], hovertemplate="%{text}<extra></extra>"))
             info["measured_points"] += len(sel)
         for prec, (hpeak, hbw) in host_roofs.items():
             if hpeak and hbw:
                 fig.add_trace(roof_trace(hpeak, hbw, min(xs_all) / 2, max(xs_all) * 2,
-                                         f"this host {_esc(prec)}", host=True))
+                                         f"this host {esc(prec)}", host=True))
     if not pts and not (peak and bw):
         return None, info
-    roofline_frame(fig, f"Roofline of {_esc(target_id)} ({_esc(precision)}): each layer with "
+    roofline_frame(fig, f"Roofline of {esc(target_id)} ({esc(precision)}): each layer with "
                    "MACs", "attainable GMAC/s", height=480, legend_y=-0.2)
-    return _chart(fig, "roofline"), info
+    return chart_html(fig, "roofline"), info
 
 
 def _measured_operator_points(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -129,7 +129,7 @@ def _measured_operator_points(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     est = doc.get("estimate") or {}
     by_layer = {str(r.get("layer")): r for r in est.get("layers") or [] if isinstance(r, dict)}
     host_figs = ((doc.get("host") or {}).get("target") or {}).get("figures") or {}
-    host_bw = _num((host_figs.get("bandwidth") or {}).get("value"))
+    host_bw = num((host_figs.get("bandwidth") or {}).get("value"))
     out: list[dict[str, Any]] = []
     for run in doc.get("runs") or []:
         ops = run.get("operators") if isinstance(run, dict) else None
@@ -142,7 +142,7 @@ def _measured_operator_points(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         for op in ops:
             if not isinstance(op, dict):
                 continue
-            lat = _num(op.get("latency_ms"))
+            lat = num(op.get("latency_ms"))
             layer = op.get("layer")
             if lat is None or lat <= 0 or layer is None or str(layer) not in by_layer:
                 continue
@@ -150,42 +150,42 @@ def _measured_operator_points(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         label = f"{run.get('backend')} {run.get('requested_precision')}"
         for layer, lat in totals.items():
             r = by_layer[layer]
-            macs = _num(r.get("macs")) or 0
-            moved = sum(_num(r.get(k)) or 0 for k in ("parameter_bytes", "input_bytes",
-                                                      "activation_bytes"))
+            macs = num(r.get("macs")) or 0
+            moved = sum(num(r.get(k)) or 0 for k in ("parameter_bytes", "input_bytes",
+                                                     "activation_bytes"))
             if macs <= 0 or moved <= 0:
                 continue
             out.append({"layer": layer, "run": label, "precision": precision,
                         "intensity": macs / moved, "achieved": macs / (lat / 1e3),
-                        "latency_ms": lat, "host_peak": _num(peak_fig.get("value")),
+                        "latency_ms": lat, "host_peak": num(peak_fig.get("value")),
                         "host_bw": host_bw})
     return out
 
 
-def _latency_bars(rows: Sequence[Mapping[str, Any]], title: str, div_id: str,
-                  series: Sequence[tuple[str, str, str, str]], ytitle: str = "latency (ms)"):
+def latency_bars(rows: Sequence[Mapping[str, Any]], title: str, div_id: str,
+                 series: Sequence[tuple[str, str, str, str]], ytitle: str = "latency (ms)"):
     """Grouped bars with CI whiskers. ``series``: (name, value key, low key, high key)."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
     bars = 0
     for name, key, lo_key, hi_key in series:
-        sel = [r for r in rows if _num(r.get(key)) is not None]
+        sel = [r for r in rows if num(r.get(key)) is not None]
         if not sel:
             continue
-        vals = [_num(r[key]) for r in sel]
-        lows = [_num(r.get(lo_key)) for r in sel]
-        highs = [_num(r.get(hi_key)) for r in sel]
+        vals = [num(r[key]) for r in sel]
+        lows = [num(r.get(lo_key)) for r in sel]
+        highs = [num(r.get(hi_key)) for r in sel]
         has_ci = any(x is not None for x in lows + highs)
         fig.add_trace(go.Bar(
-            x=[_esc(r["label"]) for r in sel], y=vals, name=_esc(name),
+            x=[esc(r["label"]) for r in sel], y=vals, name=esc(name),
             error_y=dict(type="data", symmetric=False,
                          array=[(h - v) if h is not None else 0 for v, h in zip(vals, highs)],
                          arrayminus=[(v - lo) if lo is not None else 0
                                      for v, lo in zip(vals, lows)],
                          visible=has_ci),
-            text=[f"{_esc(r['label'])}<br>{_esc(name)}: {_g(v)} ms" +
-                  (f"<br>95% CI {_g(lo)}–{_g(h)} ms" if lo is not None and h is not None else "")
+            text=[f"{esc(r['label'])}<br>{esc(name)}: {sig(v)} ms" +
+                  (f"<br>95% CI {sig(lo)}–{sig(h)} ms" if lo is not None and h is not None else "")
                   for r, v, lo, h in zip(sel, vals, lows, highs)],
             hovertemplate="%{text}<extra></extra>", textposition="none"))
         bars += len(sel)
@@ -199,9 +199,9 @@ def _latency_bars(rows: Sequence[Mapping[str, Any]], title: str, div_id: str,
     yaxis = dict(title=ytitle)
     if ends and max(ends) / min(ends) > LOG_BARS_SPAN:
         yaxis = dict(title=f"{ytitle}, log scale", type="log", **log_ticks(ends))
-    fig.update_layout(title=_esc(title), barmode="group", yaxis=yaxis,
+    fig.update_layout(title=esc(title), barmode="group", yaxis=yaxis,
                       height=420, legend=dict(orientation="h", y=-0.25))
-    return _chart(fig, div_id), bars
+    return chart_html(fig, div_id), bars
 
 
 #: the ratio of the largest to the smallest bar or whisker end above which the latency bars

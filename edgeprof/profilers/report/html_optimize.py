@@ -9,19 +9,20 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from edgeprof.profilers.report.html_common import _chart, _esc, _g, _num, _render, _table, _warnings
+from edgeprof.profilers.report.html_common import (chart_html, esc, sig, num, render, table_data,
+                                                   warning_groups)
 
 
 def pareto_front(points: Sequence[Mapping[str, Any]], x: str = "latency_ms",
                  y: str = "accuracy") -> list[Mapping[str, Any]]:
     """The points no other point beats on both lower ``x`` and higher ``y``, by ``x``."""
-    pts = sorted((p for p in points if _num(p.get(x)) is not None and _num(p.get(y)) is not None),
-                 key=lambda p: (_num(p[x]), -_num(p[y])))
+    pts = sorted((p for p in points if num(p.get(x)) is not None and num(p.get(y)) is not None),
+                 key=lambda p: (num(p[x]), -num(p[y])))
     front, best = [], -math.inf
     for p in pts:
-        if _num(p[y]) > best:
+        if num(p[y]) > best:
             front.append(p)
-            best = _num(p[y])
+            best = num(p[y])
     return front
 
 
@@ -73,8 +74,8 @@ def render_optimize_html(doc: Mapping[str, Any], *, command: str | None = None) 
     target = doc.get("target") or {}
     cands = [c for c in doc.get("candidates") or [] if isinstance(c, dict)]
     chosen = doc.get("chosen") if isinstance(doc.get("chosen"), dict) else None
-    pts = [c for c in cands if c.get("status") == "ok" and _num(c.get("latency_ms")) is not None
-           and _num(c.get("accuracy")) is not None]
+    pts = [c for c in cands if c.get("status") == "ok" and num(c.get("latency_ms")) is not None
+           and num(c.get("accuracy")) is not None]
     front = pareto_front(pts)
     fig = go.Figure()
     scatter_points = 0
@@ -87,10 +88,10 @@ def render_optimize_html(doc: Mapping[str, Any], *, command: str | None = None) 
             x=[c["latency_ms"] for c in sel], y=[c["accuracy"] * 100 for c in sel],
             mode="markers", name=f"{name} candidates", marker=dict(size=10, symbol=symbol,
                                                                    color=color),
-            text=[f"<b>{_esc(c.get('label'))}</b><br>latency {_g(c['latency_ms'])} ms "
-                  f"({_esc(c.get('latency_provenance'))})<br>accuracy "
-                  f"{c['accuracy'] * 100:.2f}% ({_esc(c.get('accuracy_provenance'))})" +
-                  ("" if accepted else "<br>fails: " + _esc("; ".join(
+            text=[f"<b>{esc(c.get('label'))}</b><br>latency {sig(c['latency_ms'])} ms "
+                  f"({esc(c.get('latency_provenance'))})<br>accuracy "
+                  f"{c['accuracy'] * 100:.2f}% ({esc(c.get('accuracy_provenance'))})" +
+                  ("" if accepted else "<br>fails: " + esc("; ".join(
                       f"{k}: {v}" for k, v in (c.get("failing") or {}).items())))
                   for c in sel], hovertemplate="%{text}<extra></extra>"))
         scatter_points += len(sel)
@@ -100,27 +101,27 @@ def render_optimize_html(doc: Mapping[str, Any], *, command: str | None = None) 
                                  line=dict(shape="hv", color="#555", dash="dot"),
                                  name="Pareto front (faster or more accurate than the rest)",
                                  hoverinfo="skip"))
-    if chosen and _num(chosen.get("latency_ms")) is not None and \
-            _num(chosen.get("accuracy")) is not None:
+    if chosen and num(chosen.get("latency_ms")) is not None and \
+            num(chosen.get("accuracy")) is not None:
         fig.add_trace(go.Scatter(x=[chosen["latency_ms"]], y=[chosen["accuracy"] * 100],
-                                 mode="markers", name=f"chosen: {_esc(chosen.get('label'))}",
+                                 mode="markers", name=f"chosen: {esc(chosen.get('label'))}",
                                  marker=dict(size=22, symbol="circle-open", color="black",
                                              line=dict(width=2)), hoverinfo="skip"))
-    ref = _num((doc.get("reference") or {}).get("accuracy"))
+    ref = num((doc.get("reference") or {}).get("accuracy"))
     if ref is not None:
         fig.add_hline(y=ref * 100, line_dash="dash", line_color="gray",
                       annotation_text="reference accuracy (measured)")
-    budget = _num((doc.get("constraints") or {}).get("latency_budget_ms"))
+    budget = num((doc.get("constraints") or {}).get("latency_budget_ms"))
     if budget is not None:
         fig.add_vline(x=budget, line_dash="dot", line_color="orange",
                       annotation_text="latency budget")
     provs = sorted({str(c.get("latency_provenance")) for c in pts})
-    fig.update_layout(title=f"Latency vs accuracy on {_esc(target.get('id'))}",
-                      xaxis=dict(title=f"latency on {_esc(target.get('id'))} (ms, "
-                                       f"{_esc(', '.join(provs) or 'n/a')})"),
+    fig.update_layout(title=f"Latency vs accuracy on {esc(target.get('id'))}",
+                      xaxis=dict(title=f"latency on {esc(target.get('id'))} (ms, "
+                                       f"{esc(', '.join(provs) or 'n/a')})"),
                       yaxis=dict(title="top-1 accuracy (%, measured)"), height=480,
                       legend=dict(orientation="h", y=-0.2))
-    chart = _chart(fig, "pareto") if pts else None
+    chart = chart_html(fig, "pareto") if pts else None
     cols = [{"key": "label", "label": "candidate", "num": False},
             {"key": "status", "label": "status", "num": False},
             {"key": "latency_ms", "label": "latency ms", "num": True, "bar": True,
@@ -148,9 +149,9 @@ def render_optimize_html(doc: Mapping[str, Any], *, command: str | None = None) 
             by_prec.setdefault(str((c.get("request") or {}).get("precision")), []).append(c)
     tradeoffs = []
     for prec, cs in by_prec.items():
-        lats = [_num(c.get("latency_ms")) for c in cs if _num(c.get("latency_ms")) is not None]
-        accs = [_num(c.get("accuracy")) for c in cs if _num(c.get("accuracy")) is not None]
-        mems = [_num(c.get("memory_bytes")) for c in cs if _num(c.get("memory_bytes")) is not None]
+        lats = [num(c.get("latency_ms")) for c in cs if num(c.get("latency_ms")) is not None]
+        accs = [num(c.get("accuracy")) for c in cs if num(c.get("accuracy")) is not None]
+        mems = [num(c.get("memory_bytes")) for c in cs if num(c.get("memory_bytes")) is not None]
         tradeoffs.append({"precision": prec, "n": len(cs),
                           "best_latency": min(lats) if lats else None,
                           "lat_prov": ",".join(sorted({str(c.get("latency_provenance"))
@@ -162,12 +163,12 @@ def render_optimize_html(doc: Mapping[str, Any], *, command: str | None = None) 
     plan = doc.get("plan") if isinstance(doc.get("plan"), dict) else None
     if plan:
         warnings += list(plan.get("warnings") or [])
-    return _render("optimize.html.j2", kind="optimize", doc=doc, target=target,
-                   model=doc.get("model") or {}, chosen=chosen, plan=plan,
-                   verdict=doc.get("verdict") or {}, front=[c.get("label") for c in front],
-                   tradeoffs=tradeoffs, warnings=_warnings(warnings),
-                   charts={"pareto": chart}, chart_info={"points": scatter_points},
-                   tables={"candidates": _table(cols, rows)},
-                   command=command or optimize_command(doc),
-                   title=f"optimize {(doc.get('model') or {}).get('name', 'model')} for "
-                         f"{target.get('id', 'target')}")
+    return render("optimize.html.j2", kind="optimize", doc=doc, target=target,
+                  model=doc.get("model") or {}, chosen=chosen, plan=plan,
+                  verdict=doc.get("verdict") or {}, front=[c.get("label") for c in front],
+                  tradeoffs=tradeoffs, warnings=warning_groups(warnings),
+                  charts={"pareto": chart}, chart_info={"points": scatter_points},
+                  tables={"candidates": table_data(cols, rows)},
+                  command=command or optimize_command(doc),
+                  title=f"optimize {(doc.get('model') or {}).get('name', 'model')} for "
+                        f"{target.get('id', 'target')}")

@@ -8,8 +8,8 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from edgeprof.profilers.report.html_common import _num, _render, _table, _warnings
-from edgeprof.profilers.report.html_figures import _latency_bars, _roofline_chart
+from edgeprof.profilers.report.html_common import num, render, table_data, warning_groups
+from edgeprof.profilers.report.html_figures import latency_bars, roofline_chart
 
 LAYER_COLUMNS = ("layer", "op_type", "output_shape", "output_elements", "input_bytes",
                  "parameter_count", "parameter_bytes", "activation_bytes", "macs", "flops",
@@ -28,10 +28,10 @@ def _interval(f: Mapping[str, Any] | None) -> tuple[float | None, float | None]:
         return None, None
     for lo, hi in (("low_ms", "high_ms"), ("low", "high"), ("ci_low_ms", "ci_high_ms")):
         if lo in f or hi in f:
-            return _num(f.get(lo)), _num(f.get(hi))
+            return num(f.get(lo)), num(f.get(hi))
     iv = f.get("interval")
     if isinstance(iv, (list, tuple)) and len(iv) == 2:
-        return _num(iv[0]), _num(iv[1])
+        return num(iv[0]), num(iv[1])
     return None, None
 
 
@@ -100,11 +100,11 @@ def _runs_context(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         lat = _fig(figures, "latency_ms")
         lo, hi = _interval(lat)
         if lo is None and hi is None:  # the interval as separate figures, or the prediction's
-            lo = _num((_fig(figures, "latency_low_ms") or {}).get("value"))
-            hi = _num((_fig(figures, "latency_high_ms") or {}).get("value"))
+            lo = num((_fig(figures, "latency_low_ms") or {}).get("value"))
+            hi = num((_fig(figures, "latency_high_ms") or {}).get("value"))
         pred = summary.get("prediction") if isinstance(summary.get("prediction"), dict) else {}
         if lo is None and hi is None and pred:
-            lo, hi = _num(pred.get("low_ms")), _num(pred.get("high_ms"))
+            lo, hi = num(pred.get("low_ms")), num(pred.get("high_ms"))
         agreement = (bench.get("extra") or {}).get("agreement") or {}
         prov = run.get("provenance") if isinstance(run.get("provenance"), dict) else {}
         rows.append({
@@ -115,18 +115,18 @@ def _runs_context(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
             "bench_prov": prov.get("benchmark") or bench.get("provenance"),
             "measured_on": prov.get("board") or prov.get("measured_on") or "this host",
             "prediction_note": pred.get("note"),
-            "median_ms": _num(stats.get("median_ms")), "ci_low_ms": _num(stats.get("ci_low_ms")),
-            "ci_high_ms": _num(stats.get("ci_high_ms")), "p90_ms": _num(stats.get("p90_ms")),
-            "n": stats.get("n"), "cv": _num(stats.get("cv")),
+            "median_ms": num(stats.get("median_ms")), "ci_low_ms": num(stats.get("ci_low_ms")),
+            "ci_high_ms": num(stats.get("ci_high_ms")), "p90_ms": num(stats.get("p90_ms")),
+            "n": stats.get("n"), "cv": num(stats.get("cv")),
             "null_reasons": stats.get("null_reasons") or {},
-            "throughput": _num(bench.get("throughput_per_s")),
-            "peak_memory": _num(bench.get("peak_memory_bytes")),
-            "first_ms": _num(bench.get("first_inference_ms")),
-            "load_s": _num(bench.get("load_time_s")),
+            "throughput": num(bench.get("throughput_per_s")),
+            "peak_memory": num(bench.get("peak_memory_bytes")),
+            "first_ms": num(bench.get("first_inference_ms")),
+            "load_s": num(bench.get("load_time_s")),
             "runtime": bench.get("runtime"), "runtime_version": bench.get("runtime_version"),
             "threads": bench.get("threads"),
             "target_latency": lat, "target_lo": lo, "target_hi": hi,
-            "target_latency_ms": _num((lat or {}).get("value")),
+            "target_latency_ms": num((lat or {}).get("value")),
             "target_prov": (lat or {}).get("provenance"),
             "roofline": _fig(figures, "roofline_latency_ms"),
             "meets_budget": _fig(figures, "meets_latency_budget"),
@@ -143,7 +143,7 @@ def _runs_context(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _verdict(doc: Mapping[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
     est = doc.get("estimate") or {}
-    budget = _num((doc.get("request") or {}).get("latency_budget_ms"))
+    budget = num((doc.get("request") or {}).get("latency_budget_ms"))
     from edgeprof.core.provenance import sort_key
 
     timed = [r for r in runs if r["status"] == "ok" and r["target_latency_ms"] is not None]
@@ -152,7 +152,7 @@ def _verdict(doc: Mapping[str, Any], runs: list[dict[str, Any]]) -> dict[str, An
                                                 r["target_latency_ms"])) if timed else None
     measured = [r for r in runs if r["status"] == "ok" and r["median_ms"] is not None]
     fastest_host = min(measured, key=lambda r: r["median_ms"]) if measured else None
-    meeting = [r for r in timed if _num((r["meets_budget"] or {}).get("value"))]
+    meeting = [r for r in timed if num((r["meets_budget"] or {}).get("value"))]
     cap = est.get("memory_capacity") if isinstance(est.get("memory_capacity"), dict) else {}
     return {"fastest": fastest, "fastest_host": fastest_host, "budget": budget,
             "meeting": meeting, "timed": timed, "memory": cap,
@@ -175,7 +175,7 @@ def _layer_table(doc: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(run, dict) and run.get("operators"):
             per: dict[str, float] = {}
             for op in run["operators"]:
-                lat = _num(op.get("latency_ms")) if isinstance(op, dict) else None
+                lat = num(op.get("latency_ms")) if isinstance(op, dict) else None
                 if lat is not None and op.get("layer") is not None:
                     per[str(op["layer"])] = per.get(str(op["layer"]), 0.0) + lat
             measured.append((_run_label(run), per))
@@ -187,7 +187,7 @@ def _layer_table(doc: Mapping[str, Any]) -> dict[str, Any]:
         row = [r.get(c) for c in LAYER_COLUMNS]
         row += [per.get(str(r.get("layer"))) for _, per in measured]
         rows.append(row)
-    return _table(cols, rows)
+    return table_data(cols, rows)
 
 
 def render_profile_html(doc: Mapping[str, Any], *, command: str | None = None) -> str:
@@ -198,7 +198,7 @@ def render_profile_html(doc: Mapping[str, Any], *, command: str | None = None) -
     est = doc.get("estimate") or {}
     target = doc.get("target") or {}
     runs = _runs_context(doc)
-    roofline, roof_info = _roofline_chart(doc)
+    roofline, roof_info = roofline_chart(doc)
     ok = [r for r in runs if r["status"] == "ok"]
     series = []
     for i, where in enumerate(dict.fromkeys(r["measured_on"] for r in ok)):
@@ -217,7 +217,7 @@ def render_profile_html(doc: Mapping[str, Any], *, command: str | None = None) -
                 r[key], r[key + "_lo"], r[key + "_hi"] = (r["target_latency_ms"], r["target_lo"],
                                                           r["target_hi"])
         series.append((f"on {target.get('id')} ({prov})", key, key + "_lo", key + "_hi"))
-    runs_chart, run_bars = _latency_bars(
+    runs_chart, run_bars = latency_bars(
         ok, f"Latency per backend × precision: {target.get('id')}", "runs", series)
     totals = est.get("totals") or {}
     tradeoffs = []
@@ -229,12 +229,12 @@ def render_profile_html(doc: Mapping[str, Any], *, command: str | None = None) -
             tradeoffs.append({**pm, "runs": by_prec.pop(str(pm.get("precision")), [])})
     for prec, rs in by_prec.items():
         tradeoffs.append({"precision": prec, "runs": rs})
-    return _render(
+    return render(
         "profile.html.j2", kind="profile", doc=doc, est=est, target=target,
         model=doc.get("model") or {}, totals=totals, runs=runs,
         verdict=_verdict(doc, runs), tradeoffs=tradeoffs,
         target_figures=target.get("figures") or {},
-        warnings=_warnings(doc.get("warnings") or []),
+        warnings=warning_groups(doc.get("warnings") or []),
         charts={"roofline": roofline, "runs": runs_chart},
         chart_info={"roofline": roof_info, "run_bars": run_bars},
         tables={"layers": _layer_table(doc)},

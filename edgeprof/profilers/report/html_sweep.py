@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from edgeprof.profilers.report.html_common import (_chart, _esc, _g, _json_safe, _num, _render,
-                                                   _table, fmt)
-from edgeprof.profilers.report.html_figures import _latency_bars
+from edgeprof.profilers.report.html_common import (chart_html, esc, fmt, sig, json_safe, num, render,
+                                                   table_data)
+from edgeprof.profilers.report.html_figures import latency_bars
 
 SWEEP_COLUMNS = ("model", "target", "backend", "precision", "batch_size", "status", "reason",
                  "median_ms", "ci_low_ms", "ci_high_ms", "provenance", "board")
@@ -19,8 +19,8 @@ SWEEP_COLUMNS = ("model", "target", "backend", "precision", "batch_size", "statu
 def _config_label(row: Mapping[str, Any]) -> str:
     label = f"{row.get('backend')} {row.get('precision')}"
     bs = row.get("batch_size")
-    if _num(bs) is not None and _num(bs) != 1:
-        label += f" b{int(_num(bs))}"
+    if num(bs) is not None and num(bs) != 1:
+        label += f" b{int(num(bs))}"
     return label
 
 
@@ -47,7 +47,7 @@ def render_sweep_html(frame, best=None, *, title: str | None = None,
                           "target(s)")
         frame = frame[~gen].reset_index(drop=True)
     sections = ["heatmaps", "best", *(["generate"] if generative else []), "rows"]
-    records = [{k: _json_safe(v) for k, v in r.items()} for r in frame.to_dict(orient="records")]
+    records = [{k: json_safe(v) for k, v in r.items()} for r in frame.to_dict(orient="records")]
     # the figure each job has on its target: a sweep's target_* columns (its measurement on
     # a board of the target, or the board's prediction), else the frame's own median
     on_target = "target_ms" in getattr(frame, "columns", [])
@@ -55,9 +55,9 @@ def render_sweep_html(frame, best=None, *, title: str | None = None,
             else ("median_ms", "ci_low_ms", "ci_high_ms", "provenance"))
     for r in records:
         r["config"] = _config_label(r)
-        r["host_ms"] = _num(r.get("median_ms")) if on_target else None
-        r["median_ms"] = _num(r.get(keys[0])) if r.get("status") == "ok" else None
-        r["fig_low"], r["fig_high"] = _num(r.get(keys[1])), _num(r.get(keys[2]))
+        r["host_ms"] = num(r.get("median_ms")) if on_target else None
+        r["median_ms"] = num(r.get(keys[0])) if r.get("status") == "ok" else None
+        r["fig_low"], r["fig_high"] = num(r.get(keys[1])), num(r.get(keys[2]))
         r["fig_prov"] = r.get(keys[3])
     targets = list(dict.fromkeys(str(r.get("target")) for r in records))
     charts: dict[str, str | None] = {}
@@ -70,32 +70,32 @@ def render_sweep_html(frame, best=None, *, title: str | None = None,
         cell = {(str(r.get("model")), r["config"]): r for r in rows}
         z, text, hover = [], [], []
         for m in models:
-            ok = [_num(r["median_ms"]) for r in rows if str(r.get("model")) == m
+            ok = [num(r["median_ms"]) for r in rows if str(r.get("model")) == m
                   and r["median_ms"] is not None]
             best = min(ok) if ok else None
             zr, tr, hr = [], [], []
             for c in configs:
                 r = cell.get((m, c))
                 if r is None:
-                    zr.append(None), tr.append(""), hr.append(f"{_esc(m)} · {_esc(c)}: not in "
+                    zr.append(None), tr.append(""), hr.append(f"{esc(m)} · {esc(c)}: not in "
                                                               "the sweep")
                 elif r["median_ms"] is None:
-                    zr.append(None), tr.append(_esc(r.get("status")))
-                    hr.append(f"<b>{_esc(m)}</b> · {_esc(c)}<br>{_esc(r.get('status'))}: "
-                              f"{_esc(r.get('reason'))}")
+                    zr.append(None), tr.append(esc(r.get("status")))
+                    hr.append(f"<b>{esc(m)}</b> · {esc(c)}<br>{esc(r.get('status'))}: "
+                              f"{esc(r.get('reason'))}")
                 else:
                     v = r["median_ms"]
                     zr.append(v / best if best else None)
-                    tr.append(_g(v, 3))
+                    tr.append(sig(v, 3))
                     what = "interval" if r["fig_prov"] != "measured" else "95% CI"
-                    ci = (f"<br>{what} {_g(r['fig_low'])}–{_g(r['fig_high'])} ms"
+                    ci = (f"<br>{what} {sig(r['fig_low'])}–{sig(r['fig_high'])} ms"
                           if r["fig_low"] is not None and r["fig_high"] is not None else "")
-                    host = (f"<br>this host: median {_g(r['host_ms'])} ms (measured; "
-                            f"{_esc(r.get('measured_on'))})" if r["host_ms"] is not None
+                    host = (f"<br>this host: median {sig(r['host_ms'])} ms (measured; "
+                            f"{esc(r.get('measured_on'))})" if r["host_ms"] is not None
                             and r["fig_prov"] != "measured" else "")
-                    hr.append(f"<b>{_esc(m)}</b> · {_esc(c)}<br>{_esc(t)}: {_g(v)} ms "
-                              f"({_esc(r['fig_prov'])}){ci}{host}<br>board: "
-                              f"{_esc(r.get('board'))}<br>{v / best:.2f}× the fastest")
+                    hr.append(f"<b>{esc(m)}</b> · {esc(c)}<br>{esc(t)}: {sig(v)} ms "
+                              f"({esc(r['fig_prov'])}){ci}{host}<br>board: "
+                              f"{esc(r.get('board'))}<br>{v / best:.2f}× the fastest")
             z.append(zr), text.append(tr), hover.append(hr)
             if best is not None:
                 b = min((r for r in rows if str(r.get("model")) == m and r["median_ms"]
@@ -103,18 +103,18 @@ def render_sweep_html(frame, best=None, *, title: str | None = None,
                 best_rows.append({**b, "n_ok": len(ok),
                                   "n": sum(str(r.get("model")) == m for r in rows)})
         fig = go.Figure(go.Heatmap(
-            z=z, x=[_esc(c) for c in configs], y=[_esc(m) for m in models], text=text,
+            z=z, x=[esc(c) for c in configs], y=[esc(m) for m in models], text=text,
             texttemplate="%{text}", customdata=hover, hovertemplate="%{customdata}<extra></extra>",
             colorscale="RdYlGn_r", zmin=1, colorbar=dict(title="× fastest"), hoverongaps=True,
             xgap=1, ygap=1))
         provs = sorted({str(r["fig_prov"]) for r in rows if r["median_ms"] is not None})
-        fig.update_layout(title=f"{_esc(t)}: latency (ms; "
-                                f"{_esc(', '.join(provs) or 'nothing ran')}) per model × "
+        fig.update_layout(title=f"{esc(t)}: latency (ms; "
+                                f"{esc(', '.join(provs) or 'nothing ran')}) per model × "
                                 f"configuration", height=max(260, 60 + 40 * len(models)),
                           xaxis=dict(tickangle=-30))
-        charts[f"heat{ti}"] = _chart(fig, f"heatmap-{ti}")
+        charts[f"heat{ti}"] = chart_html(fig, f"heatmap-{ti}")
         heat_info[t] = {"models": len(models), "configs": len(configs)}
-    best_chart, bars = _latency_bars(
+    best_chart, bars = latency_bars(
         [{**b, "label": f"{b.get('target')} · {b.get('model')} · {b['config']}"}
          for b in best_rows], "Best configuration per target and model", "best",
         [("on the target (each bar's provenance in the table)", "median_ms", "fig_low",
@@ -132,29 +132,29 @@ def render_sweep_html(frame, best=None, *, title: str | None = None,
     for r in records:  # the table shows the frame's own columns (the host's median as is)
         vals = {**r, "median_ms": r["host_ms"] if on_target else r["median_ms"]}
         rows_out.append([vals.get(c) for c in shown])
-    table = _table(cols, rows_out)
+    table = table_data(cols, rows_out)
     statuses: dict[str, int] = {}
     for r in records:
         statuses[str(r.get("status"))] = statuses.get(str(r.get("status")), 0) + 1
-    return _render("sweep.html.j2", kind="sweep", targets=targets, best=best_rows,
-                   statuses=statuses, n=len(records), charts=charts,
-                   chart_info={"heatmaps": heat_info, "best_bars": bars},
-                   tables={"sweep": table}, command=command, sections=sections,
-                   generative=generative,
-                   title=title or f"sweep: {len(records)} runs on {len(targets)} target(s)")
+    return render("sweep.html.j2", kind="sweep", targets=targets, best=best_rows,
+                  statuses=statuses, n=len(records), charts=charts,
+                  chart_info={"heatmaps": heat_info, "best_bars": bars},
+                  tables={"sweep": table}, command=command, sections=sections,
+                  generative=generative,
+                  title=title or f"sweep: {len(records)} runs on {len(targets)} target(s)")
 
 
 def _cell(v: Any) -> str:
-    if _num(v) is not None:
+    if num(v) is not None:
         return fmt(v)
     return str(v) if v not in (None, "") and v == v else "—"
 
 
 def _rate(median: Any, stddev: Any) -> str:
     """A rate as median ± standard deviation."""
-    if _num(median) is None:
+    if num(median) is None:
         return "—"
-    return fmt(median) + (f" ± {fmt(stddev)}" if _num(stddev) is not None else "")
+    return fmt(median) + (f" ± {fmt(stddev)}" if num(stddev) is not None else "")
 
 
 #: the generative jobs' table: its columns, and which are numbers
@@ -171,12 +171,12 @@ def _generative(gen, best) -> dict[str, Any]:
     recs = gen.to_dict(orient="records")
     top: dict[tuple, float] = {}
     for r in recs:
-        v = _num(r.get("tg_median_ts"))
+        v = num(r.get("tg_median_ts"))
         if v is not None:
             top[(r["target"], r["model"])] = max(top.get((r["target"], r["model"]), 0.0), v)
     rows = []
     for r in recs:
-        v, peak = _num(r.get("tg_median_ts")), top.get((r["target"], r["model"]))
+        v, peak = num(r.get("tg_median_ts")), top.get((r["target"], r["model"]))
         rows.append({"status": str(r.get("status")), "tg": fmt(v),
                      "width": 0 if v is None or not peak else max(1, round(100 * v / peak)),
                      "cells": [_cell(r.get(k)) for k in (
@@ -191,7 +191,7 @@ def _generative(gen, best) -> dict[str, Any]:
     gbest = best[best["workload"] == "generate"] if best is not None and "workload" in best \
         else []
     for b in (gbest.to_dict(orient="records") if len(gbest) else []):
-        t = "auto" if _num(b.get("n_threads")) is None else fmt(b.get("n_threads"))
+        t = "auto" if num(b.get("n_threads")) is None else fmt(b.get("n_threads"))
         cf = b.get("clearly_faster")
         best_rows.append([
             _cell(b.get("target")), _cell(b.get("model")),

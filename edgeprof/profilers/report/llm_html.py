@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from edgeprof.profilers.report.html_common import (_chart, _esc, _g, _num, _render, _table, fmt,
+from edgeprof.profilers.report.html_common import (chart_html, esc, fmt, sig, num, render, table_data,
                                                    write_html)
 from edgeprof.profilers.report.html_figures import log_ticks, roof_trace, roofline_frame
 from edgeprof.profilers.report.llm_payload import (find_figure, measured_on_target, run_place,
@@ -53,7 +53,7 @@ BOARD_COLOR = "#b3261e"
 
 # ----------------------------------------------------------------------------- helpers
 def _label(backend: Any, fmt_: Any, depth: Any = 0) -> str:
-    d = _num(depth)
+    d = num(depth)
     return f"{backend} {fmt_}" + (f" @d{int(d)}" if d else "")
 
 
@@ -70,7 +70,7 @@ def _depth0(estimates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     best: dict[tuple[Any, Any], dict[str, Any]] = {}
     for e in estimates:
         k = (e.get("backend"), e.get("format"))
-        if k not in best or (_num(e.get("depth")) or 0) < (_num(best[k].get("depth")) or 0):
+        if k not in best or (num(e.get("depth")) or 0) < (num(best[k].get("depth")) or 0):
             best[k] = e
     return list(best.values())
 
@@ -82,8 +82,8 @@ def _stage(e: Mapping[str, Any], name: str) -> dict[str, Any]:
 
 def _estimate_for(estimates: list[dict[str, Any]], backend: Any, fmt_: Any,
                   depth: Any) -> dict[str, Any] | None:
-    d = _num(depth) or 0
-    same = [e for e in estimates if e.get("format") == fmt_ and (_num(e.get("depth")) or 0) == d]
+    d = num(depth) or 0
+    same = [e for e in estimates if e.get("format") == fmt_ and (num(e.get("depth")) or 0) == d]
     return next((e for e in same if e.get("backend") == backend), same[0] if same else None)
 
 
@@ -97,13 +97,13 @@ def _spec(payload: Mapping[str, Any]):
 
 
 def _interval_text(f: Mapping[str, Any]) -> str:
-    lo, hi = _num(f.get("low")), _num(f.get("high"))
-    return f"; interval {_g(lo)}–{_g(hi)}" if lo is not None and hi is not None else ""
+    lo, hi = num(f.get("low")), num(f.get("high"))
+    return f"; interval {sig(lo)}–{sig(hi)}" if lo is not None and hi is not None else ""
 
 
 def _rate_stats(d: Any) -> dict[str, float | None]:
     d = d if isinstance(d, dict) else {}
-    return {k: _num(d.get(k)) for k in ("median", "mean", "stddev", "min", "max")}
+    return {k: num(d.get(k)) for k in ("median", "mean", "stddev", "min", "max")}
 
 
 # ----------------------------------------------------------------------------- roofline
@@ -123,8 +123,8 @@ def _roofline_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]])
         pts = []
         for e in shown:
             s = _stage(e, stage)
-            ai, peak, bw = _num(s.get("arithmetic_intensity")), _num(s.get("peak_macs")), \
-                _num(s.get("bandwidth"))
+            ai, peak, bw = num(s.get("arithmetic_intensity")), num(s.get("peak_macs")), \
+                num(s.get("bandwidth"))
             if ai is None or peak is None or bw is None:
                 continue
             roofs.setdefault((peak, bw), str(s.get("compute_precision") or ""))
@@ -132,12 +132,12 @@ def _roofline_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]])
         if pts:
             fig.add_trace(go.Scatter(
                 x=[p[1] for p in pts], y=[p[2] / 1e9 for p in pts], mode="markers",
-                name=f"{stage} on {_esc(target_id)} roof (analytic)",
+                name=f"{stage} on {esc(target_id)} roof (analytic)",
                 marker=dict(size=10, symbol=symbols[stage], color="#4c1d95", opacity=0.75),
-                text=[f"<b>{_esc(_label(e.get('backend'), e.get('format')))}</b> {stage}<br>"
+                text=[f"<b>{esc(_label(e.get('backend'), e.get('format')))}</b> {stage}<br>"
                       f"{fmt(s.get('macs'), 'MAC')}, {fmt(s.get('bytes'), 'B')} per "
-                      f"{_esc(s.get('per') or stage)}<br>intensity {_g(ai)} MAC/B<br>"
-                      f"{s.get('bound') or '?'}-bound: attainable {_g(y / 1e9)} GMAC/s "
+                      f"{esc(s.get('per') or stage)}<br>intensity {sig(ai)} MAC/B<br>"
+                      f"{s.get('bound') or '?'}-bound: attainable {sig(y / 1e9)} GMAC/s "
                       "(analytic)" for e, ai, y, s in pts],
                 hovertemplate="%{text}<extra></extra>"))
             info["analytic_points"] += len(pts)
@@ -147,29 +147,29 @@ def _roofline_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]])
         for prov, (color, _) in PREDICTED_STYLES.items():
             ppts = []
             for p in payload.get("predictions") or []:
-                if not isinstance(p, dict) or (_num(p.get("depth")) or 0) != 0:
+                if not isinstance(p, dict) or (num(p.get("depth")) or 0) != 0:
                     continue
                 f = find_figure(p, f"{stage}_tokens_per_s")
-                rate = _num((f or {}).get("value"))
+                rate = num((f or {}).get("value"))
                 if rate is None or f.get("provenance") != prov:
                     continue
                 e = _estimate_for(estimates, p.get("backend"), p.get("format"), 0)
                 s = _stage(e or {}, stage)
-                ai, macs = _num(s.get("arithmetic_intensity")), _num(s.get("macs"))
+                ai, macs = num(s.get("arithmetic_intensity")), num(s.get("macs"))
                 if ai is None or not macs:
                     continue
-                tokens = _num(s.get("tokens")) or _num(cfg.get("prompt_tokens")) or 1
+                tokens = num(s.get("tokens")) or num(cfg.get("prompt_tokens")) or 1
                 ppts.append((p, ai, macs * rate / tokens, f))
             if ppts:
                 fig.add_trace(go.Scatter(
                     x=[q[1] for q in ppts], y=[q[2] / 1e9 for q in ppts], mode="markers",
-                    name=f"{stage} on {_esc(target_id)} ({prov})",
+                    name=f"{stage} on {esc(target_id)} ({prov})",
                     marker=dict(size=11, symbol=symbols[stage] + "-open", color=color,
                                 line=dict(width=2)),
-                    text=[f"<b>{_esc(_label(p.get('backend'), p.get('format')))}</b> {stage} on "
-                          f"{_esc(target_id)} {_esc(device)}<br>{_g(f['value'])} tokens/s "
-                          f"({prov}{_interval_text(f)})<br>{_g(y / 1e9)} GMAC/s achieved<br>"
-                          f"{_esc(f.get('basis') or '')}"
+                    text=[f"<b>{esc(_label(p.get('backend'), p.get('format')))}</b> {stage} on "
+                          f"{esc(target_id)} {esc(device)}<br>{sig(f['value'])} tokens/s "
+                          f"({prov}{_interval_text(f)})<br>{sig(y / 1e9)} GMAC/s achieved<br>"
+                          f"{esc(f.get('basis') or '')}"
                           for p, _, y, f in ppts], hovertemplate="%{text}<extra></extra>"))
                 info["predicted_points"] += len(ppts)
         # runs measured on this host (or on a board: of the target itself, or emulating it)
@@ -179,20 +179,20 @@ def _roofline_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]])
                 rate = _rate_stats(r.get(f"{stage}_tokens_per_s"))["median"]
                 e = _estimate_for(estimates, r.get("backend"), r.get("format"), r.get("n_depth"))
                 s = _stage(e or {}, stage)
-                ai, macs = _num(s.get("arithmetic_intensity")), _num(s.get("macs"))
+                ai, macs = num(s.get("arithmetic_intensity")), num(s.get("macs"))
                 if rate is None or ai is None or not macs:
                     continue
-                mpts.append((r, ai, macs * rate / (_num(s.get("tokens")) or 1), rate))
+                mpts.append((r, ai, macs * rate / (num(s.get("tokens")) or 1), rate))
             if not mpts:
                 continue
             fig.add_trace(go.Scatter(
                 x=[m[1] for m in mpts], y=[m[2] / 1e9 for m in mpts], mode="markers",
-                name=f"{stage} measured on {_esc(where)}",
+                name=f"{stage} measured on {esc(where)}",
                 marker=dict(size=11, symbol=symbols[stage] + "-dot",
                             color=BOARD_COLOR if on_target else MEASURED_COLOR),
-                text=[f"<b>{_esc(_label(r.get('backend'), r.get('format'), r.get('n_depth')))}"
-                      f"</b> {stage}<br>{_g(rate)} tokens/s median (measured on {_esc(where)})"
-                      f"<br>{_g(y / 1e9)} GMAC/s achieved" for r, _, y, rate in mpts],
+                text=[f"<b>{esc(_label(r.get('backend'), r.get('format'), r.get('n_depth')))}"
+                      f"</b> {stage}<br>{sig(rate)} tokens/s median (measured on {esc(where)})"
+                      f"<br>{sig(y / 1e9)} GMAC/s achieved" for r, _, y, rate in mpts],
                 hovertemplate="%{text}<extra></extra>"))
             info["board_points" if on_target else "measured_points"] += len(mpts)
             xs_all += [m[1] for m in mpts]
@@ -201,23 +201,23 @@ def _roofline_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]])
     lo, hi = min(xs_all) / 3, max(xs_all) * 3
     for (peak, bw), prec in roofs.items():
         fig.add_trace(roof_trace(peak, bw, lo, hi,
-                                 f"{_esc(target_id)} {_esc(device)} {_esc(prec)}"))
+                                 f"{esc(target_id)} {esc(device)} {esc(prec)}"))
     host = _host_roof(payload)
     if host and info["measured_points"]:
         peak, bw, prec = host
-        fig.add_trace(roof_trace(peak, bw, lo, hi, f"this host {_esc(prec)}", host=True))
+        fig.add_trace(roof_trace(peak, bw, lo, hi, f"this host {esc(prec)}", host=True))
     info["host_roof"] = bool(host and info["measured_points"])
-    roofline_frame(fig, f"Prefill and decode on the roofline of {_esc(target_id)} "
-                   f"({_esc(device)})", "GMAC/s", height=500, legend_y=-0.22)
-    return _chart(fig, "roofline"), info
+    roofline_frame(fig, f"Prefill and decode on the roofline of {esc(target_id)} "
+                   f"({esc(device)})", "GMAC/s", height=500, legend_y=-0.22)
+    return chart_html(fig, "roofline"), info
 
 
 def _host_roof(payload: Mapping[str, Any]) -> tuple[float, float, str] | None:
     """This host's peak and bandwidth when the payload carries its calibrated figures."""
     figs = (((payload.get("host") or {}).get("target") or {}).get("figures")) or {}
-    bw = _num((figs.get("bandwidth") or {}).get("value"))
+    bw = num((figs.get("bandwidth") or {}).get("value"))
     for prec in ("int8", "fp16", "fp32"):
-        peak = _num((figs.get(f"peak_{prec}") or {}).get("value"))
+        peak = num((figs.get(f"peak_{prec}") or {}).get("value"))
         if peak and bw:
             return peak, bw, prec
     return None
@@ -231,7 +231,7 @@ def _memory_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]]):
 
     target = payload.get("target") or {}
     figs = target.get("figures") or {}
-    ram = _num((figs.get("ram") or {}).get("value"))
+    ram = num((figs.get("ram") or {}).get("value"))
     spec = _spec(payload)
     shown = _depth0(estimates)
     info = {"curves": 0, "max_context_marks": 0}
@@ -249,12 +249,12 @@ def _memory_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]]):
     usable = None
     marks_x, marks_y, marks_text = [], [], []
     for e in shown:
-        w = _num((find_figure(e, "weight_bytes") or {}).get("value"))
+        w = num((find_figure(e, "weight_bytes") or {}).get("value"))
         if w is None:
             continue
         fit = e.get("fit") if isinstance(e.get("fit"), dict) else {}
-        over = _num(fit.get("runtime_overhead_bytes")) or 0.0
-        usable = usable or _num(fit.get("usable_bytes"))
+        over = num(fit.get("runtime_overhead_bytes")) or 0.0
+        usable = usable or num(fit.get("usable_bytes"))
         kv_dtype = str(e.get("kv_dtype") or "f16")
         if spec is not None:
             try:
@@ -265,22 +265,22 @@ def _memory_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]]):
             kvs = None
         if kvs is None:
             kvs = [(int(p["context"]), float(p["bytes"])) for p in e.get("kv_curve") or []
-                   if isinstance(p, dict) and _num(p.get("context")) and
-                   _num(p.get("bytes")) is not None]
+                   if isinstance(p, dict) and num(p.get("context")) and
+                   num(p.get("bytes")) is not None]
         if not kvs:
             continue
         label = _label(e.get("backend"), e.get("format"))
         fig.add_trace(go.Scatter(
             x=[n for n, _ in kvs], y=[(w + kv + over) / 1e9 for _, kv in kvs], mode="lines",
-            name=_esc(label), line=dict(width=1.8),
-            text=[f"<b>{_esc(label)}</b> at {n:,} tokens<br>weights {fmt(w, 'B')} + KV "
-                  f"{fmt(kv, 'B')} ({_esc(kv_dtype)}) + runtime {fmt(over, 'B')} = "
+            name=esc(label), line=dict(width=1.8),
+            text=[f"<b>{esc(label)}</b> at {n:,} tokens<br>weights {fmt(w, 'B')} + KV "
+                  f"{fmt(kv, 'B')} ({esc(kv_dtype)}) + runtime {fmt(over, 'B')} = "
                   f"{fmt(w + kv + over, 'B')} (analytic)" for n, kv in kvs],
             hovertemplate="%{text}<extra></extra>"))
         info["curves"] += 1
-        mct = _num((find_figure(e, "max_context_tokens") or {}).get("value"))
+        mct = num((find_figure(e, "max_context_tokens") or {}).get("value"))
         if mct is None:
-            mct = _num(fit.get("max_context_tokens"))
+            mct = num(fit.get("max_context_tokens"))
         if mct and spec is not None:
             try:
                 kv_at = float(kv_cache_bytes(spec, int(mct), kv_dtype))
@@ -290,7 +290,7 @@ def _memory_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]]):
                 marks_x.append(mct)
                 marks_y.append((w + kv_at + over) / 1e9)
                 capped = mct >= spec.max_position_embeddings
-                marks_text.append(f"<b>{_esc(label)}</b>: longest context "
+                marks_text.append(f"<b>{esc(label)}</b>: longest context "
                                   f"{int(mct):,} tokens (analytic"
                                   + ("; the model's maximum" if capped else "") + ")")
     if not info["curves"]:
@@ -301,13 +301,13 @@ def _memory_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]]):
                                  marker=dict(size=11, symbol="x", color="#b3261e"),
                                  text=marks_text, hovertemplate="%{text}<extra></extra>"))
         info["max_context_marks"] = len(marks_x)
-    tid = _esc(target.get("id") or "target")
+    tid = esc(target.get("id") or "target")
     ctx = (payload.get("recommendation") or {}).get("context_tokens")
-    asked = _num(ctx) is not None and _num(ctx) > 0
+    asked = num(ctx) is not None and num(ctx) > 0
     right = False  # is the context asked in the right half (its line, then the RAM labels left)
     if asked:
-        xs = [math.log10(x) for t in fig.data if t.x for x in t.x if _num(x) and x > 0]
-        at = math.log10(_num(ctx))
+        xs = [math.log10(x) for t in fig.data if t.x for x in t.x if num(x) and x > 0]
+        at = math.log10(num(ctx))
         right = bool(xs) and at > (min(xs) + max(xs)) / 2
     side = "left" if right or not asked else "right"  # the RAM labels away from that line
     if ram:
@@ -323,16 +323,16 @@ def _memory_chart(payload: Mapping[str, Any], estimates: list[dict[str, Any]]):
         # (add_vline's annotation_text would put it at 10^ctx and stretch the axis to it); the
         # label sits just above the frame, on the side of the line facing the middle of the
         # curves
-        fig.add_vline(x=_num(ctx), line_dash="dot", line_color="gray")
+        fig.add_vline(x=num(ctx), line_dash="dot", line_color="gray")
         fig.add_annotation(x=at, xref="x", y=1, yref="y domain", showarrow=False,
                            xanchor="right" if right else "left", yanchor="bottom",
-                           text=f"context asked: {int(_num(ctx)):,} tokens")
+                           text=f"context asked: {int(num(ctx)):,} tokens")
     fig.update_layout(title=f"Weights + KV cache + runtime against context, and {tid}'s RAM",
                       xaxis=dict(type="log", title="context (tokens held in the KV cache)",
                                  **log_ticks([x for t in fig.data for x in (t.x or ())])),
                       yaxis=dict(title="memory (GB, analytic)", rangemode="tozero"),
                       height=500, legend=dict(orientation="h", y=-0.22))
-    return _chart(fig, "memory"), info
+    return chart_html(fig, "memory"), info
 
 
 # ----------------------------------------------------------------------------- tokens/s
@@ -357,9 +357,9 @@ def _rates_chart(payload: Mapping[str, Any]):
             if not sel:
                 continue
             fig.add_trace(go.Bar(
-                x=[_esc(_label(r.get("backend"), r.get("format"), r.get("n_depth")))
+                x=[esc(_label(r.get("backend"), r.get("format"), r.get("n_depth")))
                    for r, _ in sel], y=[s["median"] for _, s in sel],
-                name=f"measured on {_esc(where)} (median; whiskers: min–max)",
+                name=f"measured on {esc(where)} (median; whiskers: min–max)",
                 legendgroup=where, showlegend=col == 1,
                 marker=dict(color=BOARD_COLOR if on_target else MEASURED_COLOR),
                 error_y=dict(type="data", symmetric=False,
@@ -367,12 +367,12 @@ def _rates_chart(payload: Mapping[str, Any]):
                                     for _, s in sel],
                              arrayminus=[(s["median"] - s["min"]) if s["min"] is not None
                                          else 0 for _, s in sel]),
-                text=[f"<b>{_esc(_label(r.get('backend'), r.get('format'), r.get('n_depth')))}"
-                      f"</b><br>{stage} {_g(s['median'])} tokens/s median (measured on "
-                      f"{_esc(where)}, {r.get('repetitions')} repetitions)"
-                      + (f"<br>min–max {_g(s['min'])}–{_g(s['max'])}" if s["min"] is not None
+                text=[f"<b>{esc(_label(r.get('backend'), r.get('format'), r.get('n_depth')))}"
+                      f"</b><br>{stage} {sig(s['median'])} tokens/s median (measured on "
+                      f"{esc(where)}, {r.get('repetitions')} repetitions)"
+                      + (f"<br>min–max {sig(s['min'])}–{sig(s['max'])}" if s["min"] is not None
                          and s["max"] is not None else "")
-                      + (f", sd {_g(s['stddev'])}" if s["stddev"] is not None else "")
+                      + (f", sd {sig(s['stddev'])}" if s["stddev"] is not None else "")
                       for r, s in sel], hovertemplate="%{text}<extra></extra>",
                 textposition="none"), row=1, col=col)
             info["board_bars" if on_target else "measured_bars"] += len(sel)
@@ -380,17 +380,17 @@ def _rates_chart(payload: Mapping[str, Any]):
             psel = []
             for p in preds:
                 f = find_figure(p, key)
-                if f and _num(f.get("value")) is not None and f.get("provenance") == prov:
+                if f and num(f.get("value")) is not None and f.get("provenance") == prov:
                     psel.append((p, f))
             if not psel:
                 continue
-            vals = [_num(f["value"]) for _, f in psel]
-            lows = [_num(f.get("low")) for _, f in psel]
-            highs = [_num(f.get("high")) for _, f in psel]
+            vals = [num(f["value"]) for _, f in psel]
+            lows = [num(f.get("low")) for _, f in psel]
+            highs = [num(f.get("high")) for _, f in psel]
             fig.add_trace(go.Bar(
-                x=[_esc(_label(p.get("backend"), p.get("format"), p.get("depth")))
+                x=[esc(_label(p.get("backend"), p.get("format"), p.get("depth")))
                    for p, _ in psel], y=vals,
-                name=f"{prov} on {_esc(target_id)} {_esc(device)} (whiskers: interval)",
+                name=f"{prov} on {esc(target_id)} {esc(device)} (whiskers: interval)",
                 legendgroup=prov, showlegend=col == 1,
                 marker=dict(color="rgba(0,0,0,0)", line=dict(color=color, width=1.5),
                             pattern=dict(shape=shape, fgcolor=color, size=6)),
@@ -398,10 +398,10 @@ def _rates_chart(payload: Mapping[str, Any]):
                              array=[(h - v) if h is not None else 0 for v, h in zip(vals, highs)],
                              arrayminus=[(v - lo) if lo is not None else 0
                                          for v, lo in zip(vals, lows)]),
-                text=[f"<b>{_esc(_label(p.get('backend'), p.get('format'), p.get('depth')))}"
-                      f"</b><br>{stage} on {_esc(target_id)}: {_g(v)} tokens/s ({prov})"
-                      + (f"<br>interval {_g(lo)}–{_g(h)}" if lo is not None and h is not None
-                         else "") + f"<br>{_esc(f.get('basis') or '')}"
+                text=[f"<b>{esc(_label(p.get('backend'), p.get('format'), p.get('depth')))}"
+                      f"</b><br>{stage} on {esc(target_id)}: {sig(v)} tokens/s ({prov})"
+                      + (f"<br>interval {sig(lo)}–{sig(h)}" if lo is not None and h is not None
+                         else "") + f"<br>{esc(f.get('basis') or '')}"
                       for (p, f), v, lo, h in zip(psel, vals, lows, highs)],
                 hovertemplate="%{text}<extra></extra>", textposition="none"), row=1, col=col)
             info[f"{prov}_bars"] += len(psel)
@@ -409,9 +409,9 @@ def _rates_chart(payload: Mapping[str, Any]):
         return None, info
     fig.update_layout(barmode="group", height=460, legend=dict(orientation="h", y=-0.3),
                       title="Tokens/s per format and runtime: measured here (solid) and "
-                            f"predicted for {_esc(target_id)} (hatched)")
+                            f"predicted for {esc(target_id)} (hatched)")
     fig.update_xaxes(tickangle=-30)
-    return _chart(fig, "rates"), info
+    return chart_html(fig, "rates"), info
 
 
 # ----------------------------------------------------------------------------- tables
@@ -434,7 +434,7 @@ def _layer_table(estimates: list[dict[str, Any]]) -> dict[str, Any]:
                 v = e.get(c) if c in ("backend", "format", "depth") else layer.get(c)
                 row.append(",".join(map(str, v)) if isinstance(v, (list, tuple)) else v)
             rows.append(row)
-    return _table(cols, rows)
+    return table_data(cols, rows)
 
 
 def _candidate_table(rec: Mapping[str, Any]) -> dict[str, Any]:
@@ -461,9 +461,9 @@ def _candidate_table(rec: Mapping[str, Any]) -> dict[str, Any]:
                      c.get("bits_per_weight"), c.get("weight_bytes"), c.get("kv_cache_bytes"),
                      c.get("total_bytes"),
                      None if c.get("fits") is None else ("yes" if c.get("fits") else "no"),
-                     c.get("max_context_tokens"), _num(d.get("value")), _num(d.get("low")),
-                     _num(d.get("high")), d.get("provenance"), c.get("why")])
-    return _table(cols, rows)
+                     c.get("max_context_tokens"), num(d.get("value")), num(d.get("low")),
+                     num(d.get("high")), d.get("provenance"), c.get("why")])
+    return table_data(cols, rows)
 
 
 def _runs_context(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -481,9 +481,9 @@ def _runs_context(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "prefill": _rate_stats(r.get("prefill_tokens_per_s")),
                     "decode": _rate_stats(r.get("decode_tokens_per_s")),
                     "ttft": _rate_stats(r.get("ttft_ms")),
-                    "tpot_p50": _num(tp.get("p50")), "tpot_p90": _num(tp.get("p90")),
-                    "load_s": _num(r.get("load_s")), "peak_rss": _num(r.get("peak_rss_bytes")),
-                    "model_size": _num(r.get("model_size")), "n_prompt": r.get("n_prompt"),
+                    "tpot_p50": num(tp.get("p50")), "tpot_p90": num(tp.get("p90")),
+                    "load_s": num(r.get("load_s")), "peak_rss": num(r.get("peak_rss_bytes")),
+                    "model_size": num(r.get("model_size")), "n_prompt": r.get("n_prompt"),
                     "n_gen": r.get("n_gen"), "n_depth": r.get("n_depth"),
                     "n_threads": r.get("n_threads"), "repetitions": r.get("repetitions"),
                     "runtime_version": r.get("runtime_version"),
@@ -544,7 +544,7 @@ def llm_command(payload: Mapping[str, Any]) -> str:
     for key, flag in (("prompt_tokens", "--prompt-tokens"), ("gen_tokens", "--gen-tokens")):
         if cfg.get(key) is not None:
             args += [flag, str(cfg[key])]
-    depths = [int(d) for d in cfg.get("depths") or [] if _num(d) is not None]
+    depths = [int(d) for d in cfg.get("depths") or [] if num(d) is not None]
     if depths and depths != [0]:
         args += ["--depth", ",".join(map(str, depths))]
     if cmd == "profile":
@@ -577,7 +577,7 @@ def render_llm_html(payload: Mapping[str, Any], *, command: str | None = None) -
     if rec:
         tables["candidates"] = _candidate_table(rec)
     params = model.get("parameters") if isinstance(model.get("parameters"), dict) else None
-    return _render(
+    return render(
         "llm.html.j2", kind="llm", payload=payload, model=model, spec=spec, target=target,
         target_figures=target.get("figures") or {}, device=target_device(payload),
         run_device=str(payload.get("device") or "cpu"),

@@ -177,7 +177,7 @@ def test_fmt_shows_units_decimal(value, unit, shown):
 def test_log_axes_label_full_numbers_and_wide_bars_go_log():
     """Plotly's dtick "D2" labelled 0.5 and 0.05 both "5"; and a board's prediction with a
     37,810 ms whisker beside a 12.9 ms host bar flattened the host bar to nothing."""
-    from edgeprof.profilers.report.html_figures import _latency_bars, log_ticks
+    from edgeprof.profilers.report.html_figures import latency_bars, log_ticks
 
     ticks = log_ticks([0.04, 0.48])
     labels = dict(zip(ticks["tickvals"], ticks["ticktext"]))
@@ -187,10 +187,10 @@ def test_log_axes_label_full_numbers_and_wide_bars_go_log():
     rows = [{"label": "torch_eager fp32", "host": 12.93, "host_lo": 12.8, "host_hi": 13.1,
              "board": 931.0, "board_lo": 158.0, "board_hi": 37810.0}]
     series = [("host", "host", "host_lo", "host_hi"), ("board", "board", "board_lo", "board_hi")]
-    html, bars = _latency_bars(rows, "t", "c", series)
+    html, bars = latency_bars(rows, "t", "c", series)
     assert bars == 2 and '"type":"log"' in html.replace(" ", "")
     rows[0].update(board=20.0, board_lo=15.0, board_hi=30.0)  # within 30x: a linear axis
-    html, _ = _latency_bars(rows, "t", "c", series)
+    html, _ = latency_bars(rows, "t", "c", series)
     assert '"type":"log"' not in html.replace(" ", "")
 
 
@@ -228,7 +228,7 @@ def test_out_has_the_report_and_it_is_self_contained(profiled):
     doc, out = profiled
     html = (out / "report.html").read_text(encoding="utf-8")
     assert html == H.render_profile_html(json.loads((out / "profile.json").read_text()))
-    basic = H._plotly_js("basic")
+    basic = H.plotly_js("basic")
     assert html.count(basic) == 1  # plotly.js inlined, once: the basic bundle (scatter, bar)
     ours = html.replace(basic, "")  # (its code names URLs it never fetches here)
     assert not re.search(r"<script[^>]+src=|<link[^>]+href=|@import|<iframe", ours, re.I)
@@ -254,7 +254,7 @@ def test_vendored_bundles_are_pinned_to_python_plotlys_version_with_their_licenc
         assert hashlib.sha256(path.read_bytes()).hexdigest() in readme  # unmodified, as listed
         assert f"plotly.js-{bundle}-dist-min@{H.PLOTLY_JS_VERSION}" in readme
         assert path.stat().st_size < 1.6e6
-    assert H._plotly_js("basic") == H.plotly_bundle_path("basic").read_text(encoding="utf-8")
+    assert H.plotly_js("basic") == H.plotly_bundle_path("basic").read_text(encoding="utf-8")
 
 
 def test_vendored_bundles_ship_in_the_wheel():
@@ -285,7 +285,7 @@ def test_the_smallest_bundle_that_draws_the_page(types, bundle):
 
 
 def test_each_page_inlines_the_bundle_its_charts_need(doc, host_doc):
-    basic, cartesian = H._plotly_js("basic"), H._plotly_js("cartesian")
+    basic, cartesian = H.plotly_js("basic"), H.plotly_js("cartesian")
     for html in (H.render_profile_html(doc), H.render_compare_html(doc, doc)):
         assert html.count(basic) == 1 and cartesian not in html
     sweep = H.render_sweep_html(sweep_frame(doc, host_doc))  # a heatmap: cartesian

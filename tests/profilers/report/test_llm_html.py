@@ -145,9 +145,9 @@ def test_runs_with_status_and_reason(html):
 
 
 def test_page_is_small_and_self_contained(html):
-    from edgeprof.profilers.report.html import _plotly_js
+    from edgeprof.profilers.report.html import plotly_js
 
-    basic = _plotly_js("basic")  # scatter and bar: the light bundle (issue 20)
+    basic = plotly_js("basic")  # scatter and bar: the light bundle (issue 20)
     assert html.count(basic) == 1
     ours = html.replace(basic, "")
     assert not re.search(r"<script[^>]+src=|<link[^>]+href=|https?://", ours, re.I)
