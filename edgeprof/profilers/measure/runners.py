@@ -1,9 +1,10 @@
 """Runners: where a :class:`~edgeprof.core.requests.MeasureRequest` runs.
 
-Both run either workload, the backend's (``Backend.workload``): a tensor model through the
-harness, a generative one through :func:`~edgeprof.profilers.measure.generate.run_generation_request`
-(llama-bench's pp/tg per depth; its record a
-:class:`~edgeprof.core.results.GenerativeRunRecord`).
+Every runner runs any registered workload (:mod:`edgeprof.core.workload`; the backend's
+``Backend.workload``) by asking it: ``run_here`` in this process (a tensor model through the
+harness, a generative one through llama-bench's pp/tg per depth), ``run_remote`` on a board,
+``default_timeout_s`` and ``record_type`` for an isolated worker. :func:`choose_runner` is
+the one place a runner is chosen.
 
 * :class:`InlineRunner` — in this process: resolve the backend class and the model (or load
   the built artifact), build the backend object once, and time it with the harness. The
@@ -48,7 +49,6 @@ from edgeprof.core.requests import MeasureRequest
 from edgeprof.core.results import RunRecord
 from edgeprof.core.workload import workload_of
 from edgeprof.profilers.measure.harness import MeasureFailure
-
 
 
 class WorkerLost(MeasurementError):
@@ -327,9 +327,10 @@ def spawn_worker(wire: dict[str, Any], timeout_s: float, *,
 
 class IsolatedRunner:
     """Run the request in a fresh worker process, with a timeout (``timeout_s``, else the
-    request's ``config.timeout_s``, else the timing plan's caps plus
-    ``DEFAULT_TIMEOUT_BASE_S``). A request that cannot cross (an in-memory module, a
-    backend class found neither by name nor by import path) runs inline, with a note."""
+    request's ``config.timeout_s``, else the workload's ``default_timeout_s``: a tensor
+    run's timing plan caps plus ``tensor.DEFAULT_TIMEOUT_BASE_S``). A request that cannot
+    cross (an in-memory module, a backend class found neither by name nor by import path)
+    runs inline, with a note."""
 
     name = "isolated"
 
