@@ -577,11 +577,15 @@ def render_llm_html(payload: Mapping[str, Any], *, command: str | None = None) -
     if rec:
         tables["candidates"] = _candidate_table(rec)
     params = model.get("parameters") if isinstance(model.get("parameters"), dict) else None
+    # a mixture of experts: the parameters a token runs, beside the total held
+    active = next((e["figures"]["active_parameters_per_token"] for e in estimates
+                   if isinstance((e.get("figures") or {}).get("active_parameters_per_token"),
+                                 dict)), None)
     return render(
         "llm.html.j2", kind="llm", payload=payload, model=model, spec=spec, target=target,
         target_figures=target.get("figures") or {}, device=target_device(payload),
         run_device=str(payload.get("device") or "cpu"),
-        config=payload.get("config") or {}, params=params, rec=rec,
+        config=payload.get("config") or {}, params=params, active=active, rec=rec,
         random_weights=bool(model.get("random_weights")),
         random_note=model.get("note") or "", runs=_runs_context(payload),
         predictions=_predictions_context(payload), fits=_fit_rows(estimates),

@@ -267,3 +267,18 @@ def test_bad_input_page_in_the_browser(browser, tmp_path, payload):  # noqa: F81
     assert browser.eval("window.__pwned === undefined")
     assert browser.eval("document.querySelector('#reasons li').textContent").startswith(
         "<img src=x onerror=")
+
+
+def test_a_mixture_of_experts_page_shows_its_experts_and_active_parameters():
+    """The header of an MoE's page says how many experts a token runs and the parameters
+    that reads, beside the total held; a dense model's says neither."""
+    from edgeprof.api import estimate_llm
+
+    moe = L.render_llm_html(estimate_llm("llm:qwen3-30b-a3b", "raspberry_pi_5",
+                                         backends="llama_cpp", precisions="q4_k_m"))
+    assert "128 experts × FFN 768, 8 per token" in moe
+    assert re.search(r'active per token</dt><dd><span class="fig" '
+                     r'data-key="active_parameters_per_token" data-value="3353020416"', moe)
+    dense = L.render_llm_html(estimate_llm("llm:qwen3-0.6b", "raspberry_pi_5",
+                                           backends="llama_cpp", precisions="q4_k_m"))
+    assert "active per token" not in dense and "experts" not in dense.split("<h2")[0]
