@@ -568,7 +568,7 @@ def calibrate_llm(backend: str, precision: str | None = None, *,
     on this machine, stay this host's and fit this host's."""
     from edgeprof.core.requests import MeasureRequest
     from edgeprof.profilers.measure.llm_runs import calibration_subject, runner_phrase
-    from edgeprof.profilers.measure.runners import chosen_runner
+    from edgeprof.profilers.measure.choice import chosen_runner
     from edgeprof.profilers.predict.llm import calibrate_llm_host
 
     say = progress or (lambda msg: None)

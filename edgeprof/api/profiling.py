@@ -141,7 +141,7 @@ def profile(model: Any, target: Any = "host", backends: Sequence[str] | str = ("
     trace_dir = Path(trace_folder.name) if trace_folder is not None else None
     runs: list[ProfileRun] = []
     from edgeprof.profilers.measure.fleet import board_target
-    from edgeprof.profilers.measure.runners import choose_runner
+    from edgeprof.profilers.measure.choice import choose_runner
 
     runner = choose_runner(tgt, fleet=fleet, isolate=bool(run_options.get("isolate")),
                            timeout_s=run_options.get("timeout_s"), progress=progress,

@@ -80,11 +80,11 @@ def measure_pairs(model: Any, pairs: Any, classes: dict[str, type], config: Any,
                   isolate: bool = False, timeout_s: float | None = None, fleet: Any = None,
                   plugins: Any = None, workdir: Any = None) -> list[dict[str, Any]]:
     """``measure()`` of one generative request per (backend, format) of ``pairs`` on the
-    runner :func:`~edgeprof.profilers.measure.runners.chosen_runner` chooses; the profile's
+    runner :func:`~edgeprof.profilers.measure.choice.chosen_runner` chooses; the profile's
     runs (:func:`run_dicts`)."""
     from edgeprof.core.requests import MeasureRequest
     from edgeprof.profilers.measure.measure import measure
-    from edgeprof.profilers.measure.runners import chosen_runner
+    from edgeprof.profilers.measure.choice import chosen_runner
 
     say = say or (lambda msg: None)
     runs: list[dict[str, Any]] = []

@@ -3,8 +3,8 @@
 Every runner runs any registered workload (:mod:`edgeprof.core.workload`; the backend's
 ``Backend.workload``) by asking it: ``run_here`` in this process (a tensor model through the
 harness, a generative one through llama-bench's pp/tg per depth), ``run_remote`` on a board,
-``default_timeout_s`` and ``record_type`` for an isolated worker. :func:`choose_runner` is
-the one place a runner is chosen.
+``default_timeout_s`` and ``record_type`` for an isolated worker.
+:func:`edgeprof.profilers.measure.choice.choose_runner` is the one place a runner is chosen.
 
 * :class:`InlineRunner` — in this process: resolve the backend class and the model (or load
   the built artifact), build the backend object once, and time it with the harness. The
@@ -34,14 +34,13 @@ stops and reaps it.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from edgeprof.core.errors import EdgeprofError, MeasurementError, UserError
@@ -378,48 +377,32 @@ class IsolatedRunner:
         raise decode_error(message["error"])
 
 
-def choose_runner(target: Any = None, *, fleet: Any = None, isolate: bool = False,
-                  timeout_s: float | None = None, progress: Callable[[str], None] | None = None,
-                  registry: Any = None):
-    """The one place a runner is chosen, for every workload: a board of ``target`` on the
-    Dask scheduler ``fleet`` (``RemoteRunner``: built here, loaded and timed there), else an
-    isolated worker (``isolate`` or a ``timeout_s``: a timeout can only be enforced on
-    another process), else this process. Each reports the run's steps to ``progress``."""
+def check_timeout(timeout_s: Any) -> None:
+    """UserError (exit 2) unless ``timeout_s`` is None or a positive number of seconds."""
     if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(
             timeout_s, (int, float)) or timeout_s <= 0):
         raise UserError(f"--timeout must be a positive number of seconds, got {timeout_s!r}")
-    if fleet is not None:
-        from edgeprof.profilers.measure.fleet import fleet_runner
 
-        if target is None:
-            raise UserError("a fleet measures on a board of a target: give --target (e.g. "
-                            "raspberry_pi_5)")
-        return fleet_runner(fleet, target, progress=progress)
+
+def local_runner(*, isolate: bool = False, timeout_s: float | None = None,
+                 progress: Callable[[str], None] | None = None, registry: Any = None):
+    """The runner on this machine: an isolated worker (``isolate`` or a ``timeout_s``: a
+    timeout can only be enforced on another process), else this process
+    (:func:`edgeprof.profilers.measure.choice.choose_runner` adds a fleet's boards)."""
+    check_timeout(timeout_s)
     if isolate or timeout_s is not None:
         return IsolatedRunner(timeout_s, progress=progress)
     return InlineRunner(registry, progress=progress)
 
 
-@contextlib.contextmanager
-def chosen_runner(target: Any = None, **how: Any) -> Iterator[Any]:
-    """:func:`choose_runner`'s runner, closed on exit (a fleet's client)."""
-    runner = choose_runner(target, **how)
-    try:
-        yield runner
-    finally:
-        if hasattr(runner, "close"):
-            runner.close()
-
-
 def default_runner(request_or_config: Any, *,
                    progress: Callable[[str], None] | None = None):
-    """:func:`choose_runner` for a request (or config) measured on this machine: what its
-    config asks (isolation, a timeout)."""
+    """:func:`local_runner` for a request (or config): what its config asks (isolation, a
+    timeout)."""
     config = getattr(request_or_config, "config", request_or_config)
-    return choose_runner(isolate=config.isolate, timeout_s=config.timeout_s,
-                         progress=progress)
+    return local_runner(isolate=config.isolate, timeout_s=config.timeout_s, progress=progress)
 
 
 __all__ = ["InlineRunner", "IsolatedRunner", "WorkerLost", "artifact_model", "backend_class",
-           "choose_runner", "chosen_runner", "decode_error", "default_runner", "encode_error", "request_registry",
+           "check_timeout", "decode_error", "default_runner", "local_runner", "encode_error", "request_registry",
            "spawn_worker", "wire_request"]

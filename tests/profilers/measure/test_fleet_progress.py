@@ -79,7 +79,7 @@ def test_a_tensor_profile_on_the_fleet_reports_the_boards_steps(fleet):
 
 
 def test_a_generative_run_on_the_fleet_reports_load_and_each_depth(fleet, tmp_path):
-    from edgeprof.profilers.measure.runners import chosen_runner
+    from edgeprof.profilers.measure.choice import chosen_runner
     from edgeprof.targets import get_target
 
     seen: list[str] = []

@@ -13,7 +13,8 @@ from edgeprof.core.errors import UserError
 from edgeprof.core.results import GenerativeRunRecord
 from edgeprof.profilers.measure.llm_runs import calibration_subject, run_dicts
 from edgeprof.profilers.measure.measure import measure
-from edgeprof.profilers.measure.runners import InlineRunner, IsolatedRunner, chosen_runner
+from edgeprof.profilers.measure.choice import chosen_runner
+from edgeprof.profilers.measure.runners import InlineRunner, IsolatedRunner
 from tests.profilers.measure.test_generate_runners import request
 
 STEPS = ["building tiny-gen q4_0 for sleep_gen", "loading tiny-gen q4_0 on sleep_gen",

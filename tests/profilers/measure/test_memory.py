@@ -6,6 +6,7 @@ every peak the sampler could see."""
 
 from __future__ import annotations
 
+import mmap
 import threading
 
 import pytest
@@ -23,8 +24,12 @@ def test_no_sampler_thread_where_the_kernel_peak_mark_works():
     mem = PeakMemory(interval_s=0.005).start()
     try:
         assert not _sampler_alive()
-        block = bytearray(30_000_000)  # touched: resident
-        del block
+        # fresh pages (an anonymous mapping, every page written): a bytearray may reuse heap
+        # pages an earlier test left resident, which raise no peak (seen in full runs)
+        block = mmap.mmap(-1, 30_000_000)
+        for i in range(0, 30_000_000, mmap.PAGESIZE):
+            block[i] = 1
+        block.close()
     finally:
         mem.stop()
     d = mem.detail()
