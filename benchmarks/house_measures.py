@@ -5,11 +5,13 @@ imported across modules; lines of code. Prints a table; reads the source only.
     .venv/bin/python benchmarks/house_measures.py [--list]
 
 A *branch site* is a line of code (not a comment, docstring or ``def``) that decides on the
-kind: a call of ``is_generative`` / ``is_llm_spec`` / ``backend_workload``, a comparison of a
-workload or kind with a literal (``workload == "generate"``), or an ``isinstance`` test of a
-kind's own type (``GenerativeRunRecord``, ``BenchmarkResult``, ``LLMModel``, ``LLMSpec``,
-``GenJob``, ``GenerativeComparison``). ``api/kinds.py`` is the front door whose job is that
-decision; it is counted apart.
+kind: a call of ``is_generative`` / ``is_llm_spec`` / ``backend_workload`` / ``model_kind`` /
+``document_workload``, a comparison of a workload or kind with a literal (``workload ==
+"generate"``) or with the kinds' names (``kind == GENERATIVE``), or an ``isinstance`` test of
+a kind's own type (``GenerativeRunRecord``, ``BenchmarkResult``, ``LLMModel``, ``LLMSpec``,
+``GenJob``, ``GenerativeComparison``). The front door whose job is that decision is counted
+apart: ``core/kinds.py`` (``model_kind``, a model's kind), ``api/kinds.py`` (the verbs that
+route on it) and ``profilers/report/family.py`` (``document_workload``, a profile.json's).
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "edgeprof"
 KIND_TYPES = ("GenerativeRunRecord", "BenchmarkResult", "LLMModel", "LLMSpec", "GenJob",
               "GenerativeComparison")
-CALLS = re.compile(r"\b(is_generative|is_llm_spec|backend_workload)\(")
-COMPARE = re.compile(r"""(workload|kind)\w*\s*[!=]=\s*["'](generate|tensor|generative)["']""")
+CALLS = re.compile(r"\b(is_generative|is_llm_spec|backend_workload|model_kind|"
+                   r"document_workload)\(")
+COMPARE = re.compile(r"""(workload|kind)\w*\s*[!=]=\s*(["'](generate|tensor|generative)["']"""
+                     r"|GENERATIVE\b|TENSOR\b)")
+FRONT = ("core/kinds.py", "api/kinds.py", "profilers/report/family.py")
 ISINSTANCE = re.compile(r"isinstance\([^)]*\b(" + "|".join(KIND_TYPES) + r")\b")
 
 
@@ -48,10 +53,10 @@ def code_lines(path: Path) -> list[tuple[int, str]]:
 
 def area(path: Path) -> str:
     rel = path.relative_to(PKG)
+    if rel.as_posix() in FRONT:
+        return "front door (" + ", ".join(FRONT) + ")"
     if rel.parts[0] == "profilers":
         return "/".join(rel.parts[:2])
-    if rel.as_posix() == "api/kinds.py":
-        return "api/kinds.py (front door)"
     if rel.parts[0] == "optimize" and rel.name.startswith("sweep"):
         return "optimize/sweep*"
     return rel.parts[0] if len(rel.parts) > 1 else rel.name
@@ -88,7 +93,7 @@ def main() -> None:
     print("|---|---:|")
     for a, n in sorted(per.items()):
         print(f"| {a} | {n} |")
-    front = per.get("api/kinds.py (front door)", 0)
+    front = sum(n for a, n in per.items() if a.startswith("front door"))
     print(f"| **all, outside the front door** | **{len(sites) - front}** |")
     if args.list:
         for a, f, i, s in sites:

@@ -7,6 +7,7 @@ function that needs one is called.
 from __future__ import annotations
 
 import importlib
+import types
 from typing import Any
 
 from edgeprof._version import __version__
@@ -75,12 +76,11 @@ _LAZY = {
     "TensorReport": "edgeprof.api",
     "MeasureRequest": "edgeprof.core.requests",
     "measure": "edgeprof.profilers.measure.measure",
-    "recommend": "edgeprof.optimize.router",
+    "recommend": "edgeprof.api",
     "Constraints": "edgeprof.optimize.router",
     "Plan": "edgeprof.optimize.router",
     "check_feasible": "edgeprof.optimize.router",
     # recommend / optimize
-    "optimize": "edgeprof.optimize.loop",
     "recommend_plan": "edgeprof.optimize.loop",
     "OptimizeReport": "edgeprof.optimize.loop",
     "Candidate": "edgeprof.optimize.loop",
@@ -125,8 +125,24 @@ __all__ = [
     "WarningRecord",
     "__version__",
     "hookimpl",
+    "optimize",
     *sorted(_LAZY),
 ]
+
+
+class _VerbPackage(types.ModuleType):
+    """``edgeprof.optimize``: the subpackage, and the verb when called. Importing any module
+    of a subpackage sets the package's attribute of its name to the subpackage, so a
+    function ``edgeprof.optimize`` beside the subpackage ``edgeprof.optimize`` would be
+    replaced by it (and ``edgeprof.optimize(...)`` fail, "'module' object is not callable");
+    the package itself is callable instead."""
+
+    def __call__(self, model: Any, target: Any = "host", **options: Any) -> Any:
+        # looked up on first use, as _LAZY's names are
+        return importlib.import_module("edgeprof.api.kinds").optimize(model, target, **options)
+
+
+importlib.import_module("edgeprof.optimize").__class__ = _VerbPackage  # only a docstring
 
 
 def __getattr__(name: str) -> Any:

@@ -9,18 +9,20 @@ import only ``common`` beside them, never this package (an import-linter contrac
 
 - ``common``: the documents' schema version, the progress callback, target lookup, name
   lists, the checks and writes of ``out``;
-- ``verbs``: the listings and ``estimate`` / ``benchmark`` / ``summarize``;
+- ``verbs``: the listings, a tensor model's ``estimate``, ``benchmark`` and ``summarize``;
 - ``predictions``: ``predict``, ``predict_many``, :class:`Predictor`,
   ``calibrate_measurements``;
 - ``profiling``: ``profile`` (:class:`ProfileReport`) and ``batch_sizes`` (:class:`BatchReport`);
 - ``generative``: generative models: ``estimate_llm``, ``profile_llm``, ``recommend_llm``,
   ``optimize_llm``, ``calibrate_llm``, ``calibrate_llm_measurements``;
-- ``kinds``: ``profile``, ``predict`` and ``calibrate`` for either kind of model (a tensor
-  model to ``profiling`` / ``predictions``, a generative one to ``generative``; an option of
-  the other kind is a one-line ``UserError``), and :class:`CalibrationResult`.
+- ``kinds``: ``profile``, ``predict``, ``estimate``, ``recommend``, ``optimize`` and
+  ``calibrate`` for either kind of model (a tensor model to ``profiling`` / ``predictions``
+  / ``verbs`` / the optimize loop, a generative one to ``generative``; an option of the
+  other kind is a one-line ``UserError``), and :class:`CalibrationResult`.
 
-``profile`` and ``predict`` here are those of ``kinds``; the tensor implementations keep
-their names in ``profiling`` and ``predictions``.
+``profile``, ``predict``, ``estimate``, ``recommend`` and ``optimize`` here are those of
+``kinds``; the tensor implementations keep their names in ``profiling``, ``predictions``,
+``verbs`` and ``edgeprof.optimize.loop`` (``recommend_plan``, ``optimize``).
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from edgeprof.api.generative import (DEFAULT_LLM_FORMATS, LLM_CALIBRATION_MODELS
                                      calibrate_llm, calibrate_llm_measurements, estimate_llm,
                                      llm_exit_code, llm_plan,
                                      optimize_llm, profile_llm, recommend_llm)
-from edgeprof.api.kinds import CalibrationResult, calibrate, model_kind, predict, profile
+from edgeprof.api.kinds import (CalibrationResult, calibrate, estimate, model_kind, optimize,
+                                predict, profile, recommend)
 from edgeprof.api.predictions import (Predictor, calibrate_measurements, calibrations_of,
                                       on_device, predict_many)
 from edgeprof.api.profiling import BatchReport, batch_sizes, resolve_backends
-from edgeprof.api.verbs import benchmark, estimate, list_backends, list_targets, summarize
+from edgeprof.api.verbs import benchmark, list_backends, list_targets, summarize
 from edgeprof.profilers.report.family import ProfileReport
 from edgeprof.profilers.report.generative import GenerativeReport
 from edgeprof.profilers.report.tensor_report import ProfileRun, TargetRecord, TensorReport
@@ -45,8 +48,9 @@ __all__ = [
     "Progress", "TargetRecord", "TensorReport", "batch_sizes", "benchmark", "calibrate",
     "calibrate_llm", "calibrate_llm_measurements", "calibrate_measurements", "calibrations_of",
     "estimate", "estimate_llm", "list_backends",
-    "list_targets", "llm_exit_code", "llm_plan", "model_kind", "on_device", "optimize_llm",
-    "predict", "predict_many", "profile", "profile_llm", "recommend_llm", "resolve_backends",
+    "list_targets", "llm_exit_code", "llm_plan", "model_kind", "on_device", "optimize",
+    "optimize_llm", "predict", "predict_many", "profile", "profile_llm", "recommend",
+    "recommend_llm", "resolve_backends",
     "split_names", "summarize",
     "target_registry",  # the CLI's target lookup (cli/main, cli/fleet)
 ]

@@ -23,13 +23,9 @@ DEFAULT_LLM_FORMATS = ("q4_k_m", "int4")
 
 def _llm_model(model: Any) -> Any:
     """An :class:`~edgeprof.core.llm.LLMModel` from ``llm:NAME``, a .gguf or an HF folder."""
-    from edgeprof.core.llm import LLMModel
-
-    if isinstance(model, LLMModel):
-        return model
     from edgeprof.zoo.llm import resolve_llm
 
-    return resolve_llm(str(model))
+    return resolve_llm(model)
 
 
 def _llm_config(*, prompt_tokens: int, gen_tokens: int, depths: Sequence[int] | int,

@@ -24,23 +24,7 @@ from typing import Any
 from edgeprof.api.common import Progress
 from edgeprof.core.errors import OutputError, UnsupportedError, UserError
 
-TENSOR, GENERATIVE = "tensor", "generative"
-#: what each kind of model is, as the errors name it (the CLI's words)
-KIND_WORDS = {TENSOR: "tensor models (builtin:NAME, package.module:factory, .onnx, .tflite, "
-                      ".xml, .keras)",
-              GENERATIVE: "generative models (llm:NAME, .gguf, HF folder)"}
-
-
-def model_kind(model: Any) -> str:
-    """``generative`` for an ``LLMModel``, ``llm:NAME``, a .gguf file or a Hugging Face folder;
-    else ``tensor`` (a spec, a path, an ``nn.Module``, a ``ModelHandle``)."""
-    from edgeprof.core.llm import LLMModel, is_llm_spec
-
-    if isinstance(model, LLMModel):
-        return GENERATIVE
-    if isinstance(model, (str, os.PathLike)) and is_llm_spec(str(model)):
-        return GENERATIVE
-    return TENSOR
+from edgeprof.core.kinds import GENERATIVE, KIND_WORDS, TENSOR, model_kind
 
 
 def _refuse_other_kind(model: Any, kind: str, given: Mapping[str, bool]) -> None:
@@ -247,6 +231,111 @@ def _predict_generative(model: Any, target: Any, backend: str, precision: str | 
     return GenerativePrediction(dict(predictions[0]))
 
 
+# ---------------------------------------------------- estimate, recommend, optimize
+def _call(func: Any, model: Any, kind: str, verb: str, *args: Any, also: Any = None,
+          **options: Any) -> Any:
+    """``func(model, *args, **options)``; an option neither ``func`` nor ``also`` (the
+    function ``func`` passes its other keywords to) takes is a ``UserError`` naming it and
+    the options there are."""
+    import inspect
+
+    takes = [n for f in (func, also) if f is not None
+             for n, p in inspect.signature(f).parameters.items() if p.kind is p.KEYWORD_ONLY]
+    for name in options:
+        if name not in takes:
+            shown = model if isinstance(model, (str, os.PathLike)) else type(model).__name__
+            raise UserError(f"{verb}() takes no option '{name}' for {shown}, a {kind} model; "
+                            f"its options: {', '.join(dict.fromkeys(takes))}")
+    return func(model, *args, **options)
+
+
+def estimate(model: Any, target: Any = None, precision: Any = None, **options: Any) -> Any:
+    """The analytic figures of ``model`` on ``target``, for either kind of model; nothing is
+    built or run.
+
+    * A tensor model: :func:`edgeprof.api.verbs.estimate` (``target`` default host,
+      ``precision`` default fp32; ``batch_size``, ``input_shapes``, ``input_dtypes`` ...): an
+      :class:`~edgeprof.core.results.Estimate`, per layer.
+    * A generative model: :func:`edgeprof.api.generative.estimate_llm` (``target`` default
+      none: the estimate alone; ``precision``: one format or several, default the
+      backend's; ``backends`` default llama_cpp; ``prompt_tokens``, ``gen_tokens``,
+      ``depths``, ``device``, ``threads``, ``calibration`` ...): a
+      :class:`~edgeprof.profilers.report.generative.GenerativeReport` (``command``
+      "estimate": per stage, and the target's predictions).
+
+    An option of the other kind is a ``UserError`` naming it."""
+    if model_kind(model) == GENERATIVE:
+        from edgeprof.api.generative import estimate_llm
+        from edgeprof.profilers.report.generative import GenerativeReport
+
+        if precision is not None:
+            if options.get("precisions") not in (None, precision):
+                raise UserError("give precision or precisions, not both")
+            options["precisions"] = precision
+        return GenerativeReport.from_dict(_call(estimate_llm, model, GENERATIVE, "estimate",
+                                                target, **options))
+    from edgeprof.api.verbs import estimate as estimate_tensor
+
+    return _call(estimate_tensor, model, TENSOR, "estimate", "host" if target is None
+                 else target, "fp32" if precision is None else precision, **options)
+
+
+def recommend(model: Any, target: Any = "host", constraints: Any = None,
+              **options: Any) -> Any:
+    """How to run ``model`` on ``target``, for either kind of model; analytic, nothing runs.
+
+    * A tensor model: :func:`edgeprof.optimize.loop.recommend_plan` (``latency_budget_ms``,
+      ``memory_budget_mb``, ``max_accuracy_drop``, ``stream_rate_fps``, ``threads`` ...): the
+      router's :class:`~edgeprof.optimize.router.Plan`.
+    * A generative model: :func:`edgeprof.api.generative.recommend_llm` (``tokens_per_s``,
+      ``context_tokens``, ``backends``, ``precisions``, ``device``, ``threads`` ...): the
+      format that fits and meets the budget with the most bits, an
+      :class:`~edgeprof.optimize.llm.LLMChoice`.
+    * An :class:`~edgeprof.core.results.Estimate` (what ``edgeprof.estimate`` gave) with
+      ``constraints`` (a :class:`~edgeprof.optimize.router.Constraints`): the router on it,
+      :func:`edgeprof.optimize.router.recommend`, as before.
+
+    An option of the other kind is a ``UserError`` naming it."""
+    from edgeprof.core.results import Estimate
+
+    if isinstance(model, Estimate):  # an estimate already made: the router on it
+        from edgeprof.optimize.router import recommend as route
+
+        return route(model, target, constraints, **options)
+    if constraints is not None:
+        raise UserError("constraints go with an Estimate; for a model give the budgets as "
+                        "keywords (latency_budget_ms=..., tokens_per_s=...)")
+    if model_kind(model) == GENERATIVE:
+        from edgeprof.api.generative import recommend_llm
+
+        return _call(recommend_llm, model, GENERATIVE, "recommend", target, **options)
+    from edgeprof.optimize.loop import recommend_plan
+
+    return _call(recommend_plan, model, TENSOR, "recommend", target, **options)
+
+
+def optimize(model: Any, target: Any = "host", **options: Any) -> Any:
+    """The recommended configurations of ``model`` measured here and the best one chosen,
+    for either kind of model.
+
+    * A tensor model: :func:`edgeprof.optimize.loop.optimize` (budgets, ``candidates``,
+      ``compressions``, ``data``, ``out`` ...): an
+      :class:`~edgeprof.optimize.loop.OptimizeReport`.
+    * A generative model: :func:`edgeprof.api.generative.optimize_llm` (``shortlist``,
+      ``repetitions``, ``out`` and :func:`recommend`'s options): the choice's document with
+      the shortlisted formats ``measured_here``.
+
+    An option of the other kind is a ``UserError`` naming it."""
+    if model_kind(model) == GENERATIVE:
+        from edgeprof.api.generative import optimize_llm, recommend_llm
+
+        return _call(optimize_llm, model, GENERATIVE, "optimize", target, also=recommend_llm,
+                     **options)
+    from edgeprof.optimize.loop import optimize as optimize_tensor
+
+    return _call(optimize_tensor, model, TENSOR, "optimize", target, **options)
+
+
 # ------------------------------------------------------------------------- calibrate
 @dataclass
 class CalibrationResult:
@@ -375,5 +464,5 @@ def _path(path: Any) -> Path | None:
     return Path(path) if path is not None else None
 
 
-__all__ = ["GENERATIVE", "KIND_WORDS", "TENSOR", "CalibrationResult", "calibrate",
-           "model_kind", "predict", "profile"]
+__all__ = ["GENERATIVE", "KIND_WORDS", "TENSOR", "CalibrationResult", "calibrate", "estimate",
+           "model_kind", "optimize", "predict", "profile", "recommend"]

@@ -17,19 +17,6 @@ from edgeprof.core.results import Estimate
 from edgeprof.profilers.predict.config import ConfigPredictor, on_device  # noqa: F401
 
 
-def _tensor_only(model: Any) -> None:
-    """A generative model's prediction is its tokens/s (``edgeprof.predict``, which routes it
-    to ``estimate_llm``), not a latency: say so (exit 2) instead of failing to import
-    'llm'."""
-    from edgeprof.core.llm import is_llm_spec
-
-    if isinstance(model, (str, os.PathLike)) and is_llm_spec(str(model)):
-        raise UserError(f"{model} is a generative model: predict its tokens/s on a board with "
-                        "edgeprof.predict(model, target, backend, FORMAT) (or "
-                        "edgeprof.api.estimate_llm for several formats at once); Predictor and "
-                        "predict_many take tensor models")
-
-
 class Predictor:
     """Predictions for one (target, backend, precision, threads, device, calibration), many
     models: the target, the calibration and the registry are looked up once, so screening a
@@ -57,7 +44,6 @@ class Predictor:
         self.runtime_version = runtime_version  # the board's build: warned about if it differs
 
     def _handle(self, model: Any, input_shapes=None, input_dtypes=None) -> ModelHandle:
-        _tensor_only(model)
         return model if isinstance(model, ModelHandle) else resolve_model(
             model, input_shapes=input_shapes, input_dtypes=input_dtypes, registry=self.registry)
 
@@ -85,7 +71,6 @@ def predict(model: Any, target: Any, backend: str, precision: str = "fp32", *,
     :class:`~edgeprof.profilers.predict.Prediction` (``value_ms``, ``low_ms``, ``high_ms``,
     ``provenance``, ``calibration``, ``method``, ``notes``). ``runtime_version``: the board's
     runtime build; a calibration fitted with another is used with a warning naming both."""
-    _tensor_only(model)
     return Predictor(target, backend, precision, threads=threads, device=device,
                      calibration=calibration, plugins=plugins, targets_dir=targets_dir,
                      runtime_version=runtime_version)(

@@ -13,6 +13,7 @@ from edgeprof.core.backend import (RunConfig, check_backend_options, option_spec
                                    run_config_options)
 from edgeprof.core.models import resolve_model
 from edgeprof.core.plugins import get_registry
+from edgeprof.core.workload import workload_name
 from edgeprof.core.precision import get_precision
 from edgeprof.core.requests import MeasureRequest
 from edgeprof.core.results import BenchmarkResult, Estimate, Summary
@@ -36,14 +37,12 @@ def list_backends(plugins: str | os.PathLike | None = None) -> list[dict[str, An
             available, reason, hint = a.available, a.reason, a.hint
         except Exception as e:  # an availability check must never take the listing down
             available, reason, hint = False, f"availability check failed: {e}", ""
-        caps = cls.capabilities
-        workload = getattr(cls, "workload", "tensor")
-        generative = workload == "generate"  # a GenerativeBackend: its formats, its devices
+        precisions, devices = cls.listed()
         rows.append({"name": name, "available": available, "reason": reason, "hint": hint,
-                     "prediction_only": False, "workload": workload,
-                     "precisions": list(cls.formats if generative else caps.precisions),
-                     "devices": list(cls.devices if generative else caps.devices),
-                     "model_formats": list(caps.model_formats), "plugin": entry.plugin,
+                     "prediction_only": False, "workload": workload_name(cls),
+                     "precisions": list(precisions), "devices": list(devices),
+                     "model_formats": list(cls.capabilities.model_formats),
+                     "plugin": entry.plugin,
                      "description": getattr(cls, "description", ""),
                      "options": [{"name": n, "type": t, "default": d}
                                  for n, t, d in option_specs(cls.Options)]})

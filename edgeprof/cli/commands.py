@@ -255,13 +255,7 @@ def cmd_calibrate(args) -> int:  # predict helper: edgeprof calibrate
             plugins=args.plugins, targets_dir=args.targets_dir, progress=progress)
     finally:
         progress.stop()
-    if result.kind == "generative":
-        if result.source == "measurements":
-            return llm.print_llm_measurements_calibration(result, args)
-        return llm.print_llm_calibration(result, args)
-    if result.source == "measurements":
-        return _print_measurements_calibration(result, args)
-    return _print_calibration(result, args)
+    return CALIBRATION_PRINTERS[result.kind, result.source](result, args)
 
 
 def _print_calibration(result, args) -> int:
@@ -317,6 +311,15 @@ def _print_measurements_calibration(result, args) -> int:
               "leave-one-out error and a shape of your own)")
     print(f"saved to {path}")
     return 0
+
+
+#: the printer of each (kind of backend, source) of a CalibrationResult
+CALIBRATION_PRINTERS = {
+    ("tensor", "measured"): _print_calibration,
+    ("tensor", "measurements"): _print_measurements_calibration,
+    ("generative", "measured"): llm.print_llm_calibration,
+    ("generative", "measurements"): llm.print_llm_measurements_calibration,
+}
 
 
 def cmd_recommend(args) -> int:

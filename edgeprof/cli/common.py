@@ -14,6 +14,7 @@ from typing import Any
 
 from edgeprof.cli.render import _si
 from edgeprof.core.errors import EdgeprofError, OutputError
+from edgeprof.core.kinds import GENERATIVE, KIND_WORDS, TENSOR, model_kind
 
 # ----------------------------------------------------------------------------- output
 #: the Python API's constraint names, as the terminal names them: the flag that sets each
@@ -206,20 +207,6 @@ class Parser(argparse.ArgumentParser):
 
 
 # ------------------------------------------------------------------ the kinds of model
-TENSOR, GENERATIVE = "tensor", "generative"
-#: what each kind of model is, as the help groups and the errors name it
-KIND_WORDS = {TENSOR: "tensor models (builtin:NAME, package.module:factory, .onnx, .tflite, "
-                      ".xml, .keras)",
-              GENERATIVE: "generative models (llm:NAME, .gguf, HF folder)"}
-
-
-def model_kind(model: str) -> str:
-    """``generative`` for llm:NAME, a .gguf file or a Hugging Face folder, else ``tensor``."""
-    from edgeprof.core.llm import is_llm_spec
-
-    return GENERATIVE if is_llm_spec(model) else TENSOR
-
-
 def for_kinds(action: argparse.Action, *, only: str | None = None,
               **defaults: Any) -> argparse.Action:
     """Mark a flag: it applies to ``only`` one kind of model (None: both), and its default

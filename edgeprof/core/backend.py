@@ -425,6 +425,12 @@ class Backend:
         return parse_options(cls.Options, mine, f"backend '{cls.name}'",
                              "; write BACKEND.KEY=VALUE to give an option to one backend only")
 
+    @classmethod
+    def listed(cls) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(precisions, devices) it offers, as ``edgeprof backends`` lists them: its
+        capabilities' (a generative backend: its weight formats and processors)."""
+        return cls.capabilities.precisions, cls.capabilities.devices
+
     # -- availability -------------------------------------------------------------------
     @classmethod
     def availability(cls) -> Availability:

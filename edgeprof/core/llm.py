@@ -376,6 +376,11 @@ class GenerativeBackend(Backend):
     capabilities: ClassVar[Capabilities] = Capabilities(precisions=(), model_formats=("llm",))
 
     @classmethod
+    def listed(cls) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(the weight formats it makes, the processors it runs on here)."""
+        return cls.formats, cls.devices
+
+    @classmethod
     def runtime_version(cls) -> str:
         """The runtime package's version (read from its metadata, not by importing it)."""
         for req in cls.requires:

@@ -446,6 +446,12 @@ _DECLARED_READERS: dict[str, Callable[[Path], Sequence[DeclaredInput]]] = {
 
 
 def _resolve_string(spec: str, input_shapes, input_dtypes, registry) -> ModelHandle:
+    from edgeprof.core.kinds import GENERATIVE, model_kind
+
+    if model_kind(spec) == GENERATIVE:  # not a tensor model: say which functions take it
+        raise ModelError(f"{spec} is a generative model, and this takes tensor models; "
+                         "edgeprof.predict (and profile, estimate, recommend, optimize) take "
+                         "either kind", spec=spec)
     if registry is None:
         from edgeprof.core.plugins import get_registry
 

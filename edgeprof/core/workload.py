@@ -5,7 +5,8 @@ differs between kinds of run, so the code that runs requests (``measure()``, the
 isolated worker, a fleet board, sweeps) asks it and never tests the kind itself:
 
 * ``describe`` — how messages name the models it runs;
-* ``record_type`` — its run record (``BenchmarkResult``, ``GenerativeRunRecord``);
+* ``record_type`` — its run record (``BenchmarkResult``, ``GenerativeRunRecord``), and
+  :meth:`Workload.owns`, whether a record read back (from a board, a sweep's store) is one;
 * :meth:`Workload.blank_record` — the record of a run that produced nothing (a worker that
   died, a backend that raised before timing anything);
 * :meth:`Workload.prepare` and :meth:`Workload.check` — defaults, then cheap checks, before
@@ -39,6 +40,12 @@ class Workload:
     describe: ClassVar[str] = ""
     #: its run record's class
     record_type: ClassVar[type] = object
+
+    def owns(self, record: Any) -> bool:
+        """Whether ``record`` is this workload's run record (a board or a sweep's store can
+        hold a bare failure record of another type instead: one that never reached the
+        workload)."""
+        return isinstance(record, self.record_type)
 
     def blank_record(self, request: Any, backend_cls: Any = None) -> Any:
         """The ``failed`` record of a run of ``request`` that measured nothing."""

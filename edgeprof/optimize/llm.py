@@ -268,13 +268,14 @@ def default_device(model: LLMModel, tgt: Any,
     return "cpu"
 
 
-def choose_llm_format(model: LLMModel, target: Any, *, device: str | None = None,
+def choose_llm_format(model: LLMModel | str, target: Any, *, device: str | None = None,
                       backends: Sequence[str] | str | None = None,
                       context_tokens: int | None = None, tokens_per_s: float | None = None,
                       prompt_tokens: int = 512, gen_tokens: int = 128,
                       precisions: Sequence[str] | str | None = None,
                       threads: int | None = None, calibration: Any = None) -> LLMChoice:
-    """The format (and backend) for ``model`` on ``target``'s processor ``device`` (on
+    """The format (and backend) for ``model`` (an ``LLMModel`` or its spec, ``llm:NAME``
+    ...) on ``target``'s processor ``device`` (on
     ``threads`` of its cores; default all its big cores): fits the
     RAM with room for ``context_tokens`` (default: prompt + generated tokens), reaches
     ``tokens_per_s`` of predicted decode when given, else keeps the most bits. ``backends``:
@@ -285,10 +286,9 @@ def choose_llm_format(model: LLMModel, target: Any, *, device: str | None = None
     from edgeprof.profilers.estimate.llm import (estimate_llm, kv_cache_bytes,
                                                  max_context_tokens, parameter_count,
                                                  runtime_overhead_bytes, usable_ram_bytes)
+    from edgeprof.zoo.llm import resolve_llm
 
-    if not isinstance(model, LLMModel):
-        raise UserError(f"choose_llm_format needs an LLMModel (edgeprof.zoo.llm.resolve_llm), "
-                        f"got {type(model).__name__}")
+    model = resolve_llm(model)
     spec = model.spec
     tgt = _target(target)
     notes: list[str] = []

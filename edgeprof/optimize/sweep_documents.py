@@ -90,7 +90,8 @@ def generative_document(report: Any, model: str, target: str, batch_size: int | 
     generated tokens the sweep lists), every depth, as a generative profile document. A
     model, target or shape the sweep did not run is a UserError naming what it ran."""
     from edgeprof.core.llm import GenerationConfig
-    from edgeprof.core.results import GenerativeRunRecord, record_from_dict
+    from edgeprof.core.plugins import get_registry
+    from edgeprof.core.results import record_from_dict
     from edgeprof.optimize.sweep_store import SweepStore
     from edgeprof.profilers.estimate.llm import parameter_count
     from edgeprof.profilers.measure.llm_runs import run_dicts
@@ -120,9 +121,10 @@ def generative_document(report: Any, model: str, target: str, batch_size: int | 
     finally:
         store.close()
     runs, depths = [], []
+    workload = get_registry().workloads["generate"]
     for r in rows:
         record = record_from_dict(json.loads(r["record"]))
-        if not isinstance(record, GenerativeRunRecord):  # not measured: a bare failure row
+        if not workload.owns(record):  # not measured: a bare failure row
             continue
         for run in run_dicts(record):
             runs.append(run)

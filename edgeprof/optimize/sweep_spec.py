@@ -283,10 +283,10 @@ def load_sweep(path: str | os.PathLike, *, overrides: dict[str, Any] | None = No
     backends = _list(raw, "backends", path, str, required=tensor)
     precisions = _list(raw, "precisions", path, str, required=tensor)
     sizes = _list(raw, "batch_sizes", path, int, required=False)
-    from edgeprof.core.llm import is_llm_spec
+    from edgeprof.core.kinds import GENERATIVE, model_kind
 
     for m in models:
-        if is_llm_spec(m) or m.lower().endswith(".gguf"):
+        if model_kind(m) == GENERATIVE:
             raise ConfigError(f"'{m}' is a generative model: list it under [generate] models "
                               "(with its backends and formats)", path=path, field="models")
     if any(b <= 0 for b in sizes):

@@ -121,11 +121,17 @@ def __getattr__(name: str) -> Any:
 
 
 # ------------------------------------------------------------------------------ resolve
-def resolve_llm(spec: str) -> LLMModel:
-    """``llm:NAME`` | a ``.gguf`` file | a Hugging Face folder -> :class:`LLMModel`.
+def resolve_llm(spec: str | LLMModel | LLMSpec) -> LLMModel:
+    """``llm:NAME`` | a ``.gguf`` file | a Hugging Face folder -> :class:`LLMModel`; an
+    ``LLMModel`` is returned as it is, an ``LLMSpec`` built in code is a model of random
+    weights in its shapes, as a preset is. The one place a generative model is resolved.
 
     Every mistake is a one-line :class:`UserError` saying what is wrong and what to do.
     """
+    if isinstance(spec, LLMModel):
+        return spec
+    if isinstance(spec, LLMSpec):
+        return LLMModel(spec=spec, source_kind="preset", given=spec.name, random_weights=True)
     s = str(spec)
     if s.startswith(LLM_PREFIX):
         return LLMModel(spec=get_preset(s), source_kind="preset", given=s, random_weights=True)

@@ -9,6 +9,8 @@ The generative backends are the fake plugin of tests/cli/test_llm_cli.py (no run
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -122,6 +124,73 @@ def test_predict_refuses_the_other_kinds_options_in_one_line(model, kw, words):
     with pytest.raises(UserError) as e:
         edgeprof.predict(model, "raspberry_pi_5", kw.pop("backend", "llama_cpp"), **kw)
     assert "\n" not in str(e.value) and words in str(e.value)
+
+
+# ------------------------------------------------------- estimate, recommend, optimize
+def test_edgeprof_optimize_stays_the_verb_once_its_package_is_imported():
+    """``import edgeprof.optimize.router`` (what ``recommend`` or a sweep does) set the
+    attribute ``edgeprof.optimize`` to the subpackage, so the README's
+    ``edgeprof.optimize(...)`` failed: "'module' object is not callable"."""
+    code = ("import edgeprof.optimize.router, edgeprof\n"
+            "assert callable(edgeprof.optimize), edgeprof.optimize\n"
+            "assert edgeprof.optimize.router.recommend\n"
+            "from edgeprof import optimize; assert callable(optimize)\n"
+            "try:\n    edgeprof.optimize('builtin:mlp', 'host', bogus=1)\n"
+            "except edgeprof.UserError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "optimize() takes no option 'bogus' for builtin:mlp, a tensor model" in out
+
+
+def test_estimate_takes_a_generative_model():
+    report = edgeprof.estimate("llm:smollm2-135m", "raspberry_pi_5", "q8_0",
+                               prompt_tokens=64, gen_tokens=16)
+    assert isinstance(report, edgeprof.GenerativeReport) and report.command == "estimate"
+    same = edgeprof.estimate_llm("llm:smollm2-135m", "raspberry_pi_5", precisions="q8_0",
+                                 prompt_tokens=64, gen_tokens=16)
+    assert report.to_dict()["predictions"] == same["predictions"]
+    assert [e.format for e in report.estimates] == ["q8_0"]
+    # a tensor model still gets its per-layer Estimate
+    assert isinstance(edgeprof.estimate("builtin:mlp"), edgeprof.Estimate)
+
+
+def test_recommend_takes_either_kind_of_model_or_an_estimate():
+    choice = edgeprof.recommend("llm:smollm2-135m", "raspberry_pi_5", tokens_per_s=20)
+    assert choice.to_dict() == edgeprof.recommend_llm("llm:smollm2-135m", "raspberry_pi_5",
+                                                      tokens_per_s=20).to_dict()
+    plan = edgeprof.recommend("builtin:small_cnn", "raspberry_pi_4", latency_budget_ms=5)
+    assert isinstance(plan, edgeprof.Plan)
+    est = edgeprof.estimate("builtin:small_cnn", "raspberry_pi_4")
+    routed = edgeprof.recommend(est, edgeprof.get_target("raspberry_pi_4"),
+                                edgeprof.Constraints(latency_budget_ms=5))
+    assert isinstance(routed, edgeprof.Plan)
+    with pytest.raises(UserError, match="constraints go with an Estimate"):
+        edgeprof.recommend("builtin:mlp", "host", edgeprof.Constraints())
+
+
+@pytest.mark.parametrize("verb, model, kw, words", [
+    ("estimate", "builtin:mlp", {"prompt_tokens": 8},
+     "estimate() takes no option 'prompt_tokens' for builtin:mlp, a tensor model"),
+    ("estimate", "llm:smollm2-135m", {"batch_size": 2},
+     "estimate() takes no option 'batch_size' for llm:smollm2-135m, a generative model"),
+    ("recommend", "llm:smollm2-135m", {"latency_budget_ms": 5.0},
+     "takes no option 'latency_budget_ms'"),
+    ("recommend", "builtin:mlp", {"tokens_per_s": 5.0}, "takes no option 'tokens_per_s'"),
+    ("optimize", "llm:smollm2-135m", {"compressions": "prune"},
+     "takes no option 'compressions'"),
+    ("optimize", "builtin:mlp", {"shortlist": 2}, "takes no option 'shortlist'")])
+def test_an_option_of_the_other_kind_is_one_line_naming_it(verb, model, kw, words):
+    with pytest.raises(UserError) as e:
+        getattr(edgeprof, verb)(model, "raspberry_pi_5", **kw)
+    assert "\n" not in str(e.value) and words in str(e.value)
+    assert "its options: " in str(e.value)
+
+
+def test_optimize_takes_a_generative_model():
+    kw = dict(backends="llama_cpp", tokens_per_s=5, shortlist=0)
+    doc = edgeprof.optimize("llm:qwen2.5-0.5b", "raspberry_pi_5", **kw)
+    assert doc == edgeprof.optimize_llm("llm:qwen2.5-0.5b", "raspberry_pi_5", **kw)
+    assert doc["format"] and doc["measured_here"] == []
 
 
 # ------------------------------------------------------------------------- calibrate

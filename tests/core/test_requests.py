@@ -99,12 +99,21 @@ def test_a_generative_request_round_trips_through_json():
 @pytest.mark.parametrize("d,word", [
     ({"backend": "x", "model": "llm:a", "generation": {"tokens": 1}}, "tokens"),
     ({"backend": "x", "model": "llm:a", "generation": {"gen_tokens": 0}}, "gen-tokens"),
-    ({"backend": "x", "model": "llm:a", "workload": "tensor", "generation": {}}, "tensor"),
     ({"backend": "x", "model": "llm:a", "workload": ""}, "workload"),
 ])
 def test_bad_generative_requests_are_user_errors(d, word):
     with pytest.raises(UserError, match=word):
         MeasureRequest.from_dict(d)
+
+
+def test_a_tensor_request_with_a_generation_config_is_refused_by_its_workload():
+    """The tensor workload's own check refuses it (one line), before anything runs."""
+    from edgeprof.profilers.measure.measure import measure
+
+    req = MeasureRequest.from_dict({"backend": "onnxruntime", "model": "builtin:mlp",
+                                    "workload": "tensor", "generation": {}})
+    with pytest.raises(UserError, match="a tensor measure request .* takes no generation"):
+        measure(req)
 
 
 def test_a_generative_record_round_trips_with_its_kind():

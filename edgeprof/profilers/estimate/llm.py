@@ -399,17 +399,12 @@ class LLMEstimate:
 
 
 def _spec(model: LLMSpec | LLMModel | str) -> LLMSpec:
-    if isinstance(model, LLMSpec):
-        return model
-    if isinstance(model, LLMModel):
-        return model.spec
     from edgeprof.core.llm import LLM_PREFIX
     from edgeprof.zoo.llm import preset_names, resolve_llm
 
-    s = str(model)
-    if s in preset_names():  # a bare preset name
-        s = LLM_PREFIX + s
-    return resolve_llm(s).spec
+    if isinstance(model, str) and model in preset_names():  # a bare preset name
+        model = LLM_PREFIX + model
+    return resolve_llm(model).spec
 
 
 def _processor(target: Any, device: str) -> tuple[float, dict[str, float], float, str]:

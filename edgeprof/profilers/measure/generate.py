@@ -598,7 +598,7 @@ def ship_generation(runner: Any, request: Any) -> GenerativeRunRecord:
     if outcome.record is None:
         raise MeasurementError(f"on the {runner.target} fleet: {outcome.reason}")
     record = record_from_dict(outcome.record)
-    if not isinstance(record, GenerativeRunRecord):  # the board could not unpack it
+    if not GenerateWorkload().owns(record):  # the board could not unpack it
         raise MeasurementError(f"on the {runner.target} fleet: {record.reason}")
     return record
 

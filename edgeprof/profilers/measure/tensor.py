@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from edgeprof.core.errors import UnsupportedError
+from edgeprof.core.errors import UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.results import BenchmarkResult
 from edgeprof.core.workload import Workload
@@ -51,6 +51,9 @@ class TensorWorkload(Workload):
         return request
 
     def check(self, request: Any, backend_cls: Any) -> None:
+        if request.generation is not None:
+            raise UserError(f"a tensor measure request (backend '{request.backend}') takes "
+                            "no generation config; give a generative backend")
         if request.handle is not None and request.artifact is None:
             backend_cls.check_request(request.handle, request.config)
 

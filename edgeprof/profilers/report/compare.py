@@ -55,46 +55,26 @@ from __future__ import annotations
 from typing import Any
 
 from edgeprof.profilers.report.compare_generative import compare_generative
-from edgeprof.profilers.report.compare_inputs import (SCHEMA_MAJORS, _stats, check_profile,
-                                                      check_same_kind, like_for_like,
-                                                      load_profile, profile_differences,
-                                                      profile_kind)
+from edgeprof.profilers.report.compare_inputs import (SCHEMA_MAJORS, check_profile,
+                                                      check_same_kind, load_profile,
+                                                      profile_differences, profile_kind)
 from edgeprof.profilers.report.compare_stats import (ALPHA, MIN_CLIFFS_DELTA, MIN_REL_CHANGE,
                                                      Comparison, GenerativeComparison,
                                                      cliffs_delta_from_u, compare_samples,
                                                      mann_whitney, min_p_value)
 from edgeprof.profilers.report.compare_text import (FIGURE_LABELS, format_comparison,
                                                     format_generative_comparison)
-from edgeprof.profilers.report.generative import is_generative
-
-
-def _precision(run: dict[str, Any]) -> str:
-    bench = run.get("benchmark") or {}
-    return str(run.get("requested_precision") or bench.get("requested_precision")
-               or run.get("precision") or "fp32")
-
-
-def _drifted(run: dict[str, Any]) -> bool:
-    """The run's measurement saw the machine change speed (the harness's ``speed_drift``)."""
-    bench = run.get("benchmark") if isinstance(run.get("benchmark"), dict) else run
-    return any(isinstance(w, dict) and w.get("code") == "speed_drift"
-               for w in bench.get("warnings") or ())
-
-
-def _index(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for run in doc["runs"]:
-        out.setdefault((run["backend"], _precision(run)), run)
-    return out
+from edgeprof.profilers.report.family import comparison_of
 
 
 def compare_results(a: dict[str, Any], b: dict[str, Any], *, alpha: float = ALPHA,
                     min_rel_change: float = MIN_REL_CHANGE,
                     min_cliffs: float = MIN_CLIFFS_DELTA,
                     force: bool = False) -> list[Comparison] | list[GenerativeComparison]:
-    """Compare two profile.json documents (dicts); one row per (backend, precision), or for
-    two generative profiles (:func:`compare_generative`) one per (backend, format, depth)
-    and figure.
+    """Compare two profile.json documents (dicts) with their workload's comparison
+    (:func:`~.family.comparison_of`): one row per (backend, precision) of two tensor
+    profiles (:func:`~.compare_tensor.compare`), one per (backend, format, depth) and figure
+    of two generative ones (:func:`compare_generative`).
 
     Profiles of a different model, target or input shape raise :class:`ConfigError`;
     ``force=True`` compares them anyway and notes the difference on every row. A tensor
@@ -102,50 +82,8 @@ def compare_results(a: dict[str, Any], b: dict[str, Any], *, alpha: float = ALPH
     check_profile(a, "first profile")
     check_profile(b, "second profile")
     check_same_kind(a, b)
-    if is_generative(a):
-        return compare_generative(a, b, alpha=alpha, min_rel_change=min_rel_change,
-                                  min_cliffs=min_cliffs, force=force)
-    forced = like_for_like(a, b, force=force, what="model, target and input shape")
-    ia, ib = _index(a), _index(b)
-    rows: list[Comparison] = []
-    for key in list(ia) + [k for k in ib if k not in ia]:
-        backend, precision = key
-        ra, rb = ia.get(key), ib.get(key)
-        if ra is None or rb is None:
-            side = "only_in_b" if ra is None else "only_in_a"
-            rows.append(Comparison(backend, precision, side, "not compared",
-                                   reason=f"run only in {'B' if ra is None else 'A'}"))
-            continue
-        sa, sb = _stats(ra), _stats(rb)
-        samples_a = (sa or {}).get("samples_ms") or []
-        samples_b = (sb or {}).get("samples_ms") or []
-        if len(samples_a) < 2 or len(samples_b) < 2:
-            why = []
-            for label, run, s in (("A", ra, samples_a), ("B", rb, samples_b)):
-                if len(s) < 2:
-                    status = run.get("status") or (run.get("benchmark") or {}).get("status")
-                    reason = run.get("reason") or (run.get("benchmark") or {}).get("reason")
-                    why.append(f"{label}: " + (f"{status}" + (f" ({reason})" if reason else "")
-                                               if status and status != "ok"
-                                               else "no latency samples"))
-            rows.append(Comparison(backend, precision, "no_samples", "not compared",
-                                   reason="; ".join(why)))
-            continue
-        figures = compare_samples(samples_a, samples_b, alpha=alpha,
-                                  min_rel_change=min_rel_change, min_cliffs=min_cliffs)
-        row = Comparison(backend, precision, "compared", **figures)
-        ka, kb = (sa or {}).get("block_size", 1), (sb or {}).get("block_size", 1)
-        if ka != kb:
-            row.notes.append(f"samples are block means of {ka} (A) and {kb} (B) calls")
-        drifted = [label for label, run in (("A", ra), ("B", rb)) if _drifted(run)]
-        if drifted:
-            row.notes.append(f"{' and '.join(drifted)}: the machine changed speed during the "
-                             "measurement (speed_drift): part of a difference may be the "
-                             "machine's moment, not the change; rerun both on a quiet machine")
-        rows.append(row)
-    for row in rows:
-        row.notes[:0] = forced
-    return rows
+    return comparison_of(a).compare(a, b, alpha=alpha, min_rel_change=min_rel_change,
+                                    min_cliffs=min_cliffs, force=force)
 
 
 __all__ = ["ALPHA", "FIGURE_LABELS", "MIN_CLIFFS_DELTA", "MIN_REL_CHANGE", "SCHEMA_MAJORS",

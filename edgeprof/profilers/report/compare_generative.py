@@ -1,18 +1,57 @@
 """Two generative profiles compared (:func:`compare_generative`): per (backend, format,
 depth) one :class:`~edgeprof.profilers.report.compare_stats.GenerativeComparison` row for each
 of prefill and decode tokens/s, TTFT and TPOT, from the per-repetition samples with the
-tensor comparison's statistics. Part of :mod:`edgeprof.profilers.report.compare`."""
+tensor comparison's statistics; with the checks of one generative document
+(:func:`check_document`) and what it measured (:func:`identity`). The ``comparison`` module
+of :class:`~edgeprof.profilers.report.generative.GenerativeReport`; part of
+:mod:`edgeprof.profilers.report.compare`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from edgeprof.core.errors import ConfigError
-from edgeprof.profilers.report.compare_inputs import like_for_like
+from edgeprof.profilers.report.compare_inputs import (check_major, check_numbers,
+                                                      check_runs_name, like_for_like, not_a,
+                                                      schema_major)
 from edgeprof.profilers.report.compare_stats import (ALPHA, MIN_CLIFFS_DELTA, MIN_REL_CHANGE,
                                                      GenerativeComparison, _enough,
                                                      compare_samples, min_p_value)
 from edgeprof.profilers.report.generative import STAGE_FIGURES, GenerativeRun
+
+
+def check_document(doc: dict[str, Any], where: Any) -> None:
+    """ConfigError unless its ``schema`` (``edgeprof.llm/N``, when given) is one this
+    edgeprof reads, every run names its backend and format, and its raw repetition times,
+    when it has any, are positive seconds."""
+    schema = doc.get("schema")
+    if schema is not None:
+        check_major(schema_major(schema.rsplit("/", 1)[-1]) if isinstance(schema, str)
+                    else None, schema, "schema", "edgeprof.llm/{}", where)
+    check_runs_name(doc, ("backend", "format"), where)
+    for i, run in enumerate(doc["runs"]):
+        samples = run.get("samples")
+        if samples is None:
+            continue
+        if not isinstance(samples, dict):
+            not_a(samples, "a dict of lists of seconds", where, i, run, "samples")
+        for name, values in samples.items():
+            check_numbers(values, where, i, run, name, f"samples.{name}", "seconds",
+                          positive=True)
+
+
+def identity(doc: dict[str, Any]) -> dict[str, Any]:
+    """What a generative profile measured beyond every profile's model and target: the
+    spec's name, the file format, the device, prompt and generated tokens."""
+    model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
+    spec = model.get("spec") if isinstance(model.get("spec"), dict) else {}
+    config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+    return {k: v for k, v in (("model name", spec.get("name")),
+                              ("model file format", model.get("file_format")),
+                              ("device", doc.get("device")),
+                              ("prompt tokens", config.get("prompt_tokens")),
+                              ("generated tokens", config.get("gen_tokens")))
+            if v is not None}
 
 
 def _run_notes(ra: GenerativeRun, rb: GenerativeRun) -> list[str]:
@@ -94,3 +133,7 @@ def compare_generative(a: dict[str, Any], b: dict[str, Any], *, alpha: float = A
     for row in rows:
         row.notes[:0] = forced
     return rows
+
+
+#: the name :func:`~edgeprof.profilers.report.compare.compare_results` calls
+compare = compare_generative

@@ -1,6 +1,8 @@
 """The inputs of a comparison, checked before anything is compared: reading a profile.json,
 its schema version and samples (:func:`check_profile`), its kind (tensor or generative,
-:func:`check_same_kind`) and what it measured (:func:`profile_differences`). Part of
+:func:`check_same_kind`) and what it measured (:func:`profile_differences`). What differs by
+workload (a run's samples, what a generative profile's test shape is) is the ``comparison``
+module of the document's report member (:func:`~.family.comparison_of`). Part of
 :mod:`edgeprof.profilers.report.compare`."""
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.core.errors import ConfigError
-from edgeprof.profilers.report.generative import is_generative
+from edgeprof.profilers.report.family import comparison_of, document_workload, member
 
 #: major versions of profile.json this module reads
 SCHEMA_MAJORS = (1,)
@@ -34,7 +36,7 @@ def load_profile(path: str | os.PathLike) -> dict[str, Any]:
     return doc
 
 
-def _schema_major(version: Any) -> int | None:
+def schema_major(version: Any) -> int | None:
     if isinstance(version, bool):
         return None
     if isinstance(version, int):
@@ -49,41 +51,29 @@ def _schema_major(version: Any) -> int | None:
 
 def check_profile(doc: Any, where: Any = "profile") -> None:
     """ConfigError unless ``doc`` looks like a profile.json this version reads: a dict with a
-    ``runs`` list, a known ``schema_version`` major (when it has one; a generative profile's
-    ``schema``, ``edgeprof.llm/N``, too), runs that name their backend (and a generative
-    run its format), and samples that are finite numbers: latencies non-negative ms, a
-    generative profile's raw repetition times positive seconds."""
+    ``runs`` list, a known ``schema_version`` major (when it has one), and what its
+    workload's comparison checks (``check_document``): runs that name their backend,
+    samples that are finite numbers (a tensor run's latencies non-negative ms, a generative
+    profile's ``schema``, ``edgeprof.llm/N``, and its raw repetition times positive
+    seconds)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
         raise ConfigError("not an edgeprof profile.json (no 'runs' list); give a file written "
                           "by 'edgeprof profile'", path=where)
-    generative = is_generative(doc)
-    if generative and doc.get("schema") is not None:
-        schema = doc["schema"]
-        _check_major(_schema_major(schema.rsplit("/", 1)[-1]) if isinstance(schema, str)
-                     else None, schema, "schema", "edgeprof.llm/{}", where)
     if "schema_version" in doc:
         version = doc["schema_version"]
-        _check_major(_schema_major(version), version, "schema_version", "{}.x", where)
-    names = ("backend", "format") if generative else ("backend",)
+        check_major(schema_major(version), version, "schema_version", "{}.x", where)
+    comparison_of(doc).check_document(doc, where)
+
+
+def check_runs_name(doc: dict[str, Any], names: tuple[str, ...], where: Any) -> None:
+    """ConfigError unless every run of ``doc`` is a dict naming each of ``names`` (strings)."""
     for i, run in enumerate(doc["runs"]):
         if not isinstance(run, dict) or not all(isinstance(run.get(k), str) for k in names):
             raise ConfigError(f"run {i} has no {' and '.join(repr(k) for k in names)}; is this "
                               "an edgeprof profile.json?", path=where, field=f"runs[{i}]")
-        if not generative:
-            _check_numbers((_stats(run) or {}).get("samples_ms"), where, i, run, "latency",
-                           "benchmark.stats.samples_ms", "ms")
-            continue
-        samples = run.get("samples")
-        if samples is None:
-            continue
-        if not isinstance(samples, dict):
-            _not_a(samples, "a dict of lists of seconds", where, i, run, "samples")
-        for name, values in samples.items():
-            _check_numbers(values, where, i, run, name, f"samples.{name}", "seconds",
-                           positive=True)
 
 
-def _check_major(major: int | None, value: Any, field: str, shown: str, where: Any) -> None:
+def check_major(major: int | None, value: Any, field: str, shown: str, where: Any) -> None:
     """ConfigError unless ``major`` (of ``value``, at ``field``) is one this module reads;
     ``shown`` formats a readable major for the message."""
     if major not in SCHEMA_MAJORS:
@@ -92,7 +82,7 @@ def _check_major(major: int | None, value: Any, field: str, shown: str, where: A
                           "with the edgeprof version that wrote it", path=where, field=field)
 
 
-def _not_a(value: Any, expected: str, where: Any, i: int, run: dict[str, Any],
+def not_a(value: Any, expected: str, where: Any, i: int, run: dict[str, Any],
            name: str) -> None:
     """ConfigError: run ``i``'s ``name`` is not ``expected`` (a damaged file)."""
     raise ConfigError(f"{name.rsplit('.', 1)[-1]} of run {i} ({run['backend']}) is a "
@@ -100,14 +90,14 @@ def _not_a(value: Any, expected: str, where: Any, i: int, run: dict[str, Any],
                       "written by edgeprof", path=where, field=f"runs[{i}].{name}")
 
 
-def _check_numbers(values: Any, where: Any, i: int, run: dict[str, Any], what: str,
+def check_numbers(values: Any, where: Any, i: int, run: dict[str, Any], what: str,
                    name: str, unit: str, positive: bool = False) -> None:
     """ConfigError unless ``values`` (samples of run ``i`` at ``runs[i].name``) is None or a
     list of finite numbers ``>= 0`` (``> 0`` when ``positive``)."""
     if values is None:
         return
     if not isinstance(values, list):
-        _not_a(values, f"a list of {unit}", where, i, run, name)
+        not_a(values, f"a list of {unit}", where, i, run, name)
     for j, v in enumerate(values):
         ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
               and (v > 0 if positive else v >= 0))
@@ -119,8 +109,8 @@ def _check_numbers(values: Any, where: Any, i: int, run: dict[str, Any], what: s
 
 
 def profile_kind(doc: Any) -> str:
-    """``"generative"`` for a generative profile (``kind`` "llm"), else ``"tensor"``."""
-    return "generative" if is_generative(doc) else "tensor"
+    """How messages name a profile's kind: ``"generative"`` (``kind`` "llm"), ``"tensor"``."""
+    return member(document_workload(doc)).word
 
 
 def _what(doc: dict[str, Any]) -> str:
@@ -130,27 +120,18 @@ def _what(doc: dict[str, Any]) -> str:
 
 def check_same_kind(a: dict[str, Any], b: dict[str, Any]) -> None:
     """ConfigError (exit 2) when one profile is a tensor one and the other a generative one."""
-    if profile_kind(a) != profile_kind(b):
+    if document_workload(a) != document_workload(b):
         raise ConfigError(f"A is a {_what(a)} and B a {_what(b)}: a tensor latency and "
                           "generative tokens/s measure different things; compare two tensor "
                           "profiles or two generative ones")
 
 
 def _identity(doc: dict[str, Any]) -> dict[str, Any]:
-    """What a profile measured (only what the document says): model name and format, target,
-    and input shapes and dtypes; for a generative one model name and file format, target,
-    device, prompt and generated tokens."""
-    out: dict[str, Any] = {}
+    """What a profile measured (only what the document says): what its workload's comparison
+    names first (a generative one's model name and file format, device, prompt and generated
+    tokens), then model name and format, input shapes and dtypes, and target."""
+    out: dict[str, Any] = dict(comparison_of(doc).identity(doc))
     model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
-    if is_generative(doc):
-        spec = model.get("spec") if isinstance(model.get("spec"), dict) else {}
-        config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
-        out = {k: v for k, v in (("model name", spec.get("name")),
-                                 ("model file format", model.get("file_format")),
-                                 ("device", doc.get("device")),
-                                 ("prompt tokens", config.get("prompt_tokens")),
-                                 ("generated tokens", config.get("gen_tokens")))
-               if v is not None}
     for key in ("name", "format"):
         if model.get(key) is not None:
             out[f"model {key}"] = model[key]
@@ -187,10 +168,3 @@ def like_for_like(a: dict[str, Any], b: dict[str, Any], *, force: bool, what: st
                           f"Compare profiles of one {what}, or pass --force to compare "
                           "anyway")
     return ["NOT LIKE FOR LIKE (forced): " + "; ".join(differ)] if differ else []
-
-
-def _stats(run: dict[str, Any]) -> dict[str, Any] | None:
-    bench = run.get("benchmark")
-    if isinstance(bench, dict) and isinstance(bench.get("stats"), dict):
-        return bench["stats"]
-    return run.get("stats") if isinstance(run.get("stats"), dict) else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from edgeprof.core.errors import UserError
 
@@ -40,6 +40,9 @@ class Comparison:
     n_b: int | None = None
     reason: str | None = None
     notes: list[str] = field(default_factory=list)
+
+    #: the function of :mod:`~edgeprof.profilers.report.compare_text` that prints its rows
+    table: ClassVar[str] = "format_tensor_comparison"
 
     def to_dict(self) -> dict[str, Any]:
         from edgeprof.core.results import clean
@@ -78,6 +81,8 @@ class GenerativeComparison:
     reason: str | None = None
     notes: list[str] = field(default_factory=list)
     kind: str = "generative"
+
+    table: ClassVar[str] = "format_generative_comparison"
 
     def to_dict(self) -> dict[str, Any]:
         from edgeprof.core.results import clean

@@ -65,10 +65,16 @@ def format_generative_comparison(rows: list[GenerativeComparison], label_a: str 
 
 def format_comparison(rows: list[Comparison] | list[GenerativeComparison], label_a: str = "A",
                       label_b: str = "B") -> str:
-    """A plain-text table for the terminal (no colour, no rich); generative rows get
-    :func:`format_generative_comparison`'s table."""
-    if rows and all(isinstance(r, GenerativeComparison) for r in rows):
-        return format_generative_comparison(rows, label_a, label_b)  # type: ignore[arg-type]
+    """A plain-text table for the terminal (no colour, no rich), the one its rows' type
+    names (``table``): :func:`format_tensor_comparison`,
+    :func:`format_generative_comparison`."""
+    kind = type(rows[0]) if rows else Comparison
+    return globals()[kind.table](rows, label_a, label_b)
+
+
+def format_tensor_comparison(rows: list[Comparison], label_a: str = "A",
+                             label_b: str = "B") -> str:
+    """Tensor rows as a plain-text table: one line per (backend, precision)."""
     header = ["backend", "precision", f"{label_a} median ms", f"{label_b} median ms",
               "change", "p", "cliff's d", "verdict"]
     body = []

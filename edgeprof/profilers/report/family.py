@@ -60,6 +60,11 @@ class ProfileReport:
 
     #: the workload whose runs this member reports (``tensor``, ``generate``)
     workload: ClassVar[str] = ""
+    #: how messages name its profiles ("tensor", "generative")
+    word: ClassVar[str] = ""
+    #: the module that compares two of its documents (``edgeprof compare``): it defines
+    #: ``check_document(doc, where)``, ``identity(doc)`` and ``compare(a, b, **thresholds)``
+    comparison: ClassVar[str] = ""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ProfileReport:
@@ -70,8 +75,8 @@ class ProfileReport:
         workload = document_workload(d)
         if cls.workload and cls.workload != workload:
             other = member(workload).__name__
-            raise ConfigError(f"not a {_WORDS[cls.workload]} profile.json but a "
-                              f"{_WORDS[workload]} one: read it with edgeprof.{other} or "
+            raise ConfigError(f"not a {cls.word} profile.json but a "
+                              f"{member(workload).word} one: read it with edgeprof.{other} or "
                               "edgeprof.ProfileReport")
         return member(workload)._read(d)
 
@@ -109,6 +114,8 @@ class ProfileReport:
         raise NotImplementedError
 
 
-_WORDS = {"tensor": "tensor", "generate": "generative"}
+def comparison_of(doc: Any) -> Any:
+    """The module comparing documents of ``doc``'s workload (its member's ``comparison``)."""
+    return importlib.import_module(member(document_workload(doc)).comparison)
 
-__all__ = ["KINDS", "MEMBERS", "ProfileReport", "document_workload", "member"]
+__all__ = ["KINDS", "MEMBERS", "ProfileReport", "comparison_of", "document_workload", "member"]

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from edgeprof.core.llm import GenerationConfig, GenerationRecord
-from edgeprof.profilers.report.family import ProfileReport, document_workload
+from edgeprof.profilers.report.family import ProfileReport
 from edgeprof.profilers.report.llm_payload import SCHEMA, SCHEMA_VERSION, find_figure
 
 #: the payload's ``kind``
@@ -55,12 +55,6 @@ STAGE_FIGURES: dict[str, tuple[str, bool]] = {
     "ttft_ms": ("ms", False),
     "tpot_ms": ("ms", False),
 }
-
-
-def is_generative(doc: Any) -> bool:
-    """Whether a profile.json document is a generative one (``kind`` "llm", or a schema
-    ``edgeprof.llm/N``) rather than a tensor profile (:func:`~.family.document_workload`)."""
-    return document_workload(doc) == GenerativeReport.workload
 
 
 # ------------------------------------------------------------------------------ figures
@@ -385,6 +379,8 @@ class GenerativeReport(ProfileReport):
     gives the config typed."""
 
     workload: ClassVar[str] = "generate"
+    word: ClassVar[str] = "generative"
+    comparison: ClassVar[str] = "edgeprof.profilers.report.compare_generative"
 
     model: dict[str, Any]
     command: str = "profile"
@@ -491,4 +487,4 @@ def _find(items: Sequence[Any], key: tuple[Any, ...]) -> Any:
 
 
 __all__ = ["KIND", "STAGE_FIGURES", "FigureValue", "GenerativeEstimate", "GenerativePrediction",
-           "GenerativeReport", "GenerativeRun", "RepetitionStats", "is_generative"]
+           "GenerativeReport", "GenerativeRun", "RepetitionStats"]

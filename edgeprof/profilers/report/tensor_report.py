@@ -85,6 +85,8 @@ class TensorReport(ProfileReport):
     family (``load`` / ``from_dict`` there)."""
 
     workload: ClassVar[str] = "tensor"
+    word: ClassVar[str] = "tensor"
+    comparison: ClassVar[str] = "edgeprof.profilers.report.compare_tensor"
 
     model: ModelHandle
     target: Any

@@ -14,9 +14,10 @@ from importlib import resources
 import pytest
 
 from edgeprof.core.errors import ConfigError
+from edgeprof.profilers.report.family import document_workload
 from edgeprof.profilers.report.generative import (STAGE_FIGURES, FigureValue,
                                                   GenerativeReport, GenerativeRun,
-                                                  RepetitionStats, is_generative)
+                                                  RepetitionStats)
 
 MODEL = "llm:smollm2-135m"
 SMALL = dict(backends="llama_cpp", precisions="q4_0", prompt_tokens=16, gen_tokens=4)
@@ -194,7 +195,7 @@ def test_unknown_keys_and_older_payloads_survive(measured):
 
 def test_a_tensor_profile_is_not_a_generative_report():
     tensor = {"schema_version": "1.0", "runs": [], "model": {"name": "small_cnn"}}
-    assert not is_generative(tensor)
+    assert document_workload(tensor) == "tensor"
     with pytest.raises(ConfigError, match="not a generative profile"):
         GenerativeReport.from_dict(tensor)
 
