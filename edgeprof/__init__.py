@@ -77,6 +77,7 @@ _LAZY = {
     "MeasureRequest": "edgeprof.core.requests",
     "measure": "edgeprof.profilers.measure.measure",
     "recommend": "edgeprof.api",
+    "compare": "edgeprof.api",
     "Constraints": "edgeprof.optimize.router",
     "Plan": "edgeprof.optimize.router",
     "check_feasible": "edgeprof.optimize.router",

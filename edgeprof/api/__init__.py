@@ -15,8 +15,8 @@ import only ``common`` beside them, never this package (an import-linter contrac
 - ``profiling``: ``profile`` (:class:`ProfileReport`) and ``batch_sizes`` (:class:`BatchReport`);
 - ``generative``: generative models: ``estimate_llm``, ``profile_llm``, ``recommend_llm``,
   ``optimize_llm``, ``calibrate_llm``, ``calibrate_llm_measurements``;
-- ``kinds``: ``profile``, ``predict``, ``estimate``, ``recommend``, ``optimize`` and
-  ``calibrate`` for either kind of model (a tensor model to ``profiling`` / ``predictions``
+- ``kinds``: ``profile``, ``predict``, ``estimate``, ``recommend``, ``optimize``,
+  ``compare`` and ``calibrate`` for either kind of model (a tensor model to ``profiling`` / ``predictions``
   / ``verbs`` / the optimize loop, a generative one to ``generative``; an option of the
   other kind is a one-line ``UserError``), and :class:`CalibrationResult`.
 
@@ -32,8 +32,8 @@ from edgeprof.api.generative import (DEFAULT_LLM_FORMATS, LLM_CALIBRATION_MODELS
                                      calibrate_llm, calibrate_llm_measurements, estimate_llm,
                                      llm_exit_code, llm_plan,
                                      optimize_llm, profile_llm, recommend_llm)
-from edgeprof.api.kinds import (CalibrationResult, calibrate, estimate, model_kind, optimize,
-                                predict, profile, recommend)
+from edgeprof.api.kinds import (CalibrationResult, calibrate, compare, estimate, model_kind,
+                                optimize, predict, profile, recommend)
 from edgeprof.api.predictions import (Predictor, calibrate_measurements, calibrations_of,
                                       on_device, predict_many)
 from edgeprof.api.profiling import BatchReport, batch_sizes, resolve_backends
@@ -46,7 +46,7 @@ __all__ = [
     "DEFAULT_LLM_FORMATS", "LLM_CALIBRATION_MODELS", "SCHEMA_VERSION", "BatchReport",
     "CalibrationResult", "GenerativeReport", "Predictor", "ProfileReport", "ProfileRun",
     "Progress", "TargetRecord", "TensorReport", "batch_sizes", "benchmark", "calibrate",
-    "calibrate_llm", "calibrate_llm_measurements", "calibrate_measurements", "calibrations_of",
+    "calibrate_llm", "calibrate_llm_measurements", "compare", "calibrate_measurements", "calibrations_of",
     "estimate", "estimate_llm", "list_backends",
     "list_targets", "llm_exit_code", "llm_plan", "model_kind", "on_device", "optimize",
     "optimize_llm", "predict", "predict_many", "profile", "profile_llm", "recommend",

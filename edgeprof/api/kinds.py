@@ -336,6 +336,28 @@ def optimize(model: Any, target: Any = "host", **options: Any) -> Any:
     return _call(optimize_tensor, model, TENSOR, "optimize", target, **options)
 
 
+def compare(a: Any, b: Any, *, force: bool = False, **thresholds: Any) -> list[Any]:
+    """Two profiles of either kind compared run by run (``edgeprof compare``): is B faster
+    or slower than A, really? ``a``, ``b``: a :class:`~edgeprof.profilers.report.family.
+    ProfileReport`, its ``to_dict()``, or a profile.json (the file or the ``save``/``--out``
+    folder). Rows per :func:`edgeprof.profilers.report.compare.compare_results` (``alpha``,
+    ``min_rel_change``, ``min_cliffs``); ``force`` compares profiles of different things."""
+    from edgeprof.profilers.report.compare import compare_results
+
+    return compare_results(_document(a), _document(b), force=force, **thresholds)
+
+
+def _document(profile: Any) -> Any:
+    """The profile.json document of a report, a dict or a path (file or folder)."""
+    if hasattr(profile, "to_dict"):
+        return profile.to_dict()
+    if isinstance(profile, Mapping):
+        return dict(profile)
+    from edgeprof.core.io import read_json_document
+
+    return read_json_document(profile)[1]
+
+
 # ------------------------------------------------------------------------- calibrate
 @dataclass
 class CalibrationResult:
@@ -464,5 +486,6 @@ def _path(path: Any) -> Path | None:
     return Path(path) if path is not None else None
 
 
-__all__ = ["GENERATIVE", "KIND_WORDS", "TENSOR", "CalibrationResult", "calibrate", "estimate",
+__all__ = ["GENERATIVE", "KIND_WORDS", "TENSOR", "CalibrationResult", "calibrate", "compare",
+           "estimate",
            "model_kind", "optimize", "predict", "profile", "recommend"]

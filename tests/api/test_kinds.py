@@ -193,6 +193,22 @@ def test_optimize_takes_a_generative_model():
     assert doc["format"] and doc["measured_here"] == []
 
 
+def test_compare_takes_profiles_of_either_kind(tmp_path, plugins, cache):
+    from edgeprof.profilers.report.compare import Comparison, GenerativeComparison
+
+    tensor = [edgeprof.profile("builtin:mlp", run_options=FAST) for _ in range(2)]
+    tensor[1].save(tmp_path / "b")
+    rows = edgeprof.compare(tensor[0], tmp_path / "b")  # a report and a --out folder
+    assert [(type(r), r.backend, r.status) for r in rows] == [
+        (Comparison, "torch_eager", "compared")]
+    gen = [edgeprof.profile("llm:smollm2-135m", backends="fake_llm", precisions="q4_0",
+                            plugins=plugins, **SHAPE).to_dict() for _ in range(2)]
+    rows = edgeprof.compare(*gen)  # two dicts
+    assert rows and all(isinstance(r, GenerativeComparison) for r in rows)
+    with pytest.raises(edgeprof.ConfigError, match="tensor latency and generative tokens/s"):
+        edgeprof.compare(tensor[0], gen[0])
+
+
 # ------------------------------------------------------------------------- calibrate
 @pytest.mark.parametrize("kw, words", [
     ({"backend": "onnxruntime", "measurements": "m.csv", "isolate": True, "runs": 3},
