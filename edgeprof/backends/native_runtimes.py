@@ -114,12 +114,6 @@ def single_batch(handle: Any, backend: str) -> None:
                                    "use batch 1", backend=backend)
 
 
-def numpy_inputs(inputs: Sequence[Any]) -> list:
-    import numpy as np
-
-    return [np.ascontiguousarray(np.asarray(x)) for x in inputs]
-
-
 def describe(d: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in d.items())
 

@@ -18,10 +18,6 @@ from edgeprof.targets.schema import Target, target_from_dict
 
 
 # ------------------------------------------------------------------------------- target
-def _bits(precision: str) -> int:
-    return {"fp32": 32, "fp16": 16, "bf16": 16, "int4_weight": 4}.get(precision, 8)
-
-
 def derive_strategy(isa: dict[str, bool], peaks: dict[str, float]) -> dict[str, Any]:
     """The recommended compression strategy, chosen from the ISA flags and from which
     precisions could be calibrated (measured figures are quoted in the reason, but do not

@@ -242,7 +242,7 @@ def test_recommend_names_the_binding_constraint(capsys):
     assert doc["format"] and doc["backend"] == "llama_cpp" and doc["context_tokens"] == 640
     assert "RAM" in doc["reasons"][0]  # f16/q8_0 don't fit 4 GB: the RAM bound
     # optimize: the same choice, then the shortlist measured here (kept small)
-    code = main(["optimize", "llm:qwen2.5-0.5b", "--target", "raspberry_pi_5",
+    code = main(["optimize", "llm:smollm2-135m", "--target", "raspberry_pi_5",
                  "--tokens-per-s", "5", "--backend", "llama_cpp", "--shortlist", "1",
                  "--prompt-tokens", "16", "--gen-tokens", "4", "--repetitions", "2"])
     out = capsys.readouterr().out

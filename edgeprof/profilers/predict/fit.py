@@ -275,20 +275,6 @@ def empirical_bayes_shrink(params: dict[str, Any], sigma: float | None) -> float
     return s2 / tau2 if tau2 > 0 else None
 
 
-def select_grouping(samples: list[dict[str, Any]]) -> tuple[str, dict[str, float]]:
-    """The grouping (at shrink 1) whose leave-one-out log-error spread is smallest among
-    :data:`CANDIDATE_GROUPINGS` that the samples can carry; returns it and every candidate's
-    spread (for the record). :func:`select_model` also chooses the shrink."""
-    spreads: dict[str, float] = {}
-    for g in CANDIDATE_GROUPINGS:
-        if len(samples) < 10 and len(GROUPINGS[g]) > 2:
-            continue
-        loo = leave_one_out(samples, g)
-        spreads[g] = cv_summary(samples, loo)["log_sigma"]
-    best = min(spreads, key=lambda g: (round(spreads[g], 6), CANDIDATE_GROUPINGS.index(g)))
-    return best, spreads
-
-
 def choose_grouping(n_samples: int) -> str:
     """Few parameters for few points: one efficiency below 10 samples."""
     return "split" if n_samples >= 10 else "tied"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.core.errors import ConfigError
-from edgeprof.profilers.report.family import comparison_of, document_workload, member
+from edgeprof.profilers.report.family import comparison_of, member_of
 
 #: major versions of profile.json this module reads
 SCHEMA_MAJORS = (1,)
@@ -110,7 +110,7 @@ def check_numbers(values: Any, where: Any, i: int, run: dict[str, Any], what: st
 
 def profile_kind(doc: Any) -> str:
     """How messages name a profile's kind: ``"generative"`` (``kind`` "llm"), ``"tensor"``."""
-    return member(document_workload(doc)).word
+    return member_of(doc).word
 
 
 def _what(doc: dict[str, Any]) -> str:
@@ -120,7 +120,7 @@ def _what(doc: dict[str, Any]) -> str:
 
 def check_same_kind(a: dict[str, Any], b: dict[str, Any]) -> None:
     """ConfigError (exit 2) when one profile is a tensor one and the other a generative one."""
-    if document_workload(a) != document_workload(b):
+    if member_of(a) is not member_of(b):
         raise ConfigError(f"A is a {_what(a)} and B a {_what(b)}: a tensor latency and "
                           "generative tokens/s measure different things; compare two tensor "
                           "profiles or two generative ones")

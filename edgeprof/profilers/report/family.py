@@ -114,8 +114,14 @@ class ProfileReport:
         raise NotImplementedError
 
 
+def member_of(doc: Any) -> type:
+    """The report class that reads the profile.json document ``doc``."""
+    return member(document_workload(doc))
+
+
 def comparison_of(doc: Any) -> Any:
     """The module comparing documents of ``doc``'s workload (its member's ``comparison``)."""
-    return importlib.import_module(member(document_workload(doc)).comparison)
+    return importlib.import_module(member_of(doc).comparison)
 
-__all__ = ["KINDS", "MEMBERS", "ProfileReport", "comparison_of", "document_workload", "member"]
+__all__ = ["KINDS", "MEMBERS", "ProfileReport", "comparison_of", "document_workload", "member",
+           "member_of"]

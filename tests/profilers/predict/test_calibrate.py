@@ -64,23 +64,19 @@ def test_calibrate_on_a_fleet_board_measures_there_and_keeps_its_fingerprint(
     try:
         procs.append(start_worker(tmp_path, address, "raspberry_pi_4", "pi-cal", base))
         wait_boards(address, {"pi-cal"})
-        rc = main(["calibrate", "--fleet", address, "--target", "raspberry_pi_4", "--backend",
-                   "onnxruntime", "--kernels", "tiny", "--runs", "10", "--json"])
-        captured = capsys.readouterr()
-        # the board's steps reach the caller as they happen, one per kernel measured there
-        from edgeprof.profilers.predict.host import calibrate_fleet
+        # what 'edgeprof calibrate --fleet' calls (test_kinds checks the command is this
+        # one call); the board's steps reach the caller as they happen
+        import edgeprof
 
         seen: list[str] = []
-        calibrate_fleet(address, "raspberry_pi_4", "onnxruntime", kernels="tiny", runs=5,
-                        max_time_s=0.2, save=False, progress=seen.append)
+        result = edgeprof.calibrate("onnxruntime", "raspberry_pi_4", kernels="tiny", runs=5,
+                                    fleet=address, progress=seen.append)
         board = [m for m in seen if m.startswith("board pi-cal: measuring onnxruntime fp32")]
         assert len(board) >= 6, seen  # each kernel at least once (repeats keep the quietest)
     finally:
         stop_all(procs)
-    assert rc == 0, captured.err
-    out = json.loads(captured.out)
     path = tmp_path / "cals" / "raspberry_pi_4--onnxruntime-fp32.json"
-    assert out["path"] == str(path)
+    assert result.path == path and (result.kind, result.source) == ("tensor", "measured")
     cal = load_calibration(path)
     fp = cal.fingerprint
     assert cal.target == "raspberry_pi_4" and len(cal.samples) == 6
