@@ -81,3 +81,20 @@ def test_calibrate_from_measurements_example_runs_as_written(tmp_path):
         out.append(done.stdout)
     assert "nested leave-one-out" in out[0] and (tmp_path / "nb201-pi4.json").exists()
     assert "predicted" in out[1] and "raspberry_pi_4--measured-tflite-fp32-t1" in out[1]
+
+
+#: what a user of the README needs, in order (the brief's list: the two commands, the CLI, the
+#: Python API, how to add a backend plugin and a target, the measured figures)
+SECTIONS = ("The two commands", "Architecture", "Command line", "The HTML report", "Backends",
+            "Predicted latency", "Profile on your own boards", "Python API",
+            "Writing a backend plugin", "Adding a target", "Measured figures")
+
+
+def test_the_readme_keeps_every_section_a_user_needs_in_order():
+    """An edit that splices one section's text up to a later heading cuts what lies between
+    (it once removed Command line ... Profile on your own boards, 1,130 lines)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    heads = re.findall(r"^## (.+)$", text, flags=re.M)
+    assert [h for h in heads if h in SECTIONS] == list(SECTIONS), heads
+    for title in SECTIONS:
+        assert len(_section(title).splitlines()) > 5, title
