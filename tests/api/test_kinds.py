@@ -197,8 +197,9 @@ def test_compare_takes_profiles_of_either_kind(tmp_path, plugins, cache):
     from edgeprof.profilers.report.compare import Comparison, GenerativeComparison
 
     tensor = [edgeprof.profile("builtin:mlp", run_options=FAST) for _ in range(2)]
-    tensor[1].save(tmp_path / "b")
-    rows = edgeprof.compare(tensor[0], tmp_path / "b")  # a report and a --out folder
+    (tmp_path / "b").mkdir()  # a folder holding profile.json, as --out writes it
+    (tmp_path / "b" / "profile.json").write_text(json.dumps(tensor[1].to_dict()))
+    rows = edgeprof.compare(tensor[0], tmp_path / "b")  # a report and a folder
     assert [(type(r), r.backend, r.status) for r in rows] == [
         (Comparison, "torch_eager", "compared")]
     gen = [edgeprof.profile("llm:smollm2-135m", backends="fake_llm", precisions="q4_0",

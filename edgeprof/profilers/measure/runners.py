@@ -29,7 +29,9 @@ Workers die with their parent: on Linux the worker asks the kernel for ``SIGKILL
 parent goes (``prctl(PR_SET_PDEATHSIG)``), and everywhere it also polls its parent's pid; a
 killed ``edgeprof`` leaves no worker behind. Ctrl-C reaches the worker too (same process
 group): it exits quietly (status 130) and the parent, which gets ``KeyboardInterrupt``,
-stops and reaps it.
+stops and reaps it. A Ctrl-C that Python drops (raised in a gc callback or a ``__del__``,
+"Exception ignored") is raised again by the parent's wait (:class:`_Interrupts`), from the
+API as from the CLI.
 """
 
 from __future__ import annotations
@@ -256,6 +258,44 @@ def _relay(line: bytes, progress: Callable[[str], None] | None) -> None:
         pass
 
 
+class _Interrupts:
+    """While a worker is waited on: the interrupts this process's SIGINT handler raised
+    (main thread only). Python drops an exception raised in a gc callback or a ``__del__``
+    ("Exception ignored"); a Ctrl-C that lands there would vanish and the wait go on, so the
+    wait raises it again (the CLI's :func:`~edgeprof.cli.signals.handling_signals` does the
+    same for the whole command). A handler that chooses not to raise, or SIGINT ignored,
+    is left as it is."""
+
+    def __init__(self) -> None:
+        self.raised: list[BaseException] = []
+        self.previous: Any = None
+
+    def __enter__(self) -> _Interrupts:
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.getsignal(signal.SIGINT)
+            if callable(self.previous):
+                signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        try:
+            self.previous(signum, frame)
+        except BaseException as e:
+            self.raised.append(e)
+            raise
+
+    def check(self) -> None:
+        """Raise the interrupt a handler raised and something dropped."""
+        if self.raised:
+            raise self.raised.pop()
+
+    def __exit__(self, *exc: Any) -> None:
+        if callable(self.previous):
+            signal.signal(signal.SIGINT, self.previous)
+
+
 def spawn_worker(wire: dict[str, Any], timeout_s: float, *,
                  progress: Callable[[str], None] | None = None
                  ) -> tuple[dict | None, str | None, int]:
@@ -264,7 +304,6 @@ def spawn_worker(wire: dict[str, Any], timeout_s: float, *,
     The worker writes its progress as newline-terminated JSON lines (``{"progress": ...}``,
     handed to ``progress`` as they arrive) and then its answer, one JSON message without a
     newline (JSON text holds none), before it closes the pipe."""
-    import select
     import subprocess
 
     r, w = os.pipe()
@@ -287,21 +326,8 @@ def spawn_worker(wire: dict[str, Any], timeout_s: float, *,
         except (BrokenPipeError, OSError):
             pass  # died before reading: its exit status says why
         deadline = time.monotonic() + timeout_s
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                reason = f"timed out after {timeout_s:g} s"
-                break
-            ready, _, _ = select.select([r], [], [], min(left, 1.0))
-            if ready:
-                data = os.read(r, 1 << 20)
-                if not data:
-                    answered = True
-                    break
-                buffer += data
-                while b"\n" in buffer:  # every complete line is a progress line
-                    line, buffer = buffer.split(b"\n", 1)
-                    _relay(line, progress)
+        with _Interrupts() as interrupts:
+            answered, reason, buffer = _wait(r, deadline, timeout_s, interrupts, progress)
     finally:  # Ctrl-C, timeout or done: never leave the worker behind
         os.close(r)
         if not answered:
@@ -322,6 +348,29 @@ def spawn_worker(wire: dict[str, Any], timeout_s: float, *,
     if message is None and reason is None:
         reason = _death_reason(proc.returncode)
     return message, reason, proc.pid
+
+
+def _wait(r: int, deadline: float, timeout_s: float, interrupts: _Interrupts,
+          progress: Callable[[str], None] | None) -> tuple[bool, str | None, bytes]:
+    """Read the worker's pipe until it closes (answered) or ``deadline`` passes; relay its
+    progress lines. ``(answered, why not, what it wrote)``."""
+    import select
+
+    buffer = b""
+    while True:
+        interrupts.check()
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False, f"timed out after {timeout_s:g} s", buffer
+        ready, _, _ = select.select([r], [], [], min(left, 1.0))
+        if ready:
+            data = os.read(r, 1 << 20)
+            if not data:
+                return True, None, buffer
+            buffer += data
+            while b"\n" in buffer:  # every complete line is a progress line
+                line, buffer = buffer.split(b"\n", 1)
+                _relay(line, progress)
 
 
 class IsolatedRunner:

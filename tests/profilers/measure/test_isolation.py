@@ -252,6 +252,8 @@ def _start_hanging_run(pid_plugins, tmp_path, cli: bool):
                    "--plugins", str(pid_plugins), "--isolate", "--timeout", "120"]
     else:
         command = ["-c", textwrap.dedent(f"""
+            import signal  # Python's own Ctrl-C, whatever this test process inherited
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             from edgeprof.api import benchmark
             from edgeprof.core.backend import RunConfig
             benchmark({fakes.FAKE_MODEL_SPEC!r}, "pid_probe", plugins={str(pid_plugins)!r},
@@ -309,6 +311,56 @@ def test_ctrl_c_during_an_isolated_run_prints_no_worker_traceback(pid_plugins, t
         if proc.poll() is None:
             proc.kill()
         if _state(worker) is not None:
+            os.kill(worker, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_an_interrupt_dropped_in_a_gc_callback_still_stops_the_wait(pid_plugins, tmp_path):
+    """Python drops an exception raised in a gc callback (or a ``__del__``) with "Exception
+    ignored": a Ctrl-C that lands there vanished, and the API's wait on its worker went on
+    (JAX's gc callback catches about a third of them; the CLI redelivers them, the API did
+    not). Here a gc callback holds the main thread for most of the wait: the SIGINT lands in
+    it, and the wait must still end."""
+    pid_file, holding = tmp_path / "worker.pid", tmp_path / "holding"
+    code = textwrap.dedent(f"""
+        import gc, os, signal, time
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        from edgeprof.api import benchmark
+        from edgeprof.core.backend import RunConfig
+        held = []
+        def slow(phase, info):  # once the worker runs, hold the main thread once, 3 s
+            if phase == "start" and not held and os.path.exists({str(pid_file)!r}):
+                held.append(1)
+                open({str(holding)!r}, "w").close()
+                time.sleep(3.0)
+        gc.callbacks.append(slow)
+        gc.set_threshold(1)
+        benchmark({fakes.FAKE_MODEL_SPEC!r}, "pid_probe", plugins={str(pid_plugins)!r},
+                  config=RunConfig(isolate=True, timeout_s=120))
+    """)
+    env = {**os.environ, "EDGEPROF_TEST_PID_FILE": str(pid_file), "EDGEPROF_TEST_HANG": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    worker = None
+    try:
+        deadline = time.monotonic() + 120
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the worker never started"
+            time.sleep(0.05)
+        worker = int(pid_file.read_text())
+        while not holding.exists():
+            assert time.monotonic() < deadline, "the callback never held the wait"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGINT)  # lands in the callback: Python drops it there
+        _, err = proc.communicate(timeout=30)
+        assert "Exception ignored" in err and "KeyboardInterrupt" in err, err
+        assert _gone_within(worker, 5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if worker is not None and _state(worker) is not None:
             os.kill(worker, signal.SIGKILL)
 
 
