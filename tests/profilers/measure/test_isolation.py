@@ -319,22 +319,28 @@ def test_an_interrupt_dropped_in_a_gc_callback_still_stops_the_wait(pid_plugins,
     """Python drops an exception raised in a gc callback (or a ``__del__``) with "Exception
     ignored": a Ctrl-C that lands there vanished, and the API's wait on its worker went on
     (JAX's gc callback catches about a third of them; the CLI redelivers them, the API did
-    not). Here a gc callback holds the main thread for most of the wait: the SIGINT lands in
-    it, and the wait must still end."""
+    not). Here the wait's first select after the worker started runs a collection whose
+    callback holds the main thread: the SIGINT lands in it, and the wait must still end."""
     pid_file, holding = tmp_path / "worker.pid", tmp_path / "holding"
     code = textwrap.dedent(f"""
         import gc, os, signal, time
         signal.signal(signal.SIGINT, signal.default_int_handler)
         from edgeprof.api import benchmark
         from edgeprof.core.backend import RunConfig
+        import select
         held = []
-        def slow(phase, info):  # once the worker runs, hold the main thread once, 3 s
-            if phase == "start" and not held and os.path.exists({str(pid_file)!r}):
+        def slow(phase, info):  # hold the main thread once, 3 s, in a gc callback
+            if phase == "start" and not held:
                 held.append(1)
                 open({str(holding)!r}, "w").close()
                 time.sleep(3.0)
-        gc.callbacks.append(slow)
-        gc.set_threshold(1)
+        select_ = select.select
+        def waiting(*args):  # the wait's select: once the worker runs, a collection first
+            if not held and os.path.exists({str(pid_file)!r}):
+                gc.callbacks.append(slow)
+                gc.collect()  # in this (the main) thread, as an allocation would trigger it
+            return select_(*args)
+        select.select = waiting
         benchmark({fakes.FAKE_MODEL_SPEC!r}, "pid_probe", plugins={str(pid_plugins)!r},
                   config=RunConfig(isolate=True, timeout_s=120))
     """)
@@ -350,6 +356,7 @@ def test_an_interrupt_dropped_in_a_gc_callback_still_stops_the_wait(pid_plugins,
             assert time.monotonic() < deadline, "the worker never started"
             time.sleep(0.05)
         worker = int(pid_file.read_text())
+        deadline = time.monotonic() + 30
         while not holding.exists():
             assert time.monotonic() < deadline, "the callback never held the wait"
             time.sleep(0.05)
