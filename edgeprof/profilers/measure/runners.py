@@ -30,8 +30,8 @@ parent goes (``prctl(PR_SET_PDEATHSIG)``), and everywhere it also polls its pare
 killed ``edgeprof`` leaves no worker behind. Ctrl-C reaches the worker too (same process
 group): it exits quietly (status 130) and the parent, which gets ``KeyboardInterrupt``,
 stops and reaps it. A Ctrl-C that Python drops (raised in a gc callback or a ``__del__``,
-"Exception ignored") is raised again by the parent's wait (:class:`_Interrupts`), from the
-API as from the CLI.
+"Exception ignored") is raised again by the parent's wait (:func:`_dropped_interrupts`),
+from the API as from the CLI.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from edgeprof.core.errors import EdgeprofError, MeasurementError, UserError
@@ -258,42 +259,26 @@ def _relay(line: bytes, progress: Callable[[str], None] | None) -> None:
         pass
 
 
-class _Interrupts:
-    """While a worker is waited on: the interrupts this process's SIGINT handler raised
-    (main thread only). Python drops an exception raised in a gc callback or a ``__del__``
-    ("Exception ignored"); a Ctrl-C that lands there would vanish and the wait go on, so the
-    wait raises it again (the CLI's :func:`~edgeprof.cli.signals.handling_signals` does the
-    same for the whole command). A handler that chooses not to raise, or SIGINT ignored,
-    is left as it is."""
+@contextmanager
+def _dropped_interrupts() -> Iterator[list[BaseException]]:
+    """While a worker is waited on: the interrupts Python dropped. An exception raised in a
+    gc callback or a ``__del__`` goes to ``sys.unraisablehook`` ("Exception ignored") and is
+    lost, so a Ctrl-C that lands there would vanish and the wait go on; the wait raises it
+    again. The same hook the CLI's :func:`~edgeprof.cli.signals.handling_signals` uses for
+    the whole command; the previous hook still sees every report."""
+    dropped: list[BaseException] = []
+    previous = sys.unraisablehook
 
-    def __init__(self) -> None:
-        self.raised: list[BaseException] = []
-        self.previous: Any = None
+    def hook(info: Any) -> None:
+        if isinstance(info.exc_value, KeyboardInterrupt):
+            dropped.append(info.exc_value)
+        previous(info)
 
-    def __enter__(self) -> _Interrupts:
-        import threading
-
-        if threading.current_thread() is threading.main_thread():
-            self.previous = signal.getsignal(signal.SIGINT)
-            if callable(self.previous):
-                signal.signal(signal.SIGINT, self._handler)
-        return self
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        try:
-            self.previous(signum, frame)
-        except BaseException as e:
-            self.raised.append(e)
-            raise
-
-    def check(self) -> None:
-        """Raise the interrupt a handler raised and something dropped."""
-        if self.raised:
-            raise self.raised.pop()
-
-    def __exit__(self, *exc: Any) -> None:
-        if callable(self.previous):
-            signal.signal(signal.SIGINT, self.previous)
+    sys.unraisablehook = hook
+    try:
+        yield dropped
+    finally:
+        sys.unraisablehook = previous
 
 
 def spawn_worker(wire: dict[str, Any], timeout_s: float, *,
@@ -326,8 +311,8 @@ def spawn_worker(wire: dict[str, Any], timeout_s: float, *,
         except (BrokenPipeError, OSError):
             pass  # died before reading: its exit status says why
         deadline = time.monotonic() + timeout_s
-        with _Interrupts() as interrupts:
-            answered, reason, buffer = _wait(r, deadline, timeout_s, interrupts, progress)
+        with _dropped_interrupts() as dropped:
+            answered, reason, buffer = _wait(r, deadline, timeout_s, dropped, progress)
     finally:  # Ctrl-C, timeout or done: never leave the worker behind
         os.close(r)
         if not answered:
@@ -350,7 +335,7 @@ def spawn_worker(wire: dict[str, Any], timeout_s: float, *,
     return message, reason, proc.pid
 
 
-def _wait(r: int, deadline: float, timeout_s: float, interrupts: _Interrupts,
+def _wait(r: int, deadline: float, timeout_s: float, dropped: list[BaseException],
           progress: Callable[[str], None] | None) -> tuple[bool, str | None, bytes]:
     """Read the worker's pipe until it closes (answered) or ``deadline`` passes; relay its
     progress lines. ``(answered, why not, what it wrote)``."""
@@ -358,7 +343,8 @@ def _wait(r: int, deadline: float, timeout_s: float, interrupts: _Interrupts,
 
     buffer = b""
     while True:
-        interrupts.check()
+        if dropped:  # an interrupt Python lost in a gc callback or a __del__
+            raise dropped.pop()
         left = deadline - time.monotonic()
         if left <= 0:
             return False, f"timed out after {timeout_s:g} s", buffer
