@@ -40,8 +40,10 @@ def _llm_config(*, prompt_tokens: int, gen_tokens: int, depths: Sequence[int] | 
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                 or threads <= 0):
         raise UserError(f"--threads must be a positive integer, got {threads!r}")
-    if not on_board and device not in ("cpu", "cuda"):
-        raise UserError(f"--device must be cpu or cuda for a generative model, got '{device}'")
+    if device not in ("cpu", "cuda") and (not on_board or ":" in str(device)):
+        raise UserError(f"--device must be cpu or cuda for a generative model, got '{device}'"
+                        + ("" if on_board else "; a board's other processor (npu ...) goes "
+                           "with --target BOARD"))
     if warmup < 0:
         raise UserError(f"warm-up runs must be 0 or more, got {warmup}")
     return GenerationConfig(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, depths=depths,
@@ -455,10 +457,12 @@ def recommend_llm(model: Any, target: Any, *, device: str | None = None,
                   prompt_tokens: int = 512, gen_tokens: int = 128, plugins=None,
                   targets_dir=None, precisions: Sequence[str] | str | None = None,
                   threads: int | None = None,
-                  calibration: str | os.PathLike | None = None) -> Any:
+                  calibration: str | os.PathLike | None = None,
+                  depths: Sequence[int] | int | None = None) -> Any:
     """The format (and backend) for ``model`` on ``target`` (``threads``: of the board's
     cores the predictions are for; default all its big cores): fits the RAM with room for
-    ``context_tokens`` (default prompt + generated tokens), meets ``tokens_per_s`` (default:
+    ``context_tokens`` (default the deepest of ``depths``, the tokens already cached, + prompt
+    + generated tokens), meets ``tokens_per_s`` (default:
     the interactive floor of 10 tok/s decode), and keeps the most bits
     (``edgeprof.optimize.llm.choose_llm_format``: an ``LLMChoice`` whose reasons name the
     binding constraint). ``device`` None: the processor the runtimes would use on the board
@@ -473,6 +477,9 @@ def recommend_llm(model: Any, target: Any, *, device: str | None = None,
     names = list(_generative_backends(backends, reg)) if backends is not None else None
     tgt = resolve_target(target, targets_dir, plugins)
     llm = _llm_model(model)
+    if context_tokens is None and depths is not None:
+        deepest = max(depths) if isinstance(depths, Sequence) and depths else depths or 0
+        context_tokens = int(deepest) + int(prompt_tokens) + int(gen_tokens)
     return choose_llm_format(llm, tgt, device=device, backends=names,
                              context_tokens=context_tokens, tokens_per_s=tokens_per_s,
                              prompt_tokens=prompt_tokens, gen_tokens=gen_tokens,
@@ -481,11 +488,11 @@ def recommend_llm(model: Any, target: Any, *, device: str | None = None,
 
 def optimize_llm(model: Any, target: Any, *, shortlist: int = 3, repetitions: int = 3,
                  threads: int | None = None, progress: Progress | None = None,
-                 out: str | os.PathLike | None = None, **choose: Any) -> dict[str, Any]:
+                 out: str | os.PathLike | None = None, **choose: Any) -> Any:
     """:func:`recommend_llm`'s choice, then the shortlisted formats (the choice first, then
     the other formats that fit and meet the budget, most bits first; at most ``shortlist``;
     0: the choice alone, as recommend) measured here, each on its backend (llama-bench's
-    pp/tg with ``repetitions``). Returns the choice's document with ``measured_here``: the
+    pp/tg with ``repetitions``). Returns the ``LLMChoice`` with ``measured_here``: the
     runs (measured on this machine, not on the target: they confirm the formats run and how
     they rank, the target's figures stay predicted) and ``notes`` for formats not measured
     (a backend not installed here). ``out``: a folder replaced as a whole with
@@ -493,7 +500,6 @@ def optimize_llm(model: Any, target: Any, *, shortlist: int = 3, repetitions: in
     say = progress or (lambda msg: None)
     check_out(out)  # before any work: an unusable out is one line, exit 2
     choice = recommend_llm(model, target, **choose)
-    doc = choice.to_dict()
     cands = [c for c in choice.candidates if c.status in ("chosen", "ok") and c.fits]
     cands.sort(key=lambda c: (c.status != "chosen", tuple(-x for x in c.rank)))
     reg = get_registry(choose.get("plugins"))
@@ -512,14 +518,14 @@ def optimize_llm(model: Any, target: Any, *, shortlist: int = 3, repetitions: in
                               repetitions=repetitions, threads=threads,
                               plugins=choose.get("plugins"), progress=progress)
         runs.extend(payload.get("runs") or [])
-    doc["measured_here"] = runs
-    doc["notes"] = list(doc.get("notes") or []) + notes + [
+    choice.measured_here = runs
+    choice.notes = list(choice.notes) + notes + [
         "measured_here: figures measured on this machine (provenance measured, where "
         "'this host'); the target's figures stay predicted"]
     if out is not None:
         say(f"writing artifacts to {out}")
-        save_artifacts(doc, lambda: _write_optimize_llm(out, doc))
-    return doc
+        save_artifacts(choice, lambda: _write_optimize_llm(out, choice.to_dict()))
+    return choice
 
 
 def _write_optimize_llm(out: str | os.PathLike, doc: dict[str, Any]) -> list[Path]:

@@ -249,17 +249,38 @@ def _call(func: Any, model: Any, kind: str, verb: str, *args: Any, also: Any = N
     return func(model, *args, **options)
 
 
+#: the names both kinds take -> a generative function's own (one name or several)
+_GENERATIVE_NAMES = {"precision": "precisions", "backend": "backends",
+                     "runtime_version": "build"}
+
+
+def _formats(options: dict[str, Any]) -> dict[str, Any]:
+    """A generative model's options with the names both kinds take (``precision``,
+    ``backend``, ``runtime_version``) given as its functions' own (``precisions``,
+    ``backends``: one or several; ``build``)."""
+    for name, own in _GENERATIVE_NAMES.items():
+        if name in options:
+            value = options.pop(name)
+            if options.get(own) not in (None, value):
+                raise UserError(f"give {name} or {own}, not both")
+            options[own] = value
+    return options
+
+
 def estimate(model: Any, target: Any = None, precision: Any = None, **options: Any) -> Any:
     """The analytic figures of ``model`` on ``target``, for either kind of model; nothing is
     built or run.
 
     * A tensor model: :func:`edgeprof.api.verbs.estimate` (``target`` default host,
       ``precision`` default fp32; ``batch_size``, ``input_shapes``, ``input_dtypes`` ...): an
-      :class:`~edgeprof.core.results.Estimate`, per layer.
+      :class:`~edgeprof.core.results.Estimate`, per layer; with ``backend`` (and
+      ``threads``, ``device``, ``calibration``, ``runtime_version``) it carries the board's
+      prediction for that runtime (``.prediction``).
     * A generative model: :func:`edgeprof.api.generative.estimate_llm` (``target`` default
       none: the estimate alone; ``precision``: one format or several, default the
-      backend's; ``backends`` default llama_cpp; ``prompt_tokens``, ``gen_tokens``,
-      ``depths``, ``device``, ``threads``, ``calibration`` ...): a
+      backend's; ``backend``/``backends`` default llama_cpp; ``prompt_tokens``,
+      ``gen_tokens``, ``depths``, ``device``, ``threads``, ``calibration``,
+      ``runtime_version``/``build`` ...): a
       :class:`~edgeprof.profilers.report.generative.GenerativeReport` (``command``
       "estimate": per stage, and the target's predictions).
 
@@ -269,15 +290,43 @@ def estimate(model: Any, target: Any = None, precision: Any = None, **options: A
         from edgeprof.profilers.report.generative import GenerativeReport
 
         if precision is not None:
-            if options.get("precisions") not in (None, precision):
-                raise UserError("give precision or precisions, not both")
-            options["precisions"] = precision
+            options["precision"] = precision
         return GenerativeReport.from_dict(_call(estimate_llm, model, GENERATIVE, "estimate",
-                                                target, **options))
+                                                target, **_formats(options)))
+    return _call(_estimate_tensor, model, TENSOR, "estimate", "host" if target is None
+                 else target, "fp32" if precision is None else precision, **options)
+
+
+def _estimate_tensor(model: Any, target: Any, precision: str, *, backend: str | None = None,
+                     threads: int | None = None, device: str | None = None,
+                     calibration: Any = None, runtime_version: str | None = None,
+                     batch_size: int | None = None,
+                     input_shapes: Sequence[Sequence[int]] | None = None,
+                     input_dtypes: Sequence[str] | None = None, plugins: Any = None,
+                     targets_dir: Any = None) -> Any:
+    """A tensor model's estimate; with ``backend`` the predictor's, carrying its prediction
+    (``predictions.predict``'s figures)."""
     from edgeprof.api.verbs import estimate as estimate_tensor
 
-    return _call(estimate_tensor, model, TENSOR, "estimate", "host" if target is None
-                 else target, "fp32" if precision is None else precision, **options)
+    if backend is None:
+        given = [n for n, v in (("threads", threads), ("device", device),
+                                ("calibration", calibration),
+                                ("runtime_version", runtime_version)) if v is not None]
+        if given:
+            raise UserError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for the "
+                            "prediction: give backend B too (the runtime family on the board)")
+        return estimate_tensor(model, target, precision, batch_size=batch_size,
+                               input_shapes=input_shapes, input_dtypes=input_dtypes,
+                               plugins=plugins, targets_dir=targets_dir)
+    from edgeprof.api.predictions import Predictor
+
+    pred = Predictor(target, backend, precision, threads=threads, device=device,
+                     calibration=calibration, plugins=plugins, targets_dir=targets_dir,
+                     runtime_version=runtime_version)
+    est = pred.estimate(model, input_shapes=input_shapes, input_dtypes=input_dtypes,
+                        batch_size=batch_size)
+    est.prediction = pred.from_estimate(est)
+    return est
 
 
 def recommend(model: Any, target: Any = "host", constraints: Any = None,
@@ -308,7 +357,8 @@ def recommend(model: Any, target: Any = "host", constraints: Any = None,
     if model_kind(model) == GENERATIVE:
         from edgeprof.api.generative import recommend_llm
 
-        return _call(recommend_llm, model, GENERATIVE, "recommend", target, **options)
+        return _call(recommend_llm, model, GENERATIVE, "recommend", target,
+                     **_formats(options))
     from edgeprof.optimize.loop import recommend_plan
 
     return _call(recommend_plan, model, TENSOR, "recommend", target, **options)
@@ -322,15 +372,16 @@ def optimize(model: Any, target: Any = "host", **options: Any) -> Any:
       ``compressions``, ``data``, ``out`` ...): an
       :class:`~edgeprof.optimize.loop.OptimizeReport`.
     * A generative model: :func:`edgeprof.api.generative.optimize_llm` (``shortlist``,
-      ``repetitions``, ``out`` and :func:`recommend`'s options): the choice's document with
-      the shortlisted formats ``measured_here``.
+      ``repetitions``, ``out`` and :func:`recommend`'s options): the
+      :class:`~edgeprof.optimize.llm.LLMChoice` with the shortlisted formats
+      ``measured_here``.
 
     An option of the other kind is a ``UserError`` naming it."""
     if model_kind(model) == GENERATIVE:
         from edgeprof.api.generative import optimize_llm, recommend_llm
 
         return _call(optimize_llm, model, GENERATIVE, "optimize", target, also=recommend_llm,
-                     **options)
+                     **_formats(options))
     from edgeprof.optimize.loop import optimize as optimize_tensor
 
     return _call(optimize_tensor, model, TENSOR, "optimize", target, **options)

@@ -43,12 +43,16 @@ class Predictor:
         self.backend, self.precision, self.threads = backend, precision, threads
         self.runtime_version = runtime_version  # the board's build: warned about if it differs
 
-    def _handle(self, model: Any, input_shapes=None, input_dtypes=None) -> ModelHandle:
+    def _handle(self, model: Any, input_shapes=None, input_dtypes=None,
+                batch_size: int | None = None) -> ModelHandle:
         return model if isinstance(model, ModelHandle) else resolve_model(
-            model, input_shapes=input_shapes, input_dtypes=input_dtypes, registry=self.registry)
+            model, input_shapes=input_shapes, input_dtypes=input_dtypes, batch_size=batch_size,
+            registry=self.registry)
 
-    def estimate(self, model: Any, *, input_shapes=None, input_dtypes=None) -> Estimate:
-        return self._config.estimate(self._handle(model, input_shapes, input_dtypes))
+    def estimate(self, model: Any, *, input_shapes=None, input_dtypes=None,
+                 batch_size: int | None = None) -> Estimate:
+        return self._config.estimate(self._handle(model, input_shapes, input_dtypes,
+                                                  batch_size))
 
     def from_estimate(self, est: Estimate) -> Any:
         """The prediction from :meth:`estimate`'s result (what ``self(model)`` returns)."""

@@ -1,7 +1,8 @@
-"""The tensor model's command functions (and the listings, compare, calibrate): each calls the
-API, then prints or renders its result (``cli/render.py``, ``cli/render_listings.py``). The
-parser that dispatches to them is ``cli/parser.py``; a generative model's commands are in
-``cli/llm.py``."""
+"""The command functions: each calls its API verb with the flags as keywords, then prints or
+renders the answer (``cli/render.py``, ``cli/render_listings.py``). profile, estimate,
+predict, recommend and optimize take either kind of model: one function each, the answer shown
+by the view of the model's kind (``*_VIEWS``; a generative model's are in ``cli/llm.py``).
+The parser that dispatches to them is ``cli/parser.py``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import sys
 from typing import Any
 
 from edgeprof.cli import llm
-from edgeprof.cli.common import Progress, in_flag_words, keeping_results, make_console
+from edgeprof.cli.common import (Progress, api_options, in_flag_words, keeping_results,
+                                 make_console)
 from edgeprof.cli.fleet import print_boards, profile_fleet
 from edgeprof.cli.render import _fmt
 from edgeprof.core.errors import OutputError, UserError
@@ -82,33 +84,51 @@ def _run_options(args) -> dict[str, Any]:
     return opts
 
 
+#: profile's flags (argparse dest) -> edgeprof.profile's keywords; a flag of the other kind
+#: of model is None after resolve_kind, so only this kind's reach the API
+PROFILE_OPTIONS = {
+    "target": "target", "backend": "backends", "precision": "precisions", "threads": "threads",
+    "device": "device", "warmup": "warmup", "isolate": "isolate", "timeout": "timeout_s",
+    "out": "out", "plugins": "plugins", "targets_dir": "targets_dir",
+    "calibration": "calibration", "batch_size": "batch_size", "input_shape": "input_shapes",
+    "input_dtype": "input_dtypes", "stream_rate": "stream_rate_fps",
+    "latency_budget_ms": "latency_budget_ms", "trace": "trace",
+    "calibration_data": "calibration_data", "recalibrate": "recalibrate",
+    "prompt_tokens": "prompt_tokens", "gen_tokens": "gen_tokens", "depth": "depths",
+    "repetitions": "repetitions"}
+
+
 def cmd_profile(args) -> int:
+    """``edgeprof profile``, either kind of model: ``edgeprof.profile`` with the flags given,
+    then its report shown by its workload's view (``PROFILE_VIEWS``)."""
     from edgeprof.api import profile
+
     progress = Progress(enabled=not args.json)
+    options = api_options(args, PROFILE_OPTIONS)
+    timing = {k: v for k, v in _run_options(args).items()
+              if k not in ("device", "warmup", "isolate", "timeout_s")}
+    if timing:  # the tensor harness's own timing flags
+        options["run_options"] = timing
     report, unwritten = keeping_results(progress, lambda: profile(
-            args.model, target=args.target, backends=args.backend, precisions=args.precision,
-            batch_size=args.batch_size, input_shapes=args.input_shape or None,
-            input_dtypes=args.input_dtype or None, threads=args.threads,
-            stream_rate_fps=args.stream_rate, latency_budget_ms=args.latency_budget_ms,
-            run_options=_run_options(args), out=args.out, trace=args.trace,
-            calibration_data=args.calibration_data, plugins=args.plugins,
-            targets_dir=args.targets_dir, recalibrate=args.recalibrate, progress=progress,
-            fleet=profile_fleet(args), calibration=args.calibration))
+        args.model, fleet=profile_fleet(args), progress=progress, **options))
     if args.json:
         from edgeprof.profilers.report.artifacts import dumps
 
         print(dumps(report))
-        _print_problems(report, make_console(stderr=True))
     else:
-        from edgeprof.cli.render import render_profile
-
-        render_profile(report, make_console(), max_layers=args.max_layers)
-        print_boards(report, make_console())
-        _print_problems(report, make_console(stderr=True))
+        PROFILE_VIEWS[args.kind](report, args, make_console())
         if args.out and unwritten is None:
             make_console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
+    PROFILE_PROBLEMS[args.kind](report, make_console(stderr=True))
     _html_then_deferred_error(args, unwritten, "render_profile_html", report.to_dict)
     return report.exit_code
+
+
+def _show_tensor_profile(report, args, console) -> None:
+    from edgeprof.cli.render import render_profile
+
+    render_profile(report, console, max_layers=args.max_layers)
+    print_boards(report, console)
 
 
 def _html_then_deferred_error(args, unwritten, renderer: str, document) -> None:
@@ -130,54 +150,70 @@ def _print_problems(report, console) -> None:
                           "is still shown", markup=False)
 
 
+#: how ``profile`` shows the report of each kind of model: the tables, and the runs that
+#: produced no measurement (on stderr)
+PROFILE_VIEWS = {"tensor": _show_tensor_profile, "generative": llm.show_profile}
+PROFILE_PROBLEMS = {"tensor": _print_problems, "generative": llm.print_problems}
+
+
+#: estimate's and predict's flags -> edgeprof.estimate's keywords (either kind of model)
+ESTIMATE_OPTIONS = {
+    "precision": "precision", "backend": "backend", "threads": "threads", "device": "device",
+    "calibration": "calibration", "plugins": "plugins", "targets_dir": "targets_dir",
+    "batch_size": "batch_size", "input_shape": "input_shapes", "input_dtype": "input_dtypes",
+    "prompt_tokens": "prompt_tokens", "gen_tokens": "gen_tokens", "depth": "depths",
+    "build": "build", "runtime_version": "runtime_version"}
+
+
 def cmd_estimate(args) -> int:
-    from edgeprof.api import Predictor, estimate
+    """``edgeprof estimate``, either kind of model: ``edgeprof.estimate`` (with --backend, the
+    board's prediction too), shown; nothing is built or run."""
+    from edgeprof.api import estimate
 
-    if args.backend is not None:  # the same prediction 'edgeprof predict' gives
-        pred = Predictor(args.target, args.backend, args.precision, threads=args.threads,
-                         calibration=args.calibration, plugins=args.plugins,
-                         targets_dir=args.targets_dir)
-        est = pred.estimate(args.model, input_shapes=args.input_shape or None,
-                            input_dtypes=args.input_dtype or None)
-        prediction = pred.from_estimate(est)
-    else:
-        if args.threads is not None or args.calibration is not None:
-            raise UserError("--threads and --calibration are for the prediction: give "
-                            "--backend B too")
-        est = estimate(args.model, args.target, args.precision, batch_size=args.batch_size,
-                       input_shapes=args.input_shape or None,
-                       input_dtypes=args.input_dtype or None, plugins=args.plugins,
-                       targets_dir=args.targets_dir)
-        prediction = None
+    result = estimate(args.model, args.target, **api_options(args, ESTIMATE_OPTIONS))
     if args.json:
-        doc = est.to_dict()
-        if prediction is not None:
-            doc["prediction"] = prediction.to_dict()
-        print(json.dumps(doc, indent=2, allow_nan=False))
-        return 0
-    from edgeprof.cli.render import render_estimate, render_prediction
-
-    render_estimate(est, make_console(), max_layers=args.max_layers)
-    if prediction is not None:
-        render_prediction(prediction, make_console())
+        print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+    else:
+        ESTIMATE_VIEWS[args.kind](result, args, make_console())
     return 0
 
 
 def cmd_predict(args) -> int:
-    from edgeprof.api import predict
+    """``edgeprof predict``, either kind of model: the board's figures for one runtime
+    (``edgeprof.estimate`` with --backend: the prediction a tensor model's ``predict`` gives,
+    a generative model's prefill and decode tokens/s), without building or running."""
+    from edgeprof.api import estimate
 
-    pred = predict(args.model, args.target, args.backend, args.precision, threads=args.threads,
-                   device=args.device, calibration=args.calibration,
-                   runtime_version=args.runtime_version,
-                   input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
-                   plugins=args.plugins, targets_dir=args.targets_dir)
+    if args.target is None:
+        raise UserError(f"predict {args.model} needs --target BOARD (e.g. raspberry_pi_5): a "
+                        "prediction is for a board; 'edgeprof estimate' gives the analytic "
+                        "figures without one")
+    result = estimate(args.model, args.target, **api_options(args, ESTIMATE_OPTIONS))
+    PREDICT_VIEWS[args.kind](result, args, make_console())
+    return 0
+
+
+def _show_estimate(est, args, console) -> None:
+    from edgeprof.cli.render import render_estimate, render_prediction
+
+    render_estimate(est, console, max_layers=args.max_layers)
+    if est.prediction is not None:
+        render_prediction(est.prediction, console)
+
+
+def _show_prediction(est, args, console) -> None:
+    """A tensor model's prediction alone (``predict``)."""
     if args.json:
-        print(json.dumps(pred.to_dict(), indent=2, allow_nan=False))
-        return 0
+        print(json.dumps(est.prediction.to_dict(), indent=2, allow_nan=False))
+        return
     from edgeprof.cli.render import render_prediction
 
-    render_prediction(pred, make_console())
-    return 0
+    render_prediction(est.prediction, console)
+
+
+#: how estimate and predict show their answer for each kind of model
+ESTIMATE_VIEWS = {"tensor": _show_estimate, "generative": llm.show_profile}
+PREDICT_VIEWS = {"tensor": _show_prediction, "generative": llm.show_estimate}
 
 
 def cmd_batch(args) -> int:
@@ -322,49 +358,69 @@ CALIBRATION_PRINTERS = {
 }
 
 
-def cmd_recommend(args) -> int:
-    from edgeprof.optimize.router import check_feasible
-    from edgeprof.optimize.loop import recommend_plan
+#: the router's flags (recommend, optimize) -> edgeprof.recommend's and optimize's keywords
+_CHOICE_OPTIONS = {
+    "precision": "precision", "plugins": "plugins", "targets_dir": "targets_dir",
+    "batch_size": "batch_size", "input_shape": "input_shapes", "input_dtype": "input_dtypes",
+    "latency_budget_ms": "latency_budget_ms", "memory_budget_mb": "memory_budget_mb",
+    "max_accuracy_drop": "max_accuracy_drop", "stream_rate": "stream_rate_fps",
+    "device": "device", "backend": "backends", "context": "context_tokens",
+    "tokens_per_s": "tokens_per_s", "prompt_tokens": "prompt_tokens",
+    "gen_tokens": "gen_tokens", "depth": "depths"}
+RECOMMEND_OPTIONS = {**_CHOICE_OPTIONS, "threads": "threads", "calibration": "calibration"}
+OPTIMIZE_OPTIONS = {**_CHOICE_OPTIONS, "data": "data", "out": "out",
+                    "compression": "compressions", "train_seconds": "train_seconds",
+                    "finetune_steps": "finetune_steps", "recalibrate": "recalibrate",
+                    "repetitions": "repetitions", "shortlist": "shortlist"}
 
-    plan = recommend_plan(
-        args.model, args.target, latency_budget_ms=args.latency_budget_ms,
-        memory_budget_mb=args.memory_budget_mb, max_accuracy_drop=args.max_accuracy_drop,
-        stream_rate_fps=args.stream_rate, precision=args.precision, batch_size=args.batch_size,
-        input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
-        plugins=args.plugins, targets_dir=args.targets_dir, threads=args.threads,
-        calibration=args.calibration)
+
+def cmd_recommend(args) -> int:
+    """``edgeprof recommend``, either kind of model: ``edgeprof.recommend`` (the router's plan,
+    or a generative model's format), shown; exit 4 when a constraint cannot be met (the
+    closest answer is still shown)."""
+    from edgeprof.api import recommend
+
+    result = recommend(args.model, args.target, **api_options(args, RECOMMEND_OPTIONS))
     if args.json:
-        print(json.dumps(plan.to_dict(), indent=2, allow_nan=False))
+        print(json.dumps(result.to_dict(), indent=2, allow_nan=False, default=str))
     else:
-        print(in_flag_words(plan.to_text()))
-    check_feasible(plan)  # ConstraintError (exit 4) after the closest plan was shown
+        CHOICE_VIEWS[args.kind](result, make_console())
+    err = result.constraint_error()
+    if err is not None:
+        raise err
     return 0
 
 
 def cmd_optimize(args) -> int:
-    from edgeprof.optimize.loop import optimize
+    """``edgeprof optimize``, either kind of model: ``edgeprof.optimize`` (candidates measured
+    here, the best that meets the constraints chosen), shown; exit 4 when none meets them."""
+    from edgeprof.api import optimize
 
-    run_options = _run_options(args)
+    options = api_options(args, OPTIMIZE_OPTIONS)
+    timing = _run_options(args)
+    if timing:  # the tensor harness's own timing flags
+        options["run_options"] = timing
     progress = Progress(enabled=not args.json)
-    report, unwritten = keeping_results(progress, lambda: optimize(
-            args.model, args.target, latency_budget_ms=args.latency_budget_ms,
-            memory_budget_mb=args.memory_budget_mb, max_accuracy_drop=args.max_accuracy_drop,
-            stream_rate_fps=args.stream_rate, data=args.data, out=args.out,
-            run_options=run_options or None, backends=args.backend,
-            compressions=args.compression,
-            train_seconds=args.train_seconds, finetune_steps=args.finetune_steps,
-            batch_size=args.batch_size,
-            input_shapes=args.input_shape or None, input_dtypes=args.input_dtype or None,
-            plugins=args.plugins, targets_dir=args.targets_dir, progress=progress,
-            recalibrate=args.recalibrate))
+    result, unwritten = keeping_results(progress, lambda: optimize(
+        args.model, args.target, progress=progress, **options))
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, allow_nan=False))
+        print(json.dumps(result.to_dict(), indent=2, allow_nan=False, default=str))
     else:
-        print(in_flag_words(report.to_text()))
+        CHOICE_VIEWS[args.kind](result, make_console())
         if args.out and unwritten is None:
             make_console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
-    _html_then_deferred_error(args, unwritten, "render_optimize_html", report.to_dict)
-    err = report.constraint_error()
-    if err is not None:
-        print(f"edgeprof: error: {in_flag_words(str(err))}", file=sys.stderr)
-    return report.exit_code
+    _html_then_deferred_error(args, unwritten, "render_optimize_html", result.to_dict)
+    err = result.constraint_error()
+    if err is None:
+        return 0
+    print(f"edgeprof: error: {in_flag_words(str(err))}", file=sys.stderr)
+    return err.exit_code
+
+
+def _show_text(result, console) -> None:
+    """A plan or an optimize report: its own text."""
+    print(in_flag_words(result.to_text()))
+
+
+#: how recommend and optimize show their answer for each kind of model
+CHOICE_VIEWS = {"tensor": _show_text, "generative": llm.show_choice}

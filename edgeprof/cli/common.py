@@ -10,6 +10,7 @@ import argparse
 import errno
 import os
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from edgeprof.cli.render import _si
@@ -74,6 +75,14 @@ class Progress:
         if self.status is not None:
             self.status.stop()
             self.status = None
+
+
+def api_options(args: argparse.Namespace, names: Mapping[str, str]) -> dict[str, Any]:
+    """The API keywords (``names``: argparse dest -> keyword) of the flags that hold a value:
+    given, or defaulted for this kind of model by :func:`resolve_kind`. A flag left None
+    (not given, or of the other kind), an unset switch and an empty list are left out."""
+    values = ((key, getattr(args, dest, None)) for dest, key in names.items())
+    return {key: v for key, v in values if v is not None and v is not False and v != []}
 
 
 def keeping_results(progress, call):
@@ -247,30 +256,28 @@ def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.Argume
 
 
 def resolve_kind(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """For a command that takes either kind of model: refuse a flag of the other kind (exit
-    2, one line naming the flag and the kind it applies to), fill the defaults of this kind,
-    and choose the command function (``func_generative`` for a generative model)."""
+    """For a command that takes either kind of model (its flags marked by :func:`for_kinds`):
+    refuse a flag of the other kind (exit 2, one line naming the flag and the kind it
+    applies to) and fill the defaults of this kind; ``args.kind`` is the model's kind."""
     sub = _subparser(parser, args.command)
+    marked = [a for a in sub._actions if getattr(a, "kinds", None) is not None]
+    if not marked:
+        return
     kind = model_kind(args.model)
-    for action in sub._actions:
-        kinds = getattr(action, "kinds", None)
-        if kinds is None:
-            continue
+    for action in marked:
         value = getattr(args, action.dest, None)
-        if kind not in kinds:
+        if kind not in action.kinds:
             if value is not None:
                 flag = max(action.option_strings, key=len)
-                sub.error(f"{flag} applies to {KIND_WORDS[kinds[0]]}; {args.model} is a "
-                          f"{kind} model")
+                sub.error(f"{flag} applies to {KIND_WORDS[action.kinds[0]]}; {args.model} is "
+                          f"a {kind} model")
             continue
         if value is None:
             setattr(args, action.dest, action.kind_defaults.get(kind))
     args.kind = kind
-    if kind == GENERATIVE:
-        args.func = args.func_generative
 
 
-__all__ = ["GENERATIVE", "KIND_WORDS", "KindGroup", "Parser", "Progress", "TENSOR", "batch_list",
-           "depths", "device", "dtype", "for_kinds", "html_file", "in_flag_words",
+__all__ = ["GENERATIVE", "KIND_WORDS", "KindGroup", "Parser", "Progress", "TENSOR", "api_options",
+           "batch_list", "depths", "device", "dtype", "for_kinds", "html_file", "in_flag_words",
            "keeping_results", "key_value", "kind_groups", "make_console", "model_kind", "names",
            "non_negative_int", "out_file", "positive_float", "positive_int", "resolve_kind", "shape"]

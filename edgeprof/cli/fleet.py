@@ -275,12 +275,13 @@ def add_parsers(sub, common) -> None:
 # ---------------------------------------------------------------------------- profile
 def profile_fleet(args):
     """The fleet ``profile`` measures on: ``--fleet``, else $EDGEPROF_FLEET for a target
-    that is not this host; None: measure here."""
+    that is not this host (a generative model without --target: none); None: measure
+    here."""
     import os
 
     from edgeprof.profilers.measure.fleet import FLEET_ENV
 
-    if not args.fleet and (not os.environ.get(FLEET_ENV) or args.target == "host"):
+    if not args.fleet and (not os.environ.get(FLEET_ENV) or args.target in (None, "host")):
         return None
     return fleet_spec(args)
 

@@ -1,22 +1,19 @@
 """Generative models (``llm:NAME``, a ``.gguf`` file, a Hugging Face folder) on the command
 line: their flags, an argument group of ``profile``, ``estimate``, ``predict``,
-``recommend`` and ``optimize`` (:func:`add_generative_args`), and the command functions
-those subcommands (and ``calibrate`` of a generative backend) run when the model is a
-generative one (``edgeprof.cli.common.resolve_kind`` chooses), and the printing of a
-generative backend's ``calibrate``. Parsing and printing only: the work is in
-``edgeprof.api`` (``profile_llm``, ``estimate_llm``, ``recommend_llm``, ``calibrate``);
+``recommend`` and ``optimize`` (:func:`add_generative_args`), and how those commands show a
+generative model's answer (``show_profile``, ``show_estimate``, ``show_choice``: the views
+``cli/commands.py`` looks up by the model's kind), and the printing of a generative
+backend's ``calibrate``. The commands are ``cli/commands.py``'s, one per verb over the API;
 errors and exit codes are main's (``_run``).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 
-from edgeprof.cli.common import (KindGroup, Progress, add_isolation_flags, depths, keeping_results,
-                                 make_console, non_negative_int, positive_float, positive_int)
+from edgeprof.cli.common import (KindGroup, add_isolation_flags, depths, non_negative_int,
+                                 positive_float, positive_int)
 from edgeprof.cli.render_llm import render_choice, render_llm
-from edgeprof.core.errors import UserError
 
 
 # ----------------------------------------------------------------------------- parser
@@ -71,34 +68,6 @@ def add_generative_args(group: KindGroup, command: str) -> None:
 
 
 # --------------------------------------------------------------------------- commands
-def _device(args, board: bool = False) -> str | None:
-    """``--device`` for a generative model: cpu or cuda for a run here (the runtimes name no
-    CUDA index); ``board`` (estimate, predict: nothing runs here): with --target, any
-    processor of the board (npu ...), which ``estimate_llm`` checks against the target and
-    the runtimes."""
-    if board and args.device is not None and ":" not in args.device \
-            and getattr(args, "target", None) is not None:
-        return args.device
-    if args.device not in (None, "cpu", "cuda"):
-        raise UserError(f"--device for a generative model is cpu or cuda, got '{args.device}'"
-                        + ("; a board's other processor (npu ...) goes with --target BOARD"
-                           if board else ""))
-    return args.device
-
-
-def _fleet(args):
-    """The fleet a generative ``profile`` measures on: ``--fleet``, else $EDGEPROF_FLEET for
-    a board target; None: measure here (as ``cli.fleet.profile_fleet`` for a tensor one)."""
-    import os
-
-    from edgeprof.profilers.measure.fleet import FLEET_ENV, FleetSpec
-
-    if not args.fleet and (not os.environ.get(FLEET_ENV) or args.target in (None, "host")):
-        return None
-    return FleetSpec.from_options(args.fleet, tls_ca=args.tls_ca, tls_cert=args.tls_cert,
-                                  tls_key=args.tls_key, insecure=args.insecure)
-
-
 def add_calibrate_args(cal) -> None:
     """``calibrate``'s flags for a generative backend: where each preset runs."""
     add_isolation_flags(cal, "preset (generative backends)")
@@ -178,104 +147,41 @@ def print_llm_measurements_calibration(result, args) -> int:
     return 0
 
 
-def cmd_profile_llm(args) -> int:
-    from edgeprof.api import llm_exit_code, profile_llm
+def show_profile(report, args, console) -> None:
+    """``profile``'s tables of a generative report."""
+    render_llm(report.to_dict(), console)
 
-    progress = Progress(enabled=not args.json)
-    fleet = _fleet(args)
-    payload, unwritten = keeping_results(progress, lambda: profile_llm(
-        args.model, backends=args.backend, precisions=args.precision,
-        prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens, depths=args.depth,
-        repetitions=args.repetitions, warmup=args.warmup, threads=args.threads,
-        target=args.target, device=_device(args), out=args.out, plugins=args.plugins,
-        targets_dir=args.targets_dir, progress=progress, isolate=bool(args.isolate),
-        timeout_s=args.timeout, fleet=fleet, calibration=args.calibration))
+
+def print_problems(report, console) -> None:
+    """The runs of a generative profile that produced no measurement."""
+    for r in report.runs:
+        if r.status not in ("ok", "skipped"):
+            console.print(f"edgeprof: {r.backend} {r.format}: {r.status}: {r.reason}; the "
+                          "estimate is still shown", markup=False, soft_wrap=True)
+
+
+def show_estimate(report, args, console) -> None:
+    """``predict``'s answer for a generative model: the estimate and the board's
+    predictions, as JSON or tables."""
     if args.json:
-        print(json.dumps(payload, indent=2, allow_nan=False))
+        print(json.dumps(report.to_dict(), indent=2, allow_nan=False))
     else:
-        render_llm(payload, make_console())
-        if args.out and unwritten is None:
-            make_console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
-    for r in payload.get("runs") or []:
-        if r["status"] not in ("ok", "skipped"):
-            print(f"edgeprof: {r['backend']} {r['format']}: {r['status']}: {r['reason']}; the "
-                  "estimate is still shown", file=sys.stderr)
-    if unwritten is not None:
-        raise unwritten
-    return llm_exit_code(payload)
+        show_profile(report, args, console)
 
 
-def cmd_estimate_llm(args) -> int:
-    from edgeprof.api import estimate_llm
-
-    payload = estimate_llm(args.model, args.target, backends=args.backend,
-                           precisions=args.precision, prompt_tokens=args.prompt_tokens,
-                           gen_tokens=args.gen_tokens, depths=args.depth,
-                           device=_device(args, board=True), plugins=args.plugins,
-                           targets_dir=args.targets_dir,
-                           threads=args.threads, build=args.build,
-                           calibration=args.calibration)
-    if args.json:
-        print(json.dumps(payload, indent=2, allow_nan=False))
-    else:
-        render_llm(payload, make_console())
-    return 0
+def show_choice(choice, console) -> None:
+    """``recommend``'s and ``optimize``'s answer for a generative model: the choice, and the
+    shortlisted formats optimize measured here."""
+    doc = choice.to_dict()
+    render_choice(doc, console)
+    for r in doc.get("measured_here") or []:
+        pp = (r.get("prefill_tokens_per_s") or {}).get("median")
+        tg = (r.get("decode_tokens_per_s") or {}).get("median")
+        console.print(f"measured here: {r['format']} on {r['backend']}: {r['status']}"
+                      + (f", pp{r.get('n_prompt')} {pp:.3g} tok/s, tg{r.get('n_gen')} "
+                         f"{tg:.3g} tok/s (this machine, not {doc['target']})"
+                         if pp and tg else f" ({r.get('reason')})"), markup=False)
 
 
-def cmd_predict_llm(args) -> int:
-    """``predict`` of a generative model: the board's prefill and decode tokens/s for the
-    backend and format(s) asked (``estimate_llm`` with a target: nothing built or run)."""
-    if args.target is None:
-        raise UserError(f"predict {args.model} needs --target BOARD (e.g. raspberry_pi_5): a "
-                        "prediction is for a board; 'edgeprof estimate' gives the analytic "
-                        "figures without one")
-    args.build = args.runtime_version  # predict's name for the build, both kinds'
-    return cmd_estimate_llm(args)
-
-
-def cmd_recommend_llm(args) -> int:
-    from edgeprof.api import optimize_llm, recommend_llm
-
-    context = args.context or (max(args.depth) + args.prompt_tokens + args.gen_tokens)
-    choose = dict(device=_device(args), backends=args.backend, context_tokens=context,
-                  tokens_per_s=args.tokens_per_s, prompt_tokens=args.prompt_tokens,
-                  gen_tokens=args.gen_tokens, plugins=args.plugins,
-                  targets_dir=args.targets_dir, precisions=args.precision)
-    if args.command == "recommend":
-        choose["threads"] = args.threads  # the board's (optimize's are this machine's)
-        choose["calibration"] = args.calibration
-    unwritten = None
-    if args.command == "optimize":  # the choice, then the shortlist measured here
-        progress = Progress(enabled=not args.json)
-        doc, unwritten = keeping_results(progress, lambda: optimize_llm(
-            args.model, args.target, repetitions=args.repetitions, shortlist=args.shortlist,
-            threads=getattr(args, "threads", None), progress=progress, out=args.out,
-            **choose))
-    else:
-        doc = recommend_llm(args.model, args.target, **choose).to_dict()
-    # exit codes as for tensor models: 4 when a constraint (RAM, or the --tokens-per-s the
-    # user set) cannot be met; the closest choice is still shown
-    code = 4 if doc["verdict"] in ("does_not_fit", "budget_not_met") else 0
-    if args.json:
-        print(json.dumps(doc, indent=2, allow_nan=False, default=str))
-    else:
-        console = make_console()
-        render_choice(doc, console)
-        for r in doc.get("measured_here") or []:
-            pp = (r.get("prefill_tokens_per_s") or {}).get("median")
-            tg = (r.get("decode_tokens_per_s") or {}).get("median")
-            console.print(f"measured here: {r['format']} on {r['backend']}: {r['status']}"
-                          + (f", pp{r.get('n_prompt')} {pp:.3g} tok/s, tg{r.get('n_gen')} "
-                             f"{tg:.3g} tok/s (this machine, not {doc['target']})"
-                             if pp and tg else f" ({r.get('reason')})"), markup=False)
-        if getattr(args, "out", None) and unwritten is None:
-            make_console(stderr=True).print(f"artifacts written to {args.out}", markup=False)
-    if unwritten is not None:  # measured, but --out could not be written: shown, then fail
-        raise unwritten
-    if code:
-        reasons = doc.get("reasons") or [doc["verdict"]]
-        print(f"edgeprof: error: {reasons[0]}", file=sys.stderr)
-    return code
-
-
-__all__ = ["add_generative_args", "cmd_estimate_llm", "cmd_profile_llm", "cmd_recommend_llm"]
+__all__ = ["add_generative_args", "print_problems", "show_choice", "show_estimate",
+           "show_profile"]

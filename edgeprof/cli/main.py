@@ -1,11 +1,12 @@
 """The command line: parse, call the API, print, map errors to exit codes. No logic here.
 
-One parser (:func:`build_parser`, ``cli/parser.py``). profile, estimate, recommend and
-optimize take a tensor model or a generative one (llm:NAME, .gguf, HF folder): each kind's own
-flags are a group of the command, and after parsing ``common.resolve_kind`` branches on the
-model's kind — refusing the other kind's flags, filling the defaults that differ by kind and
-choosing the command function (``cli/commands.py`` for tensor models, ``cli/llm.py`` for
-generative ones). Shared helpers are in ``cli/common.py``; rendering in ``cli/render.py``,
+One parser (:func:`build_parser`, ``cli/parser.py``). profile, estimate, predict, recommend
+and optimize take a tensor model or a generative one (llm:NAME, .gguf, HF folder): each
+kind's own flags are a group of the command, and after parsing ``common.resolve_kind``
+refuses the other kind's flags and fills the defaults that differ by kind. Each command is
+one function (``cli/commands.py``) that passes the flags to its API verb as keywords
+(``common.api_options``) and shows the answer with the view of the model's kind
+(``cli/llm.py`` has the generative ones). Shared helpers are in ``cli/common.py``; rendering in ``cli/render.py``,
 ``cli/render_llm.py`` and ``cli/render_listings.py``. The parser and the command functions
 stay importable from here.
 
@@ -53,8 +54,7 @@ def _main(argv: list[str]) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    if hasattr(args, "func_generative"):  # either kind of model: branch on the model's
-        resolve_kind(parser, args)
+    resolve_kind(parser, args)  # a command taking either kind: its flags checked, defaulted
     from edgeprof.core.invocation import record
 
     record(argv)  # the documents of this run carry the command that ran (their Reproduce)

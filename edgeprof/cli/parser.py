@@ -1,7 +1,7 @@
 """The one parser (:func:`build_parser`): every subcommand with its flags, each bound to its
-command function (``cli/commands.py``; a generative model's in ``cli/llm.py``, the fleet's in
-``cli/fleet.py``). profile, estimate, recommend and optimize take a tensor model or a
-generative one: each kind's own flags are a group of the command."""
+command function (``cli/commands.py``; the fleet's in ``cli/fleet.py``). profile, estimate,
+predict, recommend and optimize take a tensor model or a generative one: each kind's own
+flags are a group of the command (a generative model's are added by ``cli/llm.py``)."""
 
 from __future__ import annotations
 
@@ -163,7 +163,7 @@ def _add_profile(sub, common) -> None:
     t.add_argument("--recalibrate", action="store_true", help="redo the host calibration")
     add_fleet_flag(pr)  # --fleet SCHEDULER: measure on a board of the target (cli/fleet.py)
     llm.add_generative_args(g, "profile")
-    pr.set_defaults(func=cmd_profile, func_generative=llm.cmd_profile_llm)
+    pr.set_defaults(func=cmd_profile)
 
 
 def _add_estimate(sub, common) -> None:
@@ -182,7 +182,7 @@ def _add_estimate(sub, common) -> None:
                          "from your measurements: the threads its rows ran)")
     es.add_argument("--calibration", metavar="FILE.json", help=CALIBRATION_HELP)
     llm.add_generative_args(g, "estimate")
-    es.set_defaults(func=cmd_estimate, func_generative=llm.cmd_estimate_llm)
+    es.set_defaults(func=cmd_estimate)
 
 
 def _constraint_args(sp) -> None:
@@ -212,7 +212,7 @@ def _add_recommend(sub, common) -> None:
     llm.add_generative_args(g, "recommend")
     g.add_argument("--backend", "-b", type=names, metavar="NAME[,NAME...]",
                    help=f"{llm.BACKENDS_HELP} to choose among (default: all of them)")
-    rc.set_defaults(func=cmd_recommend, func_generative=llm.cmd_recommend_llm)
+    rc.set_defaults(func=cmd_recommend)
 
 
 def _add_optimize(sub, common) -> None:
@@ -260,7 +260,7 @@ def _add_optimize(sub, common) -> None:
     llm.add_generative_args(g, "optimize")
     g.add_argument("--precision", "-p", type=names, metavar="FORMAT[,FORMAT...]",
                    help=llm.FORMATS_HELP)
-    op.set_defaults(func=cmd_optimize, func_generative=llm.cmd_recommend_llm)
+    op.set_defaults(func=cmd_optimize)
 
 
 def _board_device(text: str) -> str:
@@ -301,7 +301,7 @@ def _add_predict(sub, common) -> None:
                          "a calibration fitted with another build is used with a warning "
                          "naming both")
     llm.add_generative_args(g, "predict")
-    pd.set_defaults(func=cmd_predict, func_generative=llm.cmd_predict_llm)
+    pd.set_defaults(func=cmd_predict)
 
 
 def _add_batch(sub, common) -> None:  # tensor models only

@@ -158,6 +158,10 @@ class Estimate:
     #: ``parameter_count`` (all of the model's parameters) when part of the model does not
     #: run in this forward, e.g. an auxiliary classifier used only in training
     forward_parameter_count: int | None = None
+    #: the board's prediction for a runtime, when the estimate was asked with one
+    #: (``edgeprof.estimate(model, target, backend=B)``, ``edgeprof estimate --backend B``):
+    #: a ``Prediction``; ``to_dict`` gives it as ``prediction``, only when there is one
+    prediction: Any = None
 
     # totals -------------------------------------------------------------------------
     @property
@@ -213,16 +217,19 @@ class Estimate:
         return pd.DataFrame([asdict(r) for r in self.layers], columns=list(LayerEstimate.COLUMNS))
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "layers"}
+        d = {f.name: getattr(self, f.name) for f in fields(self)
+             if f.name not in ("layers", "prediction")}
         d["totals"] = self.totals()
         d["layers"] = [asdict(r) for r in self.layers]
+        if self.prediction is not None:
+            d["prediction"] = self.prediction.to_dict()
         return clean(d)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Estimate:
         """Rebuild an estimate from its ``to_dict()`` form (``totals`` are recomputed from
         the layers); keys this version does not know are ignored."""
-        names = {f.name for f in fields(cls)} - {"layers"}
+        names = {f.name for f in fields(cls)} - {"layers", "prediction"}
         lnames = {f.name for f in fields(LayerEstimate)}
         layers = [LayerEstimate(**{k: v for k, v in row.items() if k in lnames})
                   for row in d.get("layers") or []]

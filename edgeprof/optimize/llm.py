@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgeprof.core.errors import EdgeprofError, UnknownNameError, UserError
+from edgeprof.core.errors import ConstraintError, EdgeprofError, UnknownNameError, UserError
 from edgeprof.core.llm import LLMModel
 from edgeprof.core.provenance import rate_verdict
 
@@ -169,10 +169,20 @@ class LLMChoice:
     candidates: list[LLMCandidate] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     threads: int | None = None  # the board threads asked (None: all its big cores)
+    #: ``optimize``: the shortlisted formats' runs measured on this machine (run dicts);
+    #: None for ``recommend``, which measures nothing
+    measured_here: list[dict[str, Any]] | None = None
 
     @property
     def chosen(self) -> LLMCandidate | None:
         return next((c for c in self.candidates if c.status == "chosen"), None)
+
+    def constraint_error(self) -> ConstraintError | None:
+        """The ConstraintError (exit 4) when the RAM or the asked tokens/s cannot be met (the
+        closest choice is still this one), naming the binding constraint; else None."""
+        if self.verdict not in ("does_not_fit", "budget_not_met"):
+            return None
+        return ConstraintError((self.reasons or [self.verdict])[0])
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": "edgeprof.llm_choice/1", "model": self.model, "target": self.target,
@@ -184,7 +194,8 @@ class LLMChoice:
                 "backend": self.backend, "format": self.format,
                 "reasons": list(self.reasons),
                 "candidates": [c.to_dict() for c in self.candidates],
-                "notes": list(self.notes)}
+                "notes": list(self.notes),
+                **({} if self.measured_here is None else {"measured_here": self.measured_here})}
 
 
 # --------------------------------------------------------------------------- inputs

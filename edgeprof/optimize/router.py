@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from edgeprof.core.errors import ConstraintError, PluginError, UserError
+from edgeprof.core.errors import PluginError, UserError
 from edgeprof.optimize.router_context import (CONSTRAINT_NAMES, STAGES, STEP_KINDS, Constraints,
                                               LatencyFigure, Plan, Projection, RouterContext,
                                               Step, precision_bits)
@@ -222,11 +222,9 @@ def recommend(estimate: Any, target: Any, constraints: Constraints | None = None
 def check_feasible(plan: Plan) -> Plan:
     """Return ``plan`` if it meets every constraint, else raise ConstraintError (exit 4)
     naming the first failing constraint and why."""
-    if plan.failing:
-        name = plan.failing[0]
-        more = f" (also: {', '.join(plan.failing[1:])})" if len(plan.failing) > 1 else ""
-        raise ConstraintError(f"constraint {name} cannot be met on {plan.target} even with the "
-                              f"most aggressive plan: {plan.failing_reasons.get(name, '')}{more}")
+    err = plan.constraint_error()
+    if err is not None:
+        raise err
     return plan
 
 

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgeprof.core.errors import UserError
+from edgeprof.core.errors import ConstraintError, UserError
 from edgeprof.core.precision import PRECISIONS
 from edgeprof.core.provenance import budget_verdict, rank, sort_key
 from edgeprof.core.results import WarningRecord, clean
@@ -174,6 +174,16 @@ class Plan:
     @property
     def feasible(self) -> bool:
         return not self.failing
+
+    def constraint_error(self) -> ConstraintError | None:
+        """The ConstraintError (exit 4) naming the first constraint that cannot be met and
+        why, or None when the plan meets them all."""
+        if not self.failing:
+            return None
+        name = self.failing[0]
+        more = f" (also: {', '.join(self.failing[1:])})" if len(self.failing) > 1 else ""
+        return ConstraintError(f"constraint {name} cannot be met on {self.target} even with the "
+                               f"most aggressive plan: {self.failing_reasons.get(name, '')}{more}")
 
     def step(self, kind: str) -> Step | None:
         for s in reversed(self.steps):

@@ -188,9 +188,32 @@ def test_an_option_of_the_other_kind_is_one_line_naming_it(verb, model, kw, word
 
 def test_optimize_takes_a_generative_model():
     kw = dict(backends="llama_cpp", tokens_per_s=5, shortlist=0)
-    doc = edgeprof.optimize("llm:qwen2.5-0.5b", "raspberry_pi_5", **kw)
-    assert doc == edgeprof.optimize_llm("llm:qwen2.5-0.5b", "raspberry_pi_5", **kw)
-    assert doc["format"] and doc["measured_here"] == []
+    choice = edgeprof.optimize("llm:qwen2.5-0.5b", "raspberry_pi_5", **kw)
+    assert choice == edgeprof.optimize_llm("llm:qwen2.5-0.5b", "raspberry_pi_5", **kw)
+    assert choice.format and choice.measured_here == []
+    assert choice.to_dict()["measured_here"] == []  # recommend's has none: it measures nothing
+    assert "measured_here" not in edgeprof.recommend("llm:qwen2.5-0.5b", "raspberry_pi_5",
+                                                     backends="llama_cpp").to_dict()
+
+
+def test_estimate_with_a_backend_carries_the_prediction_predict_gives():
+    """The CLI's estimate --backend and predict are one call of edgeprof.estimate: its
+    prediction is predict's, figure for figure."""
+    est = edgeprof.estimate("builtin:small_cnn", "raspberry_pi_4", backend="tflite", threads=2)
+    pred = edgeprof.predict("builtin:small_cnn", "raspberry_pi_4", "tflite", threads=2)
+    assert est.prediction.to_dict() == pred.to_dict()
+    assert est.to_dict()["prediction"] == pred.to_dict()
+    assert "prediction" not in edgeprof.estimate("builtin:small_cnn", "raspberry_pi_4").to_dict()
+    with pytest.raises(UserError, match="threads is for the prediction: give backend"):
+        edgeprof.estimate("builtin:small_cnn", "raspberry_pi_4", threads=2)
+
+
+def test_a_generative_recommend_holds_the_deepest_context_asked():
+    kw = dict(backends="llama_cpp", prompt_tokens=64, gen_tokens=16)
+    deep = edgeprof.recommend("llm:qwen2.5-0.5b", "raspberry_pi_5", depths=[0, 4096], **kw)
+    assert deep.context_tokens == 4096 + 64 + 16
+    assert edgeprof.recommend("llm:qwen2.5-0.5b", "raspberry_pi_5",
+                              **kw).context_tokens == 64 + 16
 
 
 def test_compare_takes_profiles_of_either_kind(tmp_path, plugins, cache):

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from edgeprof.cli import llm
-from edgeprof.cli.main import build_parser, cmd_estimate, cmd_profile, main
+from edgeprof.cli.main import build_parser, cmd_estimate, cmd_profile, cmd_recommend, main
 from edgeprof.cli.common import resolve_kind
 
 
@@ -66,16 +65,16 @@ def test_defaults_differ_by_kind():
     assert (t.backend, t.precision, t.target, t.warmup, t.max_layers, t.isolate) == \
         ("torch_eager", "fp32", "host", None, 40, False)
     g = parsed("profile", "llm:smollm2-135m")
-    assert (g.kind, g.func) == ("generative", llm.cmd_profile_llm)
+    assert (g.kind, g.func) == ("generative", cmd_profile)  # one command function per verb
     assert (g.backend, g.precision, g.target, g.warmup) == ("llama_cpp", None, None, 1)
     assert (g.prompt_tokens, g.gen_tokens, g.depth, g.repetitions) == (512, 128, [0], 5)
     assert g.batch_size is None and g.max_layers is None  # the other kind's: left unset
     e = parsed("estimate", "builtin:small_cnn")
     assert (e.func, e.backend, e.precision) == (cmd_estimate, None, "fp32")
     e = parsed("estimate", "model.gguf")
-    assert (e.func, e.backend, e.device) == (llm.cmd_estimate_llm, "llama_cpp", None)
+    assert (e.func, e.backend, e.device) == (cmd_estimate, "llama_cpp", None)
     r = parsed("recommend", "llm:smollm2-135m", "--target", "raspberry_pi_5")
-    assert (r.func, r.backend, r.context) == (llm.cmd_recommend_llm, None, None)
+    assert (r.func, r.backend, r.context) == (cmd_recommend, None, None)
     o = parsed("optimize", "builtin:small_cnn")
     assert (o.max_accuracy_drop, o.train_seconds, o.finetune_steps) == (1.0, 8.0, 200)
     assert o.compression == "magnitude,channels,2:4,channels_last"
@@ -142,3 +141,15 @@ def test_max_layers_is_only_where_a_layer_table_is_printed(capsys, command):
         main(argv)
     assert e.value.code == 2
     assert "unrecognized arguments: --max-layers 5" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("verb", ["profile", "estimate", "predict", "recommend", "optimize"])
+def test_each_verb_is_one_command_function_for_both_kinds(verb):
+    """Issue 31 item 3: one CLI function per verb over the API; only the view of the answer
+    is looked up by the model's kind."""
+    extra = ["--backend", "tflite"] if verb == "predict" else []
+    tensor = parsed(verb, "builtin:small_cnn", "--target", "raspberry_pi_5", *extra)
+    extra = ["--backend", "llama_cpp"] if verb == "predict" else []
+    generative = parsed(verb, "llm:smollm2-135m", "--target", "raspberry_pi_5", *extra)
+    assert tensor.func is generative.func
+    assert (tensor.kind, generative.kind) == ("tensor", "generative")
