@@ -309,12 +309,13 @@ def _estimate_tensor(model: Any, target: Any, precision: str, *, backend: str | 
     from edgeprof.api.verbs import estimate as estimate_tensor
 
     if backend is None:
-        given = [n for n, v in (("threads", threads), ("device", device),
-                                ("calibration", calibration),
-                                ("runtime_version", runtime_version)) if v is not None]
+        given = [n for n, v in (("--threads", threads), ("--device", device),
+                                ("--calibration", calibration),
+                                ("--runtime-version", runtime_version)) if v is not None]
         if given:
             raise UserError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for the "
-                            "prediction: give backend B too (the runtime family on the board)")
+                            "prediction: give --backend B too (the runtime family on the "
+                            "board)")
         return estimate_tensor(model, target, precision, batch_size=batch_size,
                                input_shapes=input_shapes, input_dtypes=input_dtypes,
                                plugins=plugins, targets_dir=targets_dir)

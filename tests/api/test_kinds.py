@@ -204,7 +204,7 @@ def test_estimate_with_a_backend_carries_the_prediction_predict_gives():
     assert est.prediction.to_dict() == pred.to_dict()
     assert est.to_dict()["prediction"] == pred.to_dict()
     assert "prediction" not in edgeprof.estimate("builtin:small_cnn", "raspberry_pi_4").to_dict()
-    with pytest.raises(UserError, match="threads is for the prediction: give backend"):
+    with pytest.raises(UserError, match="--threads is for the prediction: give --backend"):
         edgeprof.estimate("builtin:small_cnn", "raspberry_pi_4", threads=2)
 
 
