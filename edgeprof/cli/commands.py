@@ -248,14 +248,17 @@ def cmd_compare(args) -> int:
     from pathlib import Path
 
     from edgeprof.profilers.report.compare import (compare_results, format_comparison,
-                                                   load_profile, profile_differences,
-                                                   profile_kind)
+                                                   load_profile, profile_differences)
 
     a, b = load_profile(args.a), load_profile(args.b)
     rows = compare_results(a, b, force=args.force)  # a tensor and a generative one: exit 2
-    if args.html and profile_kind(a) == "generative":
-        raise UserError("--html draws tensor profiles only; compare generative profiles as "
-                        "the table or with --json")
+    page = None
+    if args.html:  # html helper: the before/after page (a kind without one: exit 2, first)
+        from edgeprof.core.invocation import command
+        from edgeprof.profilers.report.html import render_compare_html
+
+        page = render_compare_html(a, b, rows, label_a=args.a, label_b=args.b,
+                                   command=command())
     for diff in profile_differences(a, b):  # only reached with --force
         print(f"edgeprof: WARNING: not like for like, compared anyway (--force): {diff}",
               file=sys.stderr)
@@ -266,12 +269,10 @@ def cmd_compare(args) -> int:
     else:
         print(format_comparison(rows, Path(args.a).parent.name or "A",
                                 Path(args.b).parent.name or "B"))
-    if args.html:  # html helper: the before/after page
-        from edgeprof.core.invocation import command
-        from edgeprof.profilers.report.html import render_compare_html, write_html
+    if page is not None:
+        from edgeprof.profilers.report.html import write_html
 
-        write_html(args.html, render_compare_html(a, b, rows, label_a=args.a, label_b=args.b,
-                                                  command=command()))
+        write_html(args.html, page)
     return 0
 
 

@@ -65,6 +65,8 @@ class ProfileReport:
     #: the module that compares two of its documents (``edgeprof compare``): it defines
     #: ``check_document(doc, where)``, ``identity(doc)`` and ``compare(a, b, **thresholds)``
     comparison: ClassVar[str] = ""
+    #: whether ``compare --html`` draws a before/after page of two of its documents
+    comparison_page: ClassVar[bool] = False
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ProfileReport:

@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from edgeprof.core.errors import UserError
 from edgeprof.profilers.report.html_common import render, warning_groups
 from edgeprof.profilers.report.html_figures import latency_bars
 from edgeprof.profilers.report.html_profile import _runs_context, profile_command
@@ -21,7 +22,12 @@ def render_compare_html(a: Mapping[str, Any], b: Mapping[str, Any], rows: Sequen
     not given)."""
     from edgeprof.profilers.report.compare import (ALPHA, MIN_CLIFFS_DELTA, MIN_REL_CHANGE,
                                                    compare_results)
+    from edgeprof.profilers.report.family import member_of
 
+    kind = member_of(a)
+    if not kind.comparison_page:
+        raise UserError(f"--html draws tensor profiles only; compare {kind.word} profiles as "
+                        "the table or with --json")
     if rows is None:
         rows = compare_results(dict(a), dict(b))
     items = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in rows]

@@ -87,6 +87,7 @@ class TensorReport(ProfileReport):
     workload: ClassVar[str] = "tensor"
     word: ClassVar[str] = "tensor"
     comparison: ClassVar[str] = "edgeprof.profilers.report.compare_tensor"
+    comparison_page: ClassVar[bool] = True
 
     model: ModelHandle
     target: Any
