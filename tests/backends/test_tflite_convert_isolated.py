@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import litert_torch  # noqa: F401  (installed by make test: a missing one must fail, not skip)
 
 SITECUSTOMIZE = '''
@@ -49,8 +51,7 @@ if MODE:
 FAST = ["--runs", "10", "--min-time", "0.02", "--max-time", "1", "--threads", "1"]
 
 
-def _profile(tmp_path: Path, fault: str, backends: str) -> tuple[subprocess.CompletedProcess,
-                                                                  dict | None]:
+def _start(tmp_path: Path, fault: str, backends: str) -> subprocess.Popen:
     hook = tmp_path / "hook"
     hook.mkdir(exist_ok=True)
     (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
@@ -58,31 +59,46 @@ def _profile(tmp_path: Path, fault: str, backends: str) -> tuple[subprocess.Comp
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(hook), *filter(None, [os.environ.get("PYTHONPATH")])]),
         "EDGEPROF_TEST_LITERT_FAULT": fault, "EDGEPROF_CACHE_DIR": str(cache)}
-    proc = subprocess.run([sys.executable, "-m", "edgeprof", "profile", "builtin:mlp",
-                           "--backend", backends, "--json", *FAST],
-                          capture_output=True, text=True, env=env, timeout=600)
-    try:
-        doc = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        doc = None
-    return proc, doc
+    return subprocess.Popen([sys.executable, "-m", "edgeprof", "profile", "builtin:mlp",
+                             "--backend", backends, "--json", *FAST], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
 
 
-def test_a_converter_abort_fails_its_run_and_the_others_survive(tmp_path):
-    proc, doc = _profile(tmp_path, "abort", "torch_eager,tflite")
-    assert doc is not None, f"the run was killed (rc {proc.returncode}): {proc.stderr[-400:]}"
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory) -> dict:
+    """Both faulty conversions, run at once (each is a process waiting on a converter
+    process): fault -> (stderr, the JSON document or None when the run was killed), and
+    "cache": the folder of their caches."""
+    tmp_path = tmp_path_factory.mktemp("litert-faults")
+    started = {"abort": _start(tmp_path, "abort", "torch_eager,tflite"),
+               "exit": _start(tmp_path, "exit", "tflite")}
+    done = {}
+    for fault, proc in started.items():
+        out, err = proc.communicate(timeout=600)
+        try:
+            doc = json.loads(out)
+        except json.JSONDecodeError:
+            doc = None
+        done[fault] = (f"rc {proc.returncode}: {err[-400:]}", doc)
+    done["cache"] = tmp_path
+    return done
+
+
+def test_a_converter_abort_fails_its_run_and_the_others_survive(profiles):
+    why, doc = profiles["abort"]
+    assert doc is not None, f"the run was killed ({why})"
     rows = {r["backend"]: r for r in doc["runs"]}
     assert rows["torch_eager"]["status"] == "ok"
     tfl = rows["tflite"]
     assert tfl["status"] == "failed" and "\n" not in tfl["reason"]
     assert "litert-torch" in tfl["reason"] and "SIGABRT" in tfl["reason"]
     # nothing half-made was published in the cache
-    assert not list((tmp_path / "cache-abort").rglob("*.tflite"))
+    assert not list((profiles["cache"] / "cache-abort").rglob("*.tflite"))
 
 
-def test_a_converter_calling_sys_exit_fails_its_run(tmp_path):
-    proc, doc = _profile(tmp_path, "exit", "tflite")
-    assert doc is not None, f"the run was killed (rc {proc.returncode}): {proc.stderr[-400:]}"
+def test_a_converter_calling_sys_exit_fails_its_run(profiles):
+    why, doc = profiles["exit"]
+    assert doc is not None, f"the run was killed ({why})"
     (row,) = doc["runs"]
     assert row["status"] == "failed"
     assert "litert-torch" in row["reason"] and "sys.exit(3)" in row["reason"]

@@ -10,36 +10,53 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _edgeprof(*argv: str, env_cache: Path) -> subprocess.CompletedProcess:
+def _start(*argv: str, env_cache: Path) -> subprocess.Popen:
     import os
 
     env = dict(os.environ, EDGEPROF_CACHE_DIR=str(env_cache))
-    return subprocess.run([sys.executable, "-m", "edgeprof", *argv], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.Popen([sys.executable, "-m", "edgeprof", *argv], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_json_stdout_is_one_document_for_native_runtimes(tmp_path):
-    backends = ("mnn", "ncnn", "executorch")
-    r = _edgeprof("profile", "builtin:small_cnn", "--backend", ",".join(backends), "--json",
-                  "--runs", "3", "--min-time", "0.01", "--warmup", "1",
-                  env_cache=tmp_path)
-    assert r.returncode == 0, r.stderr[-2000:]
-    doc = json.loads(r.stdout)  # nothing before or after the document
+BACKENDS = ("mnn", "ncnn", "executorch")
+FAST = ("--runs", "3", "--min-time", "0.01", "--warmup", "1")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, tuple[int, str, str]]:
+    """Both profiles at once: name -> (exit status, stdout, stderr)."""
+    started = {
+        "inline": _start("profile", "builtin:small_cnn", "--backend", ",".join(BACKENDS),
+                         "--json", *FAST, env_cache=tmp_path_factory.mktemp("cache")),
+        # a spawned worker inherits the command's file descriptors: its runtime's chatter
+        # must not reach stdout either
+        "isolated": _start("profile", "builtin:small_cnn", "--backend", "mnn", "--json",
+                           "--isolate", *FAST, env_cache=tmp_path_factory.mktemp("cache"))}
+    done = {}
+    for name, proc in started.items():
+        out, err = proc.communicate(timeout=300)
+        done[name] = (proc.returncode, out, err)
+    return done
+
+
+def test_json_stdout_is_one_document_for_native_runtimes(runs):
+    code, out, err = runs["inline"]
+    assert code == 0, err[-2000:]
+    doc = json.loads(out)  # nothing before or after the document
     assert [(run["backend"], run["status"]) for run in doc["runs"]] == [
-        (b, "ok") for b in backends], doc["runs"]
-    assert "The device supports" in r.stderr  # MNN's line is not lost, it is on stderr
+        (b, "ok") for b in BACKENDS], doc["runs"]
+    assert "The device supports" in err  # MNN's line is not lost, it is on stderr
 
 
-def test_json_stdout_is_a_document_with_isolated_workers(tmp_path):
-    """A spawned worker inherits the command's file descriptors: its runtime's chatter must
-    not reach stdout either."""
-    r = _edgeprof("profile", "builtin:small_cnn", "--backend", "mnn", "--json", "--isolate",
-                  "--runs", "3", "--min-time", "0.01", "--warmup", "1", env_cache=tmp_path)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert json.loads(r.stdout)["runs"][0]["status"] == "ok"
+def test_json_stdout_is_a_document_with_isolated_workers(runs):
+    code, out, err = runs["isolated"]
+    assert code == 0, err[-2000:]
+    assert json.loads(out)["runs"][0]["status"] == "ok"
 
 
 _GUARDED = r"""

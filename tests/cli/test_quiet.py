@@ -19,31 +19,44 @@ NOISE = ("absl", "oneDNN", "FutureWarning", "pre-processing before quantization"
 RUN = ["profile", "builtin:small_cnn", "--max-time", "0.2", "--min-time", "0.1", "--runs", "5"]
 
 
-def _edgeprof(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "EDGEPROF_CACHE_DIR": str(tmp_path / "cache")}
+def _start(cache, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "EDGEPROF_CACHE_DIR": str(cache)}
     for key in QUIET_ENV:  # as a user's shell has them: unset
         env.pop(key, None)
-    return subprocess.run([sys.executable, "-m", "edgeprof", *args], capture_output=True,
-                          text=True, env=env, timeout=900)
+    return subprocess.Popen([sys.executable, "-m", "edgeprof", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
 
 
-def test_third_party_noise_is_off_stderr_by_default(tmp_path):
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, tuple[int, str, str]]:
+    """The two profiles, each with a cold cache (so the quantizers really run), at once:
+    name -> (exit status, stdout, stderr)."""
     pytest.importorskip("onnxruntime")
     pytest.importorskip("ai_edge_litert")
-    proc = _edgeprof(tmp_path, *RUN, "--backend", "tflite,onnxruntime", "--precision",
-                     "fp32,int8")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    noisy = [ln for ln in proc.stderr.splitlines() if any(n in ln for n in NOISE)]
+    started = {
+        "default": _start(tmp_path_factory.mktemp("cache"), *RUN, "--backend",
+                          "tflite,onnxruntime", "--precision", "fp32,int8"),
+        "debug": _start(tmp_path_factory.mktemp("cache"), *RUN, "--backend", "onnxruntime",
+                        "--precision", "int8", "--debug")}
+    done = {}
+    for name, proc in started.items():
+        out, err = proc.communicate(timeout=900)
+        done[name] = (proc.returncode, out, err)
+    return done
+
+
+def test_third_party_noise_is_off_stderr_by_default(runs):
+    code, out, err = runs["default"]
+    assert code == 0, err[-3000:]
+    noisy = [ln for ln in err.splitlines() if any(n in ln for n in NOISE)]
     assert not noisy, "\n".join(noisy)
-    assert "onnxruntime" in proc.stdout and "tflite" in proc.stdout
+    assert "onnxruntime" in out and "tflite" in out
 
 
-def test_debug_shows_the_runtimes_output(tmp_path):
-    pytest.importorskip("onnxruntime")
-    proc = _edgeprof(tmp_path, *RUN, "--backend", "onnxruntime", "--precision", "int8",
-                     "--debug")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "pre-processing before quantization" in proc.stderr
+def test_debug_shows_the_runtimes_output(runs):
+    code, _, err = runs["debug"]
+    assert code == 0, err[-3000:]
+    assert "pre-processing before quantization" in err
 
 
 def test_quieted_restores_what_it_changed(monkeypatch):
@@ -72,9 +85,11 @@ def test_torchs_pytree_deprecation_is_off_stderr_unless_debug():
             "    import torch\n"
             "    from torchao.quantization.pt2e import quantize_pt2e\n"
             "import logging; logging.getLogger('torch.utils._pytree').warning('%s kept', 'x')\n")
-    runs = {mode: subprocess.run([sys.executable, "-c", code, mode], capture_output=True,
-                                 text=True, timeout=300) for mode in ("quiet", "debug")}
-    assert all(r.returncode == 0 for r in runs.values()), runs
-    assert "is an Enum subclass" not in runs["quiet"].stderr, runs["quiet"].stderr
-    assert "x kept" in runs["quiet"].stderr  # only that message, and only inside quieted()
-    assert "is an Enum subclass" in runs["debug"].stderr  # --debug shows everything
+    started = {mode: subprocess.Popen([sys.executable, "-c", code, mode], text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+               for mode in ("quiet", "debug")}  # both at once
+    err = {mode: p.communicate(timeout=300)[1] for mode, p in started.items()}
+    assert all(p.returncode == 0 for p in started.values()), err
+    assert "is an Enum subclass" not in err["quiet"], err["quiet"]
+    assert "x kept" in err["quiet"]  # only that message, and only inside quieted()
+    assert "is an Enum subclass" in err["debug"]  # --debug shows everything
