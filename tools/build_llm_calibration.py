@@ -34,7 +34,7 @@ from edgeprof.profilers.predict.llm.constants import (ASSUMED_GEN,  # noqa: E402
                                                       ASSUMED_PROMPT, FORMAT,
                                                       FORMAT_VERSION, INTERVAL_GOAL,
                                                       SHIPPED_FILE)
-from edgeprof.profilers.predict.llm.crossval import (_fit_all, attach_cv,  # noqa: E402
+from edgeprof.profilers.predict.llm.crossval import (fit_all, attach_cv,  # noqa: E402
                                                      cv_table, interval_report,
                                                      leave_one_out)
 from edgeprof.profilers.predict.llm.files import _now, _strip, _version  # noqa: E402
@@ -60,7 +60,7 @@ def build_calibration() -> dict[str, Any]:
     """The shipped calibration, fitted only to the training file (deterministic: the same
     file gives the same numbers; ``created_utc`` aside)."""
     samples, skipped = published_samples()
-    cal = _fit_all(samples, per_runtime=False)
+    cal = fit_all(samples, per_runtime=False)
     loo = leave_one_out(samples, per_runtime=False, nested=True, group=same_measurement)
     attach_cv(cal, loo)
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "name": "llm--published",

@@ -83,7 +83,7 @@ def prediction_only_generative(family: str, reg: Registry | None = None) -> type
     ``runtime=family``."""
     from edgeprof.core.backend import Availability
     from edgeprof.core.llm import GenerativeBackend
-    from edgeprof.profilers.predict.runtimes import (_kinds_text, family_processors,
+    from edgeprof.profilers.predict.runtimes import (kinds_text, family_processors,
                                                      offered_precisions,
                                                      prediction_only_reason)
 
@@ -108,7 +108,7 @@ def prediction_only_generative(family: str, reg: Registry | None = None) -> type
         "name": family, "prediction_only": True, "prediction_only_reason": reason,
         "formats": tuple(offered or ()), "layouts": layouts, "devices": (),
         "board_devices": (), "description": f"prediction-only: runs on "
-                                            f"{_kinds_text(kinds)} ({source})",
+                                            f"{kinds_text(kinds)} ({source})",
         "availability": classmethod(lambda cls: Availability(False, reason)),
         "supports_on_board": supports_on_board, "supports": supports})
 

@@ -118,7 +118,7 @@ def _version() -> str:
 _DEVICES = ("cpu", "cuda") if _installed("onnxruntime-genai-cuda") else ("cpu",)
 
 
-def _first_error_line(text: str) -> str:
+def first_error_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     for ln in reversed(lines):
         if "Error" in ln or "error" in ln or "Exception" in ln:
@@ -146,7 +146,7 @@ def run_builder(hf_folder: Path, out: Path, fmt: str, scratch: Path,
                                backend="onnxruntime_genai") from None
     if proc.returncode != 0 or not (out / "genai_config.json").is_file():
         raise UnsupportedError("onnxruntime_genai's model builder failed: "
-                               f"{_first_error_line(proc.stderr + proc.stdout)}",
+                               f"{first_error_line(proc.stderr + proc.stdout)}",
                                backend="onnxruntime_genai", precision=fmt)
 
 

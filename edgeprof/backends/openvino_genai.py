@@ -302,10 +302,10 @@ def run_export(hf_folder: Path, out: Path, fmt: str) -> dict[str, Any]:
                                backend="openvino_genai") from None
     marker = out / ".export.json"
     if proc.returncode != 0 or not marker.is_file():
-        from edgeprof.backends.onnxruntime_genai import _first_error_line
+        from edgeprof.backends.onnxruntime_genai import first_error_line
 
         raise UnsupportedError("the OpenVINO GenAI export failed: "
-                               f"{_first_error_line(proc.stderr + proc.stdout)}",
+                               f"{first_error_line(proc.stderr + proc.stdout)}",
                                backend="openvino_genai", precision=fmt)
     done = json.loads(marker.read_text(encoding="utf-8"))
     marker.unlink()

@@ -14,7 +14,7 @@ from edgeprof.cli import llm
 from edgeprof.cli.common import (Progress, api_options, in_flag_words, keeping_results,
                                  make_console)
 from edgeprof.cli.fleet import print_boards, profile_fleet
-from edgeprof.cli.render import _fmt
+from edgeprof.cli.render import fmt_number
 from edgeprof.core.errors import OutputError, UserError
 
 
@@ -311,7 +311,7 @@ def _print_calibration(result, args) -> int:
     print(f"calibration {cal.name}: {cv['n']} samples; leave-one-out median |error| "
           f"{100 * cv['median_abs_error']:.1f} %, within +-10 % {100 * cv['within_10']:.0f} %, "
           f"within +-25 % {100 * cv['within_25']:.0f} %, Spearman "
-          f"{_fmt(cv['spearman']) if cv['spearman'] is not None else '-'}"
+          f"{fmt_number(cv['spearman']) if cv['spearman'] is not None else '-'}"
           + (f"; {cv['n_unpredicted']} sample(s) {cv['unpredicted']}"
              if cv.get("n_unpredicted") else ""))
     print(f"saved to {path}")
@@ -337,7 +337,7 @@ def _print_measurements_calibration(result, args) -> int:
     if n >= 2:
         print(f"{cv['method']}: median |error| {100 * cv['median_abs_error']:.1f} %, within "
               f"+-25 % {100 * cv['within_25']:.0f} %, Spearman "
-              f"{_fmt(cv['spearman']) if cv['spearman'] is not None else '-'}; 90 % interval "
+              f"{fmt_number(cv['spearman']) if cv['spearman'] is not None else '-'}; 90 % interval "
               f"held {100 * (cv['coverage'] or 0):.0f} % of the held-out rows, width "
               f"{cv['median_width']:.2f}x"
               + (f" (log sigma {cv['log_sigma']:.3f}: the rows' own {cv['log_sigma_own']:.3f} "

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from edgeprof.cli.render import _si
+from edgeprof.cli.render import si
 from edgeprof.core.errors import EdgeprofError, OutputError
 from edgeprof.core.kinds import GENERATIVE, KIND_WORDS, TENSOR, model_kind
 
@@ -34,10 +34,10 @@ def in_flag_words(text: str) -> str:
                   lambda m: _FLAG_WORDS[m.group(1)], text)
     text = re.sub(r"\blatency_reduction=([\d.]+)",
                   lambda m: f"latency {float(m.group(1)):.3g}x lower", text)
-    text = re.sub(r"\bmax_macs=(\d+)", lambda m: f"at most {_si(int(m.group(1)), 'MAC')}",
+    text = re.sub(r"\bmax_macs=(\d+)", lambda m: f"at most {si(int(m.group(1)), 'MAC')}",
                   text)
     return re.sub(r"\bmax_parameter_bytes=(\d+)",
-                  lambda m: f"at most {_si(int(m.group(1)), 'B')} of weights", text)
+                  lambda m: f"at most {si(int(m.group(1)), 'B')} of weights", text)
 
 
 def make_console(stderr: bool = False):

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from edgeprof.cli.common import device, make_console, non_negative_int, positive_float, positive_int
-from edgeprof.cli.render import _fmt, _si
+from edgeprof.cli.render import fmt_number, si
 from edgeprof.core.errors import UserError
 
 
@@ -104,9 +104,9 @@ def cmd_fleet(args) -> int:
                              if k not in ("numpy", "distributed", "onnx"))
         table.add_row(b["name"], target, b["state"] + (f" ({b['jobs']})" if b["jobs"] else ""),
                       str(fp.get("cpu_model", "?")), str(fp.get("arch", "?")),
-                      _fmt(fp.get("physical_cores")),
-                      _fmt(freq / 1e9) if freq else "-",
-                      _si(fp.get("ram_bytes"), "B") if fp.get("ram_bytes") else "-",
+                      fmt_number(fp.get("physical_cores")),
+                      fmt_number(freq / 1e9) if freq else "-",
+                      si(fp.get("ram_bytes"), "B") if fp.get("ram_bytes") else "-",
                       runtimes or "-", str(fp.get("edgeprof_version", "not edgeprof")))
     make_console().print(table)
     return 0
@@ -179,12 +179,12 @@ def cmd_sweep(args) -> int:
         for r in tensor:
             table.add_row(str(r["model"]), str(r["target"]),
                           f"{r['backend']} {r['precision']} b{_count(r['batch_size'])}",
-                          f"{_fmt(r.get('target_ms'))} ({r.get('target_provenance') or '-'})",
-                          f"{_fmt(r.get('target_low_ms'))}–{_fmt(r.get('target_high_ms'))}",
+                          f"{fmt_number(r.get('target_ms'))} ({r.get('target_provenance') or '-'})",
+                          f"{fmt_number(r.get('target_low_ms'))}–{fmt_number(r.get('target_high_ms'))}",
                           str(r["runner_up"] or "-"),
                           {True: "yes", False: "no (intervals overlap)"}.get(
                               r["clearly_faster"], "-"),
-                          f"{_fmt(r['median_ms'])}, {r['measured_on'] or '-'}")
+                          f"{fmt_number(r['median_ms'])}, {r['measured_on'] or '-'}")
         out.print(table)
     if generative:
         table = Table("model", "target", "test", "fastest decode", "tg tok/s", "pp tok/s",
@@ -202,7 +202,7 @@ def cmd_sweep(args) -> int:
                           str(r["runner_up"] or "-"),
                           {True: "yes", False: "no (repetitions overlap)"}.get(
                               r["clearly_faster"], "-"),
-                          str(r["best_prefill"] or "-"), _fmt(r["best_prefill_pp_median_ts"]),
+                          str(r["best_prefill"] or "-"), fmt_number(r["best_prefill_pp_median_ts"]),
                           str(r["measured_on"] or "-"))
         out.print(table)
     counts = report.frame["status"].value_counts().to_dict()
@@ -222,7 +222,7 @@ def _count(v: Any) -> str:
 def _rate(median: Any, sd: Any) -> str:
     if median is None or (isinstance(median, float) and median != median):
         return "-"
-    return _fmt(median) + ("" if sd is None or sd != sd else f" ± {_fmt(sd)}")
+    return fmt_number(median) + ("" if sd is None or sd != sd else f" ± {fmt_number(sd)}")
 
 
 # ------------------------------------------------------------------------ the parsers

@@ -79,7 +79,7 @@ def print_llm_calibration(result, args) -> int:
     --fleet), then an LLM calibration (effective bandwidth, per-layer overhead, prefill
     efficiency): the board's when a real board of the target measured them, else this
     host's."""
-    from edgeprof.cli.render import _fmt
+    from edgeprof.cli.render import fmt_number
 
     cal, records = result.calibration, result.records
     fp = cal.get("fingerprint") or {}
@@ -95,14 +95,14 @@ def print_llm_calibration(result, args) -> int:
                                            f" ({fp.get('target')})"))
     for r in records:
         print(f"{r.model:14s} {r.backend} {r.format}: pp{r.n_prompt} "
-              f"{_fmt((r.prefill_tokens_per_s or {}).get('median'))} tok/s, tg{r.n_gen} "
-              f"{_fmt((r.decode_tokens_per_s or {}).get('median'))} tok/s (measured on {where})")
+              f"{fmt_number((r.prefill_tokens_per_s or {}).get('median'))} tok/s, tg{r.n_gen} "
+              f"{fmt_number((r.decode_tokens_per_s or {}).get('median'))} tok/s (measured on {where})")
     for key, e in (cal.get("entries") or {}).items():
         for runtime, fit in ((e.get("decode") or {}).get("runtimes") or {}).items():
             bw = fit.get("bandwidth_fraction") or 0.0
-            print(f"{key} {runtime}: effective bandwidth {_fmt(bw)} x "
-                  f"{_fmt((e.get('peak_bandwidth') or 0) / 1e9)} GB/s, per-layer overhead "
-                  f"{_fmt(1e3 * (fit.get('per_layer_s') or 0.0))} ms (fitted)")
+            print(f"{key} {runtime}: effective bandwidth {fmt_number(bw)} x "
+                  f"{fmt_number((e.get('peak_bandwidth') or 0) / 1e9)} GB/s, per-layer overhead "
+                  f"{fmt_number(1e3 * (fit.get('per_layer_s') or 0.0))} ms (fitted)")
     print(f"calibration {cal.get('name')} saved to {cal.get('path')}")
     return 0
 
@@ -111,7 +111,7 @@ def print_llm_measurements_calibration(result, args) -> int:
     """``calibrate --target BOARD --backend llama_cpp --measurements FILE.csv``
     (``api.calibrate``'s result): the user's llama-bench tests on the board fitted as a
     fleet board's measurements are."""
-    from edgeprof.cli.render import _fmt
+    from edgeprof.cli.render import fmt_number
 
     cal, summary = result.calibration, result.summary
     if args.json:
@@ -128,10 +128,10 @@ def print_llm_measurements_calibration(result, args) -> int:
     for key, e in (cal.get("entries") or {}).items():
         for runtime, fit in ((e.get("decode") or {}).get("runtimes") or {}).items():
             pre = ((e.get("prefill") or {}).get("runtimes") or {}).get(runtime) or {}
-            print(f"{key} {runtime}: decode at {_fmt(fit.get('bandwidth_fraction'))} of "
-                  f"{_fmt((e.get('peak_bandwidth') or 0) / 1e9)} GB/s + "
-                  f"{_fmt(1e3 * (fit.get('per_layer_s') or 0.0))} ms per layer"
-                  + (f"; prefill at {_fmt(pre.get('efficiency'))} of the peak"
+            print(f"{key} {runtime}: decode at {fmt_number(fit.get('bandwidth_fraction'))} of "
+                  f"{fmt_number((e.get('peak_bandwidth') or 0) / 1e9)} GB/s + "
+                  f"{fmt_number(1e3 * (fit.get('per_layer_s') or 0.0))} ms per layer"
+                  + (f"; prefill at {fmt_number(pre.get('efficiency'))} of the peak"
                      if pre.get("efficiency") else "; no pp test: prefill from the prior"))
     rows = [b for b in (summary["cv"].get("boards") or [])
             if b.get("board") != "all" and (b.get("n") or 0) >= 2]
@@ -139,7 +139,7 @@ def print_llm_measurements_calibration(result, args) -> int:
         print(f"leave-one-out {b['stage']} ({b['n']} tests): median |error| "
               f"{100 * (b.get('median_abs_error') or 0):.0f} %, the interval held "
               f"{100 * (b.get('coverage') or 0):.0f} % of them, median width "
-              f"{_fmt(b.get('median_width'))}x")
+              f"{fmt_number(b.get('median_width'))}x")
     if not rows:
         print("one test per stage: it moves the level only; the interval is the prior's "
               "(add tests of other models for a leave-one-out error)")

@@ -6,7 +6,7 @@ from typing import Any
 
 
 
-def _fmt(v: Any, digits: int = 4) -> str:
+def fmt_number(v: Any, digits: int = 4) -> str:
     if v is None:
         return "-"
     if isinstance(v, bool):
@@ -18,7 +18,7 @@ def _fmt(v: Any, digits: int = 4) -> str:
     return str(v)
 
 
-def _si(v: float | None, unit: str) -> str:
+def si(v: float | None, unit: str) -> str:
     if v is None:
         return "-"
     for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
@@ -41,19 +41,19 @@ def render_estimate(est, console, max_layers: int = 40, title: str | None = None
         layers, key=lambda r: r.roofline_latency_ms, reverse=True)[:max_layers]
     order = {id(r): i for i, r in enumerate(layers)}
     for r in sorted(shown, key=lambda r: order[id(r)]):
-        table.add_row(r.layer, r.op_type, r.output_shape, _si(r.parameter_count, ""),
-                      _si(r.macs, ""), _si(r.other_ops, ""), _si(r.activation_bytes, "B"),
-                      _fmt(r.roofline_latency_ms), r.bound)
+        table.add_row(r.layer, r.op_type, r.output_shape, si(r.parameter_count, ""),
+                      si(r.macs, ""), si(r.other_ops, ""), si(r.activation_bytes, "B"),
+                      fmt_number(r.roofline_latency_ms), r.bound)
     console.print(table)
     if len(layers) > max_layers:
         console.print(f"({len(layers) - max_layers} more layers in layerwise_breakdown.csv; the "
                       f"{max_layers} slowest by roofline are shown)")
     t = est.totals()
     console.print(
-        f"totals: {_si(t['macs'], 'MAC')} ({_si(t['flops'], 'FLOP')}), "
-        f"{_si(t['parameter_count'], '')} parameters = {_si(t['parameter_bytes'], 'B')}, "
-        f"peak live activations {_si(t['peak_activation_bytes'], 'B')}, roofline "
-        f"{_fmt(t['roofline_latency_ms'])} ms ({t['bound']}-bound)")
+        f"totals: {si(t['macs'], 'MAC')} ({si(t['flops'], 'FLOP')}), "
+        f"{si(t['parameter_count'], '')} parameters = {si(t['parameter_bytes'], 'B')}, "
+        f"peak live activations {si(t['peak_activation_bytes'], 'B')}, roofline "
+        f"{fmt_number(t['roofline_latency_ms'])} ms ({t['bound']}-bound)")
     cap = est.memory_capacity or {}
     if cap:
         console.print("memory: " + _capacity_line(cap))
@@ -73,7 +73,7 @@ def _capacity_line(cap: dict[str, Any]) -> str:
         if isinstance(v, bool):
             parts.append(f"{k}={'yes' if v else 'NO'}")
         elif isinstance(v, (int, float)):
-            parts.append(f"{k}={_si(float(v), 'B') if 'bytes' in k or k.endswith('_b') else _fmt(v)}")
+            parts.append(f"{k}={si(float(v), 'B') if 'bytes' in k or k.endswith('_b') else fmt_number(v)}")
     return ", ".join(parts)
 
 
@@ -117,20 +117,20 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
         st = b.stats
         med = "-"
         if st:
-            med = _fmt(st.median_ms)
+            med = fmt_number(st.median_ms)
             if st.ci_low_ms is not None:
-                med += f" [{_fmt(st.ci_low_ms, 3)}–{_fmt(st.ci_high_ms, 3)}]"
+                med += f" [{fmt_number(st.ci_low_ms, 3)}–{fmt_number(st.ci_high_ms, 3)}]"
         lat = s.figures["latency_ms"] if s else None
         table.add_row(
             r.backend, r.requested_precision, b.executed_precision or "-",
             b.status if b.status == "ok" else f"[red]{b.status}[/red]", med,
-            _fmt(st.p90_ms) if st else "-",
-            (f"{_fmt(lat.value)} ({lat.provenance})" if lat and lat.value is not None else "-"),
-            cell(s, "achieved_bandwidth_gbps", _fmt(s.value("achieved_bandwidth_gbps")) if s
+            fmt_number(st.p90_ms) if st else "-",
+            (f"{fmt_number(lat.value)} ({lat.provenance})" if lat and lat.value is not None else "-"),
+            cell(s, "achieved_bandwidth_gbps", fmt_number(s.value("achieved_bandwidth_gbps")) if s
                  else "-"),
             cell(s, "bandwidth_utilization", _pct(s.value("bandwidth_utilization")) if s
                  else "-"),
-            cell(s, "achieved_gmacs", _fmt(s.value("achieved_gmacs")) if s else "-"),
+            cell(s, "achieved_gmacs", fmt_number(s.value("achieved_gmacs")) if s else "-"),
             cell(s, "latency_ms", s.reading if s else "-"))
     console.print(table)
     for r in report.runs:
@@ -141,8 +141,8 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
         agreement = r.benchmark.extra.get("agreement") or {}
         if agreement.get("relative_error") is not None:
             console.print(f"{tag}: outputs vs {agreement.get('reference') or 'the reference'}: "
-                          f"relative error {_fmt(agreement.get('relative_error'))}, cosine "
-                          f"{_fmt(agreement.get('cosine_similarity'))} — "
+                          f"relative error {fmt_number(agreement.get('relative_error'))}, cosine "
+                          f"{fmt_number(agreement.get('cosine_similarity'))} — "
                           f"{'within' if agreement.get('passed') else 'OUTSIDE'} tolerance",
                           markup=False)
         elif agreement:
@@ -167,7 +167,7 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
                if r.summary and r.summary.value("meets_latency_budget") == 1.0]
         missed = [f"{r.backend} {r.requested_precision}" for r in report.runs
                   if r.summary and r.summary.value("meets_latency_budget") == 0.0]
-        console.print(f"latency budget {_fmt(budget)} ms on {tgt.id}: met by "
+        console.print(f"latency budget {fmt_number(budget)} ms on {tgt.id}: met by "
                       f"{', '.join(met) or 'none'}; missed by {', '.join(missed) or 'none'}",
                       markup=False)
     for r in report.runs:
@@ -198,9 +198,9 @@ def render_prediction(pred, console) -> None:
         threads = "GPU" if "GPU" in (pred.threads_note or "") else "the runtime's default threads"
     console.print(
         f"{pred.model or 'model'} on {pred.target} with {pred.backend} {pred.precision} "
-        f"({threads}): {_fmt(pred.value_ms)} ms [{_fmt(pred.low_ms)}-{_fmt(pred.high_ms)}] "
+        f"({threads}): {fmt_number(pred.value_ms)} ms [{fmt_number(pred.low_ms)}-{fmt_number(pred.high_ms)}] "
         f"{pred.provenance}" + (f" ({pred.method})" if pred.method else ""), markup=False)
-    console.print(f"  roofline {_fmt(pred.roofline_ms)} ms (a lower bound)"
+    console.print(f"  roofline {fmt_number(pred.roofline_ms)} ms (a lower bound)"
                   + (f"; calibration {pred.calibration}" if pred.calibration else ""),
                   markup=False)
     for n in pred.notes[1:] if pred.calibration else pred.notes:
@@ -236,10 +236,10 @@ def render_batch(rep, console) -> None:
         row = {k: _cell(v) for k, v in row.items()}
         table.add_row(str(row["batch_size"]),
                       row["status"] if row["status"] == "ok" else f"[red]{row['status']}[/red]",
-                      _fmt(row["latency_ms"]), _fmt(row["latency_per_sample_ms"]),
-                      _fmt(row["throughput_per_s"]), _si(row["peak_memory_bytes"], "B"),
-                      *([_si(row.get("gpu_peak_memory_bytes"), "B")] if gpu else []),
-                      _fmt(row["meets_budget"]))
+                      fmt_number(row["latency_ms"]), fmt_number(row["latency_per_sample_ms"]),
+                      fmt_number(row["throughput_per_s"]), si(row["peak_memory_bytes"], "B"),
+                      *([si(row.get("gpu_peak_memory_bytes"), "B")] if gpu else []),
+                      fmt_number(row["meets_budget"]))
     console.print(table)
     if rep.frame.attrs.get("memory_baseline"):
         console.print(f"peak memory: {rep.frame.attrs['memory_baseline']}", markup=False)
@@ -250,8 +250,8 @@ def render_batch(rep, console) -> None:
     if rep.choice is not None:
         ch = rep.choice
         console.print(f"largest batch that fits {rep.target.id} (estimated weights + peak "
-                      f"activations, analytic): {ch.batch_size} ({_si(ch.memory_bytes, 'B')} of "
-                      f"{_si(ch.memory_limit_bytes, 'B')}; limited by {ch.limited_by})",
+                      f"activations, analytic): {ch.batch_size} ({si(ch.memory_bytes, 'B')} of "
+                      f"{si(ch.memory_limit_bytes, 'B')}; limited by {ch.limited_by})",
                       markup=False)
     for n in rep.notes:
         console.print(n, markup=False)

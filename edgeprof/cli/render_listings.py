@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeprof.cli.render import _fmt, _si
+from edgeprof.cli.render import fmt_number, si
 
 
 def render_target(t: Any, console: Any, calibrations: list[dict[str, Any]] | None = None,
@@ -29,7 +29,7 @@ def render_target(t: Any, console: Any, calibrations: list[dict[str, Any]] | Non
     c.print(f"big cores (threads to use): {t.big_cores}")
     table = Table("figure", "value", "unit", "source", show_lines=False)
     for name, q in t.figures().items():
-        table.add_row(name, _fmt(q.value), q.unit, q.source)
+        table.add_row(name, fmt_number(q.value), q.unit, q.source)
     c.print(table)
     c.print(f"supported precisions: {', '.join(t.supported_precisions)}")
     c.print(f"preferred backends: {', '.join(t.preferred_backends)}")
@@ -72,9 +72,9 @@ def render_targets(targets: list[Any], console: Any) -> None:
                           "(--target jetson_orin_nano:super); 'edgeprof targets show ID' "
                           "describes its modes")
     for t in targets:
-        table.add_row(t.id, t.kind, t.processor, _fmt(t.cores.value), _si(t.ram.value, "B"),
-                      _si(t.bandwidth.value, "B/s"), _si(t.peak_macs("fp32"), "MAC/s"),
-                      _fmt(t.typical_power.value) + " W", t.strategy.precision,
+        table.add_row(t.id, t.kind, t.processor, fmt_number(t.cores.value), si(t.ram.value, "B"),
+                      si(t.bandwidth.value, "B/s"), si(t.peak_macs("fp32"), "MAC/s"),
+                      fmt_number(t.typical_power.value) + " W", t.strategy.precision,
                       ", ".join(t.modes) or "-")
     table.add_row("host", "cpu", "this machine (detected and calibrated on first use)", "", "",
                   "", "", "", "", "-")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeprof.cli.render import _si
+from edgeprof.cli.render import si
 
 
 def render_choice(doc: dict[str, Any], console) -> None:
@@ -30,7 +30,7 @@ def render_choice(doc: dict[str, Any], console) -> None:
     for c in doc.get("candidates") or []:
         rate = c.get("decode_tokens_per_s") or {}
         table.add_row(c["backend"], c["format"], _num(c.get("bits_per_weight")),
-                      _si(c.get("total_bytes"), "B"),
+                      si(c.get("total_bytes"), "B"),
                       "-" if c.get("fits") is None else "yes" if c["fits"] else "no",
                       _num(c.get("max_context_tokens")),
                       f"{_cell(rate)} {rate.get('provenance', '')}".strip() if rate else "-",
@@ -87,10 +87,10 @@ def render_llm(payload: dict[str, Any], console) -> None:
     if spec.get("num_experts"):  # a mixture of experts: what a token runs, beside the total
         active = next((figure_value(e, "active_parameters_per_token")
                        for e in payload.get("estimates") or []), None)
-        moe = (f", {_si(active, '')} active per token" if active else "") + \
+        moe = (f", {si(active, '')} active per token" if active else "") + \
             f" ({spec.get('num_experts_per_tok')} of {spec['num_experts']} experts per layer)"
     console.print(f"[bold]edgeprof[/bold] {spec['name']} ({spec['family']}, "
-                  f"{_si(params, '') if params else '?'} parameters{moe}, "
+                  f"{si(params, '') if params else '?'} parameters{moe}, "
                   f"from {model['source_kind']})"
                   + (f" → {target.get('id')}" if target else "")
                   + f"; pp{config.get('prompt_tokens')} tg{config.get('gen_tokens')}, {device}")
@@ -130,7 +130,7 @@ def render_llm(payload: dict[str, Any], console) -> None:
             add_row(*key, f"measured ({where})", _stat(r["prefill_tokens_per_s"]),
                     _stat(r["decode_tokens_per_s"]), _stat(r["ttft_ms"], False),
                     f"{_num(tpot.get('p50'))} / {_num(tpot.get('p90'))}", _num(r.get("load_s")),
-                    _si(r.get("peak_rss_bytes"), "B"), _si(r.get("model_size"), "B"), "")
+                    si(r.get("peak_rss_bytes"), "B"), si(r.get("model_size"), "B"), "")
         elif r is not None:
             colour = "yellow" if r["status"] == "skipped" else "red"
             add_row(*key, f"[{colour}]{r['status']}[/{colour}] ({where})", *(["-"] * 7), "")
@@ -140,7 +140,7 @@ def render_llm(payload: dict[str, Any], console) -> None:
                 _cell(find_figure(e, "prefill_tokens_per_s")),
                 _cell(find_figure(e, "decode_tokens_per_s")), _cell(find_figure(e, "ttft_ms")),
                 _cell(find_figure(e, "tpot_ms")), "-", "-",
-                _si(figure_value(e, "weight_bytes"), "B"),
+                si(figure_value(e, "weight_bytes"), "B"),
                 ("fits" if fit.get("fits") else "[red]does not fit[/red]") if fit else "")
         p = preds.get((e["backend"], e["format"], e.get("depth", 0)))
         if p is not None and measured_on_target:  # the target's figure is the measured one

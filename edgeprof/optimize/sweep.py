@@ -86,7 +86,7 @@ from typing import Any
 from edgeprof.core.errors import UserError
 from edgeprof.core.requests import MeasureRequest
 from edgeprof.core.results import BenchmarkResult
-from edgeprof.optimize.sweep_outputs import SweepReport, _write_outputs, sweep_html
+from edgeprof.optimize.sweep_outputs import SweepReport, write_outputs, sweep_html
 from edgeprof.optimize.sweep_spec import (GEN_KEYS, RUN_KEYS, TOP_KEYS, WORKLOAD_OPTIONS,
                                           GenerateGrid, Job, SweepSpec, load_sweep)
 from edgeprof.optimize.sweep_store import (BEST_COLUMNS, COLUMNS, GEN_COLUMNS, SweepStore,
@@ -183,7 +183,7 @@ def run_sweep(path: str | os.PathLike, *, fleet=None, resume: bool = False,
         store.close()
     frame = frame[frame["job_key"].isin({j.key for j in jobs})].reset_index(drop=True)
     best = best_frame(frame)
-    files = _write_outputs(spec.out, frame, best)
+    files = write_outputs(spec.out, frame, best)
     return SweepReport(spec, spec.store, len(jobs), skipped, len(jobs) - skipped, frame, best,
                        files, where, time.perf_counter() - t0)
 

@@ -59,7 +59,7 @@ class SweepReport:
 
 
 # ------------------------------------------------------------------------- the files
-def _write_outputs(out: Path, frame, best) -> list[Path]:
+def write_outputs(out: Path, frame, best) -> list[Path]:
     """results.csv, best.csv and the grid page report.html, published as one folder (a
     complete sibling swapped in with one rename: never a mix of two sweeps' files)."""
     from edgeprof.core.io import publish_staged, write_csv, write_text

@@ -16,7 +16,7 @@ def _divisible(v: float, divisor: int = 8) -> int:
     return new_v
 
 
-def _cba(cin, cout, k, stride=1, groups=1, act=nn.ReLU, padding=None, bias=False):
+def cba(cin, cout, k, stride=1, groups=1, act=nn.ReLU, padding=None, bias=False):
     """conv + batch-norm + activation (``act`` None: no activation)."""
     pad = (k - 1) // 2 if padding is None else padding
     layers = [nn.Conv2d(cin, cout, k, stride, pad, groups=groups, bias=bias), nn.BatchNorm2d(cout)]
@@ -29,9 +29,9 @@ def _cba(cin, cout, k, stride=1, groups=1, act=nn.ReLU, padding=None, bias=False
 class BasicBlock(nn.Module):
     def __init__(self, cin, cout, stride=1):
         super().__init__()
-        self.conv1 = _cba(cin, cout, 3, stride)
-        self.conv2 = _cba(cout, cout, 3, act=None)
-        self.down = None if stride == 1 and cin == cout else _cba(cin, cout, 1, stride, act=None)
+        self.conv1 = cba(cin, cout, 3, stride)
+        self.conv2 = cba(cout, cout, 3, act=None)
+        self.down = None if stride == 1 and cin == cout else cba(cin, cout, 1, stride, act=None)
         self.relu = nn.ReLU()
 
     def forward(self, x):
@@ -43,16 +43,16 @@ class Bottleneck(nn.Module):
     def __init__(self, cin, width, stride=1, vd=False):
         super().__init__()
         cout = width * 4
-        self.conv1 = _cba(cin, width, 1)
-        self.conv2 = _cba(width, width, 3, stride)
-        self.conv3 = _cba(width, cout, 1, act=None)
+        self.conv1 = cba(cin, width, 1)
+        self.conv2 = cba(width, width, 3, stride)
+        self.conv3 = cba(width, cout, 1, act=None)
         self.down = None
         if stride != 1 or cin != cout:
             if vd and stride != 1:
                 self.down = nn.Sequential(nn.AvgPool2d(2, 2, ceil_mode=True),
-                                          _cba(cin, cout, 1, act=None))
+                                          cba(cin, cout, 1, act=None))
             else:
-                self.down = _cba(cin, cout, 1, stride, act=None)
+                self.down = cba(cin, cout, 1, stride, act=None)
         self.relu = nn.ReLU()
 
     def forward(self, x):
@@ -64,10 +64,10 @@ class ResNet(nn.Module):
     def __init__(self, block="basic", layers=(2, 2, 2, 2), num_classes=1000, vd=False):
         super().__init__()
         if vd:
-            self.stem = nn.Sequential(_cba(3, 32, 3, 2), _cba(32, 32, 3), _cba(32, 64, 3),
+            self.stem = nn.Sequential(cba(3, 32, 3, 2), cba(32, 32, 3), cba(32, 64, 3),
                                       nn.MaxPool2d(3, 2, 1))
         else:
-            self.stem = nn.Sequential(_cba(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1))
+            self.stem = nn.Sequential(cba(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1))
         cin, stages = 64, []
         for i, (n, w) in enumerate(zip(layers, (64, 128, 256, 512))):
             blocks = []
@@ -203,10 +203,10 @@ class MobileNetV1(nn.Module):
     def __init__(self, width=1.0, num_classes=1000):
         super().__init__()
         c = int(32 * width)
-        layers = [_cba(3, c, 3, 2, act=nn.ReLU6)]
+        layers = [cba(3, c, 3, 2, act=nn.ReLU6)]
         for cout, s in self.BLOCKS:
             cout = int(cout * width)
-            layers += [_cba(c, c, 3, s, groups=c, act=nn.ReLU6), _cba(c, cout, 1, act=nn.ReLU6)]
+            layers += [cba(c, c, 3, s, groups=c, act=nn.ReLU6), cba(c, cout, 1, act=nn.ReLU6)]
             c = cout
         self.features = nn.Sequential(*layers)
         self.pool = nn.AdaptiveAvgPool2d(1)
@@ -221,9 +221,9 @@ class InvertedResidual(nn.Module):
         super().__init__()
         hidden = int(round(cin * expand))
         self.use_res = stride == 1 and cin == cout
-        layers = [] if expand == 1 else [_cba(cin, hidden, 1, act=nn.ReLU6)]
-        layers += [_cba(hidden, hidden, 3, stride, groups=hidden, act=nn.ReLU6),
-                   _cba(hidden, cout, 1, act=None)]
+        layers = [] if expand == 1 else [cba(cin, hidden, 1, act=nn.ReLU6)]
+        layers += [cba(hidden, hidden, 3, stride, groups=hidden, act=nn.ReLU6),
+                   cba(hidden, cout, 1, act=None)]
         self.conv = nn.Sequential(*layers)
 
     def forward(self, x):
@@ -238,13 +238,13 @@ class MobileNetV2(nn.Module):
         super().__init__()
         cin = _divisible(32 * width)
         self.last = _divisible(1280 * max(1.0, width))
-        features = [_cba(3, cin, 3, 2, act=nn.ReLU6)]
+        features = [cba(3, cin, 3, 2, act=nn.ReLU6)]
         for t, c, n, s in self.SETTINGS:
             cout = _divisible(c * width)
             for i in range(n):
                 features.append(InvertedResidual(cin, cout, s if i == 0 else 1, t))
                 cin = cout
-        features.append(_cba(cin, self.last, 1, act=nn.ReLU6))
+        features.append(cba(cin, self.last, 1, act=nn.ReLU6))
         self.features = nn.Sequential(*features)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(self.last, num_classes))
@@ -271,11 +271,11 @@ class MBv3Block(nn.Module):
     def __init__(self, cin, k, exp, cout, se, act, stride):
         super().__init__()
         a = nn.Hardswish if act == "HS" else nn.ReLU
-        layers = [] if exp == cin else [_cba(cin, exp, 1, act=a)]
-        layers.append(_cba(exp, exp, k, stride, groups=exp, act=a))
+        layers = [] if exp == cin else [cba(cin, exp, 1, act=a)]
+        layers.append(cba(exp, exp, k, stride, groups=exp, act=a))
         if se:
             layers.append(SqueezeExcite(exp))
-        layers.append(_cba(exp, cout, 1, act=None))
+        layers.append(cba(exp, cout, 1, act=None))
         self.block = nn.Sequential(*layers)
         self.use_res = stride == 1 and cin == cout
 
@@ -293,9 +293,9 @@ class MobileNetV3Small(nn.Module):
 
     def __init__(self, num_classes=1000):
         super().__init__()
-        layers = [_cba(3, 16, 3, 2, act=nn.Hardswish)]
+        layers = [cba(3, 16, 3, 2, act=nn.Hardswish)]
         layers += [MBv3Block(*s) for s in self.SETTINGS]
-        layers.append(_cba(96, 576, 1, act=nn.Hardswish))
+        layers.append(cba(96, 576, 1, act=nn.Hardswish))
         self.features = nn.Sequential(*layers)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Sequential(nn.Linear(576, 1024), nn.Hardswish(), nn.Dropout(0.2),
@@ -311,13 +311,13 @@ class ShuffleBlock(nn.Module):
         self.stride = stride
         b = cout // 2
         if stride > 1:
-            self.branch1 = nn.Sequential(_cba(cin, cin, 3, stride, groups=cin, act=None),
-                                         _cba(cin, b, 1))
+            self.branch1 = nn.Sequential(cba(cin, cin, 3, stride, groups=cin, act=None),
+                                         cba(cin, b, 1))
         else:
             self.branch1 = None
         c2 = cin if stride > 1 else b
-        self.branch2 = nn.Sequential(_cba(c2, b, 1), _cba(b, b, 3, stride, groups=b, act=None),
-                                     _cba(b, b, 1))
+        self.branch2 = nn.Sequential(cba(c2, b, 1), cba(b, b, 3, stride, groups=b, act=None),
+                                     cba(b, b, 1))
 
     def forward(self, x):
         return shuffle_unit_forward(self, x)
@@ -338,13 +338,13 @@ def shuffle_unit_forward(unit: nn.Module, x):
 class ShuffleNetV2(nn.Module):
     def __init__(self, num_classes=1000, repeats=(4, 8, 4), channels=(24, 116, 232, 464, 1024)):
         super().__init__()
-        layers = [_cba(3, channels[0], 3, 2), nn.MaxPool2d(3, 2, 1)]
+        layers = [cba(3, channels[0], 3, 2), nn.MaxPool2d(3, 2, 1)]
         cin = channels[0]
         for n, cout in zip(repeats, channels[1:4]):
             layers += [ShuffleBlock(cin, cout, 2)] + [ShuffleBlock(cout, cout, 1)
                                                       for _ in range(n - 1)]
             cin = cout
-        layers.append(_cba(cin, channels[-1], 1))
+        layers.append(cba(cin, channels[-1], 1))
         self.features = nn.Sequential(*layers)
         self.fc = nn.Linear(channels[-1], num_classes)
 
@@ -358,7 +358,7 @@ class ResNet8(nn.Module):
 
     def __init__(self, num_classes=10):
         super().__init__()
-        self.stem = _cba(3, 16, 3)
+        self.stem = cba(3, 16, 3)
         self.stack1 = BasicBlock(16, 16, 1)
         self.stack2 = BasicBlock(16, 32, 2)
         self.stack3 = BasicBlock(32, 64, 2)
@@ -375,9 +375,9 @@ class DSCNN(nn.Module):
 
     def __init__(self, num_classes=12, filters=64):
         super().__init__()
-        layers = [_cba(1, filters, (10, 4), 2, padding=(5, 1))]
+        layers = [cba(1, filters, (10, 4), 2, padding=(5, 1))]
         for _ in range(4):
-            layers += [_cba(filters, filters, 3, groups=filters), _cba(filters, filters, 1)]
+            layers += [cba(filters, filters, 3, groups=filters), cba(filters, filters, 1)]
         self.features = nn.Sequential(*layers)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(filters, num_classes)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from edgeprof.zoo.cnns import MobileNetV2, _cba
+from edgeprof.zoo.cnns import MobileNetV2, cba
 
 
 # ------------------------------------------------------------------------ detection
@@ -24,8 +24,8 @@ class SSDMobileNetV2(nn.Module):
         self.tail = base[15:]  # -> 1280 x 10 x 10 (layer_19)
         extras, cin = [], 1280
         for d in (512, 256, 256, 128):
-            extras.append(nn.Sequential(_cba(cin, d // 2, 1, act=nn.ReLU6),
-                                        _cba(d // 2, d, 3, 2, act=nn.ReLU6)))
+            extras.append(nn.Sequential(cba(cin, d // 2, 1, act=nn.ReLU6),
+                                        cba(d // 2, d, 3, 2, act=nn.ReLU6)))
             cin = d
         self.extras = nn.ModuleList(extras)
         chans, anchors = (576, 1280, 512, 256, 256, 128), (3, 6, 6, 6, 6, 6)
@@ -50,7 +50,7 @@ def _leaky():
 
 
 def _dk(cin, cout, k, s=1):
-    return _cba(cin, cout, k, s, act=_leaky)
+    return cba(cin, cout, k, s, act=_leaky)
 
 
 class DarkRes(nn.Module):
@@ -129,7 +129,7 @@ class YOLOv4Tiny(nn.Module):
 
 
 def _sc(cin, cout, k=1, s=1):
-    return _cba(cin, cout, k, s, act=nn.SiLU)
+    return cba(cin, cout, k, s, act=nn.SiLU)
 
 
 class V8Bottleneck(nn.Module):

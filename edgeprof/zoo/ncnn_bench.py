@@ -96,7 +96,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from edgeprof.zoo.cnns import Fire, MobileNetV1, MobileNetV2, ShuffleBlock, SqueezeNet11, _cba
+from edgeprof.zoo.cnns import Fire, MobileNetV1, MobileNetV2, ShuffleBlock, SqueezeNet11, cba
 from edgeprof.zoo.extras import ViT
 
 #: net -> (MACs, parameters) derived from its ncnn .param by hand, independently of the
@@ -235,7 +235,7 @@ def _leaky():
 
 
 def _dw(c, k=3, stride=1, act=nn.ReLU):
-    return _cba(c, c, k, stride, groups=c, act=act)
+    return cba(c, c, k, stride, groups=c, act=act)
 
 
 class SE(nn.Module):
@@ -261,7 +261,7 @@ class MBConv(nn.Module):
     def __init__(self, cin, mid, cout, k, stride, act=nn.ReLU, se=0, se_act=nn.ReLU,
                  se_gate=nn.Sigmoid, se_before_act=False):
         super().__init__()
-        layers = [] if mid == cin else [_cba(cin, mid, 1, act=act)]
+        layers = [] if mid == cin else [cba(cin, mid, 1, act=act)]
         layers += [nn.Conv2d(mid, mid, k, stride, k // 2, groups=mid, bias=False),
                    nn.BatchNorm2d(mid)]
         if se and se_before_act:
@@ -270,7 +270,7 @@ class MBConv(nn.Module):
             layers += [act(), SE(mid, se, se_act, se_gate)]
         else:
             layers.append(act())
-        layers.append(_cba(mid, cout, 1, act=None))
+        layers.append(cba(mid, cout, 1, act=None))
         self.body = nn.Sequential(*layers)
         self.shortcut = stride == 1 and cin == cout
 
@@ -293,12 +293,12 @@ class _Classifier(nn.Module):
 def _mobile_classifier(first, blocks, act=nn.ReLU, last=1280, **block_kwargs):
     """3x3/2 conv to 32, a depthwise-separable block to ``first`` channels, then ``blocks``
     (rows ``(expansion width, kernel, out, stride)``), a 1x1 conv to ``last``, pool, FC."""
-    layers = [_cba(3, 32, 3, 2, act=act), _dw(32, act=act), _cba(32, first, 1, act=None)]
+    layers = [cba(3, 32, 3, 2, act=act), _dw(32, act=act), cba(32, first, 1, act=None)]
     c = first
     for mid, k, cout, s in blocks:
         layers.append(MBConv(c, mid, cout, k, s, act=act, **block_kwargs))
         c = cout
-    layers.append(_cba(c, last, 1, act=act))
+    layers.append(cba(c, last, 1, act=act))
     return _Classifier(nn.Sequential(*layers), nn.Linear(last, 1000))
 
 
@@ -340,10 +340,10 @@ class FusedMBConv(nn.Module):
     def __init__(self, cin, cout, stride, expand, act=nn.SiLU):
         super().__init__()
         if expand == 1:
-            self.body = _cba(cin, cout, 3, stride, act=act)
+            self.body = cba(cin, cout, 3, stride, act=act)
         else:
-            self.body = nn.Sequential(_cba(cin, cin * expand, 3, stride, act=act),
-                                      _cba(cin * expand, cout, 1, act=None))
+            self.body = nn.Sequential(cba(cin, cin * expand, 3, stride, act=act),
+                                      cba(cin * expand, cout, 1, act=None))
         self.shortcut = stride == 1 and cin == cout
 
     def forward(self, x):
@@ -355,11 +355,11 @@ class RegNetYBlock(nn.Module):
 
     def __init__(self, cin, w, stride, group_width=8, se_ratio=0.25):
         super().__init__()
-        self.a = _cba(cin, w, 1)
-        self.b = _cba(w, w, 3, stride, groups=w // group_width)
+        self.a = cba(cin, w, 1)
+        self.b = cba(w, w, 3, stride, groups=w // group_width)
         self.se = SE(w, int(round(cin * se_ratio)))
-        self.c = _cba(w, w, 1, act=None)
-        self.proj = None if cin == w and stride == 1 else _cba(cin, w, 1, stride, act=None)
+        self.c = cba(w, w, 1, act=None)
+        self.proj = None if cin == w and stride == 1 else cba(cin, w, 1, stride, act=None)
         self.relu = nn.ReLU()
 
     def forward(self, x):
@@ -430,9 +430,9 @@ class ShuffleV1Unit(nn.Module):
         branch = cout - cin if stride == 2 else cout
         mid = branch // 4
         self.groups = groups if group_first else 1
-        self.conv1 = _cba(cin, mid, 1, groups=self.groups)
+        self.conv1 = cba(cin, mid, 1, groups=self.groups)
         self.conv2 = _dw(mid, 3, stride, act=None)
-        self.conv3 = _cba(mid, branch, 1, groups=groups, act=None)
+        self.conv3 = cba(mid, branch, 1, groups=groups, act=None)
         self.pool = nn.AvgPool2d(3, 2, ceil_mode=True) if stride == 2 else None
         self.relu = nn.ReLU()
 
@@ -449,7 +449,7 @@ class ShuffleV1Unit(nn.Module):
 class ShuffleNetV1(nn.Module):
     def __init__(self, groups=3, widths=(240, 480, 960), repeats=(4, 8, 4), num_classes=1000):
         super().__init__()
-        layers = [_cba(3, 24, 3, 2), _caffe_maxpool()]
+        layers = [cba(3, 24, 3, 2), _caffe_maxpool()]
         c = 24
         for i, (w, n) in enumerate(zip(widths, repeats)):
             layers.append(ShuffleV1Unit(c, w, 2, groups, group_first=i > 0))
@@ -522,9 +522,9 @@ class BlazeFaceBackbone(nn.Module):
 def _mobilenet_v1_trunk():
     """MobileNetV1 (ReLU) as a list of layers: stem, then a (depthwise, pointwise) pair per
     row of :attr:`MobileNetV1.BLOCKS`; conv11's output is after pair 11, conv13's after 13."""
-    layers, c = [_cba(3, 32, 3, 2)], 32
+    layers, c = [cba(3, 32, 3, 2)], 32
     for cout, s in MobileNetV1.BLOCKS:
-        layers += [_dw(c, 3, s), _cba(c, cout, 1)]
+        layers += [_dw(c, 3, s), cba(c, cout, 1)]
         c = cout
     return layers
 
@@ -552,7 +552,7 @@ class MobileNetSSD(nn.Module):
         self.to_conv13 = nn.Sequential(*trunk[23:])   # 1024 x 10 x 10
         extras, c = [], 1024
         for mid, out in ((256, 512), (128, 256), (128, 256), (64, 128)):
-            extras.append(nn.Sequential(_cba(c, mid, 1), _cba(mid, out, 3, 2)))
+            extras.append(nn.Sequential(cba(c, mid, 1), cba(mid, out, 3, 2)))
             c = out
         self.extras = nn.ModuleList(extras)
         self.loc, self.conf = _ssd_heads((512, 1024, 512, 256, 256, 128), (3, 6, 6, 6, 6, 6),
@@ -591,8 +591,8 @@ class SqueezeNetSSD(nn.Module):
             FireBN(512, 64, 256, 256, squeeze_bn=False))
         self.to_fire10 = nn.Sequential(mp(), FireBN(512, 96, 384, 384))
         self.to_fire11 = nn.Sequential(mp(), FireBN(768, 96, 384, 384))
-        self.conv12 = nn.Sequential(_cba(768, 128, 1), _cba(128, 256, 3, 2))
-        self.conv13 = nn.Sequential(_cba(256, 64, 1), _cba(64, 128, 3, 2))
+        self.conv12 = nn.Sequential(cba(768, 128, 1), cba(128, 256, 3, 2))
+        self.conv13 = nn.Sequential(cba(256, 64, 1), cba(64, 128, 3, 2))
         self.norm5 = nn.BatchNorm2d(256)  # fire5/bn + fire5/scale, before its predictors
         self.loc, self.conf = _ssd_heads((256, 512, 768, 768, 256, 128), (4, 6, 6, 6, 6, 4),
                                          num_classes, 3)
@@ -614,9 +614,9 @@ class MobileNetYOLO(nn.Module):
         trunk = _mobilenet_v1_trunk()
         self.to_conv11 = nn.Sequential(*trunk[:23])   # 512 x 26 x 26
         self.to_conv13 = nn.Sequential(*trunk[23:])   # 1024 x 13 x 13
-        self.conv17 = nn.Sequential(_dw(1024), _cba(1024, 1024, 1))
+        self.conv17 = nn.Sequential(_dw(1024), cba(1024, 1024, 1))
         self.up = nn.ConvTranspose2d(1024, 512, 4, 2, 1, groups=512, bias=False)
-        self.conv20 = nn.Sequential(_dw(512), _cba(512, 1024, 1))
+        self.conv20 = nn.Sequential(_dw(512), cba(512, 1024, 1))
         self.out13 = nn.Conv2d(1024, num_outputs, 1)
         self.out26 = nn.Conv2d(1024, num_outputs, 1)
 
@@ -635,11 +635,11 @@ class MobileNetV2YOLOv3(nn.Module):
         self.b14_expand = base[14].conv[0]   # conv40: 576 x 22 x 22
         self.b14_rest = nn.Sequential(*base[14].conv[1:])
         self.tail = base[15:]                # -> 1280 x 11 x 11 (conv52)
-        self.p5 = nn.Sequential(_dw(1280), _cba(1280, 576, 1))
+        self.p5 = nn.Sequential(_dw(1280), cba(1280, 576, 1))
         self.up = nn.ConvTranspose2d(576, 576, 1, 2, groups=576, bias=False)  # 11 -> 21
         self.pool = nn.MaxPool2d(2, 1, 1)                                     # 21 -> 22
-        self.lateral = nn.Sequential(_dw(576), _cba(576, 576, 1))
-        self.p4 = nn.Sequential(_dw(576), _cba(576, 576, 1))
+        self.lateral = nn.Sequential(_dw(576), cba(576, 576, 1))
+        self.p4 = nn.Sequential(_dw(576), cba(576, 576, 1))
         self.out11 = nn.Conv2d(576, num_outputs, 1)
         self.out22 = nn.Conv2d(576, num_outputs, 1)
 
@@ -655,8 +655,8 @@ class DarkIR(nn.Module):
 
     def __init__(self, cin, mid, cout, stride=1, residual=False):
         super().__init__()
-        self.body = nn.Sequential(_cba(cin, mid, 1, act=_leaky), _dw(mid, 3, stride, _leaky),
-                                  _cba(mid, cout, 1, act=None))
+        self.body = nn.Sequential(cba(cin, mid, 1, act=_leaky), _dw(mid, 3, stride, _leaky),
+                                  cba(mid, cout, 1, act=None))
         self.residual = residual
 
     def forward(self, x):
@@ -665,8 +665,8 @@ class DarkIR(nn.Module):
 
 def _sep5(c, act=_leaky):
     """Two (5x5 depthwise + act, linear 1x1) pairs: Yolo-Fastest(V2)'s head blocks."""
-    return nn.Sequential(_dw(c, 5, act=act), _cba(c, c, 1, act=None),
-                         _dw(c, 5, act=act), _cba(c, c, 1, act=None))
+    return nn.Sequential(_dw(c, 5, act=act), cba(c, c, 1, act=None),
+                         _dw(c, 5, act=act), cba(c, c, 1, act=None))
 
 
 class YoloFastest11(nn.Module):
@@ -677,7 +677,7 @@ class YoloFastest11(nn.Module):
 
     def __init__(self, num_outputs=255):
         super().__init__()
-        stages, c = [[_cba(3, 8, 3, 2, act=_leaky)]], 8
+        stages, c = [[cba(3, 8, 3, 2, act=_leaky)]], 8
         for open_mid, cout, s, mid, n in self.PLAN:
             stages[-1].append(DarkIR(c, open_mid, cout, s))
             stages[-1] += [DarkIR(cout, mid, cout, residual=True) for _ in range(n)]
@@ -686,7 +686,7 @@ class YoloFastest11(nn.Module):
         self.to_20 = nn.Sequential(*[m for st in stages[:5] for m in st])  # 24 x 20 x 20
         self.to_10 = nn.Sequential(*[m for st in stages[5:] for m in st])  # 48 x 10 x 10
         self.spp = nn.ModuleList(nn.MaxPool2d(k, 1, k // 2) for k in (9, 5, 3))
-        self.p5 = _cba(192, 96, 1, act=_leaky)
+        self.p5 = cba(192, 96, 1, act=_leaky)
         self.head10 = nn.Sequential(_sep5(96), nn.Conv2d(96, num_outputs, 1))
         self.up = nn.Upsample(scale_factor=2, mode="nearest")
         self.head20 = nn.Sequential(_sep5(120), nn.Conv2d(120, num_outputs, 1))
@@ -704,7 +704,7 @@ class _ShuffleV2Backbone(nn.Module):
 
     def __init__(self, widths=(48, 96, 192), repeats=(4, 8, 4), act=nn.ReLU):
         super().__init__()
-        self.stem = nn.Sequential(_cba(3, 24, 3, 2, act=act), nn.MaxPool2d(3, 2, 1))
+        self.stem = nn.Sequential(cba(3, 24, 3, 2, act=act), nn.MaxPool2d(3, 2, 1))
         stages, c = [], 24
         for w, n in zip(widths, repeats):
             stages.append(nn.Sequential(ShuffleBlock(c, w, 2),
@@ -726,8 +726,8 @@ class YoloFastestV2(nn.Module):
     def __init__(self, num_classes=80, anchors=3, width=72):
         super().__init__()
         self.backbone = _ShuffleV2Backbone()
-        self.conv1x1_2 = _cba(96 + 192, width, 1)
-        self.conv1x1_3 = _cba(192, width, 1)
+        self.conv1x1_2 = cba(96 + 192, width, 1)
+        self.conv1x1_3 = cba(192, width, 1)
         self.cls_head_2, self.reg_head_2 = _sep5(width, nn.ReLU), _sep5(width, nn.ReLU)
         self.cls_head_3, self.reg_head_3 = _sep5(width, nn.ReLU), _sep5(width, nn.ReLU)
         self.up = nn.Upsample(scale_factor=2, mode="nearest")
@@ -752,15 +752,15 @@ class FastestDet(nn.Module):
         self.backbone = _ShuffleV2Backbone()
         self.avg = nn.AvgPool2d(3, 2, 1)
         self.up = nn.Upsample(scale_factor=2, mode="nearest")
-        self.spp_in = _cba(48 + 96 + 192, width, 1)
+        self.spp_in = cba(48 + 96 + 192, width, 1)
         self.spp = nn.ModuleList(nn.Sequential(*[_dw(width, 5) for _ in range(n)])
                                  for n in (1, 2, 3))
-        self.spp_out = _cba(3 * width, width, 1, act=None)
+        self.spp_out = cba(3 * width, width, 1, act=None)
         self.relu = nn.ReLU()
-        self.head_in = _cba(width, width, 1)
-        self.obj = nn.Sequential(_dw(width, 5), _cba(width, 1, 1, act=None))
-        self.reg = nn.Sequential(_dw(width, 5), _cba(width, 4, 1, act=None))
-        self.cls = nn.Sequential(_dw(width, 5), _cba(width, num_classes, 1, act=None))
+        self.head_in = cba(width, width, 1)
+        self.obj = nn.Sequential(_dw(width, 5), cba(width, 1, 1, act=None))
+        self.reg = nn.Sequential(_dw(width, 5), cba(width, 4, 1, act=None))
+        self.cls = nn.Sequential(_dw(width, 5), cba(width, num_classes, 1, act=None))
 
     def forward(self, x):
         p1, p2, p3 = self.backbone(x)
@@ -778,8 +778,8 @@ class NanoDetM(nn.Module):
         self.lateral = nn.ModuleList(nn.Conv2d(c, width, 1) for c in (116, 232, 464))
         out = num_classes + 4 * (reg_max + 1)
         self.heads = nn.ModuleList(
-            nn.Sequential(_dw(width, 3, act=_leaky), _cba(width, width, 1, act=_leaky),
-                          _dw(width, 3, act=_leaky), _cba(width, width, 1, act=_leaky),
+            nn.Sequential(_dw(width, 3, act=_leaky), cba(width, width, 1, act=_leaky),
+                          _dw(width, 3, act=_leaky), cba(width, width, 1, act=_leaky),
                           nn.Conv2d(width, out, 1)) for _ in range(3))
 
     def forward(self, x):
@@ -823,7 +823,7 @@ def googlenet():
 
 def regnety_400m():
     def build():
-        layers, c = [_cba(3, 32, 3, 2)], 32
+        layers, c = [cba(3, 32, 3, 2)], 32
         for w, d in ((48, 1), (104, 3), (208, 6), (440, 6)):
             for i in range(d):
                 layers.append(RegNetYBlock(c, w, 2 if i == 0 else 1))
@@ -834,13 +834,13 @@ def regnety_400m():
 
 def efficientnet_b0():
     def build():
-        layers, c = [_cba(3, 32, 3, 2, act=nn.SiLU)], 32
+        layers, c = [cba(3, 32, 3, 2, act=nn.SiLU)], 32
         for t, k, s, cout, n in _EFFNET_B0:
             for i in range(n):
                 layers.append(MBConv(c, c * t, cout, k, s if i == 0 else 1, act=nn.SiLU,
                                      se=max(1, int(c * 0.25)), se_act=nn.SiLU))
                 c = cout
-        layers.append(_cba(c, 1280, 1, act=nn.SiLU))
+        layers.append(cba(c, 1280, 1, act=nn.SiLU))
         return _Classifier(nn.Sequential(*layers), nn.Sequential(nn.Dropout(0.2),
                                                                  nn.Linear(1280, 1000)))
     return _seeded(build), _img(224)
@@ -848,7 +848,7 @@ def efficientnet_b0():
 
 def efficientnetv2_b0():
     def build():
-        layers, c = [_cba(3, 32, 3, 2, act=nn.SiLU)], 32
+        layers, c = [cba(3, 32, 3, 2, act=nn.SiLU)], 32
         for fused, t, s, cout, n in _EFFNETV2_B0:
             for i in range(n):
                 stride = s if i == 0 else 1
@@ -858,20 +858,20 @@ def efficientnetv2_b0():
                     layers.append(MBConv(c, c * t, cout, 3, stride, act=nn.SiLU,
                                          se=int(c * 0.25), se_act=nn.SiLU))
                 c = cout
-        layers.append(_cba(c, 1280, 1, act=nn.SiLU))
+        layers.append(cba(c, 1280, 1, act=nn.SiLU))
         return _Classifier(nn.Sequential(*layers), nn.Linear(1280, 1000))
     return _seeded(build), _img(224)
 
 
 def mobilenet_v3():
     def build():
-        layers, c = [_cba(3, 16, 3, 2, act=nn.Hardswish)], 16
+        layers, c = [cba(3, 16, 3, 2, act=nn.Hardswish)], 16
         for k, mid, cout, se, hs, s in _MBV3_NCNN:
             layers.append(MBConv(c, mid, cout, k, s, act=nn.Hardswish if hs else nn.ReLU,
                                  se=se, se_act=nn.ReLU, se_gate=nn.Hardsigmoid,
                                  se_before_act=True))
             c = cout
-        layers.append(_cba(c, 960, 1, act=nn.Hardswish))
+        layers.append(cba(c, 960, 1, act=nn.Hardswish))
         return _Classifier(nn.Sequential(*layers), nn.Sequential(
             nn.Hardswish(), nn.Linear(960, 1280), nn.Hardswish(), nn.Linear(1280, 1000)))
     return _seeded(build), _img(224)

@@ -87,7 +87,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from edgeprof.zoo.cnns import VGG16, DenseNet121, ResNet, _cba, shuffle_unit_forward
+from edgeprof.zoo.cnns import VGG16, DenseNet121, ResNet, cba, shuffle_unit_forward
 
 
 # ============================================================================ YuNet
@@ -143,7 +143,7 @@ class YuNet(nn.Module):
 
 # ============================================================================ YOLOX
 def _bconv(cin, cout, k, s=1):  # YOLOX BaseConv: conv (no bias) + BN + SiLU
-    return _cba(cin, cout, k, s, act=nn.SiLU)
+    return cba(cin, cout, k, s, act=nn.SiLU)
 
 
 class _YBottleneck(nn.Module):
@@ -251,11 +251,11 @@ class _Shuffle(nn.Module):
         if stride > 1:
             self.branch1 = nn.Sequential(
                 nn.Conv2d(cin, cin, 3, stride, 1, groups=cin, bias=False), nn.BatchNorm2d(cin),
-                _cba(cin, b, 1, act=_lrelu))
+                cba(cin, b, 1, act=_lrelu))
         self.branch2 = nn.Sequential(
-            _cba(cin if stride > 1 else b, b, 1, act=_lrelu),
+            cba(cin if stride > 1 else b, b, 1, act=_lrelu),
             nn.Conv2d(b, b, 3, stride, 1, groups=b, bias=False), nn.BatchNorm2d(b),
-            _cba(b, b, 1, act=_lrelu))
+            cba(b, b, 1, act=_lrelu))
 
     def forward(self, x):
         return shuffle_unit_forward(self, x)
@@ -264,7 +264,7 @@ class _Shuffle(nn.Module):
 def _dwmodule(cin, cout, k, s=1):
     """NanoDet DepthwiseConvModule: k x k depthwise + BN + act, 1x1 + BN + act."""
     return nn.Sequential(nn.Conv2d(cin, cin, k, s, k // 2, groups=cin, bias=False),
-                         nn.BatchNorm2d(cin), _lrelu(), _cba(cin, cout, 1, act=_lrelu))
+                         nn.BatchNorm2d(cin), _lrelu(), cba(cin, cout, 1, act=_lrelu))
 
 
 class _GhostModule(nn.Module):
@@ -272,8 +272,8 @@ class _GhostModule(nn.Module):
         super().__init__()
         init = math.ceil(cout / 2)
         a = _lrelu if act else None
-        self.primary = _cba(cin, init, 1, act=a)
-        self.cheap = _cba(init, cout - init, 3, groups=init, act=a)
+        self.primary = cba(cin, init, 1, act=a)
+        self.cheap = cba(init, cout - init, 3, groups=init, act=a)
 
     def forward(self, x):
         x1 = self.primary(x)
@@ -288,7 +288,7 @@ class _GhostBottleneck(nn.Module):
         self.ghost1, self.ghost2 = _GhostModule(cin, mid), _GhostModule(mid, cout, act=False)
         self.shortcut = None if cin == cout else nn.Sequential(
             nn.Conv2d(cin, cin, k, 1, k // 2, groups=cin, bias=False), nn.BatchNorm2d(cin),
-            _cba(cin, cout, 1, act=None))
+            cba(cin, cout, 1, act=None))
 
     def forward(self, x):
         y = self.ghost2(self.ghost1(x))
@@ -302,14 +302,14 @@ class NanoDetPlus(nn.Module):
 
     def __init__(self, stage_out=(116, 232, 464), ch=96, num_classes=80, reg_max=7):
         super().__init__()
-        self.conv1 = _cba(3, 24, 3, 2, act=_lrelu)
+        self.conv1 = cba(3, 24, 3, 2, act=_lrelu)
         stages, cin = [], 24
         for reps, cout in zip((4, 8, 4), stage_out):
             stages.append(nn.Sequential(_Shuffle(cin, cout, 2),
                                         *(_Shuffle(cout, cout, 1) for _ in range(reps - 1))))
             cin = cout
         self.stages = nn.ModuleList(stages)
-        self.reduce = nn.ModuleList(_cba(c, ch, 1, act=_lrelu) for c in stage_out)
+        self.reduce = nn.ModuleList(cba(c, ch, 1, act=_lrelu) for c in stage_out)
         self.top_down = nn.ModuleList(_GhostBottleneck(2 * ch, ch, ch) for _ in range(2))
         self.downsamples = nn.ModuleList(_dwmodule(ch, ch, 5, 2) for _ in range(2))
         self.bottom_up = nn.ModuleList(_GhostBottleneck(2 * ch, ch, ch) for _ in range(2))
@@ -344,7 +344,7 @@ class NanoDetPlus(nn.Module):
 class _HRBasic(nn.Module):
     def __init__(self, c):
         super().__init__()
-        self.conv1, self.conv2 = _cba(c, c, 3), _cba(c, c, 3, act=None)
+        self.conv1, self.conv2 = cba(c, c, 3), cba(c, c, 3, act=None)
 
     def forward(self, x):
         return F.relu(self.conv2(self.conv1(x)) + x)
@@ -353,9 +353,9 @@ class _HRBasic(nn.Module):
 class _HRBottleneck(nn.Module):
     def __init__(self, cin, width):
         super().__init__()
-        self.body = nn.Sequential(_cba(cin, width, 1), _cba(width, width, 3),
-                                  _cba(width, 4 * width, 1, act=None))
-        self.down = _cba(cin, 4 * width, 1, act=None)
+        self.body = nn.Sequential(cba(cin, width, 1), cba(width, width, 3),
+                                  cba(width, 4 * width, 1, act=None))
+        self.down = cba(cin, 4 * width, 1, act=None)
 
     def forward(self, x):
         return F.relu(self.body(x) + self.down(x))
@@ -372,12 +372,12 @@ class _HRModule(nn.Module):
         for i, ci in enumerate(chans):
             for j, cj in enumerate(chans):
                 if j > i:
-                    self.fuse[f"{i}_{j}"] = _cba(cj, ci, 1, act=None)
+                    self.fuse[f"{i}_{j}"] = cba(cj, ci, 1, act=None)
                 elif j < i:
                     steps, pre = [], cj
                     for k in range(i - j):
                         last = k == i - j - 1
-                        steps.append(_cba(pre, ci if last else cj, 3, 2,
+                        steps.append(cba(pre, ci if last else cj, 3, 2,
                                           act=None if last else nn.ReLU))
                         pre = ci if last else cj
                     self.fuse[f"{i}_{j}"] = nn.Sequential(*steps)
@@ -402,22 +402,22 @@ class HRNetFCN(nn.Module):
 
     def __init__(self, num_classes=2, stages=((16, 32), (16, 32, 64), (16, 32, 64, 128))):
         super().__init__()
-        self.stem = nn.Sequential(_cba(3, 64, 3, 2), _cba(64, 64, 3, 2))
+        self.stem = nn.Sequential(cba(3, 64, 3, 2), cba(64, 64, 3, 2))
         self.layer1 = _HRBottleneck(64, 32)
         trans, mods, prev = [], [], [128]
         for chans in stages:
             t = nn.ModuleList()
             for i, c in enumerate(chans):
                 if i < len(prev):
-                    t.append(nn.Identity() if prev[i] == c else _cba(prev[i], c, 3))
+                    t.append(nn.Identity() if prev[i] == c else cba(prev[i], c, 3))
                 else:
-                    t.append(_cba(prev[-1], c, 3, 2))
+                    t.append(cba(prev[-1], c, 3, 2))
             trans.append(t)
             mods.append(_HRModule(chans, (2,) * len(chans)))
             prev = list(chans)
         self.trans, self.mods = nn.ModuleList(trans), nn.ModuleList(mods)
         c = sum(prev)
-        self.head = nn.Sequential(_cba(c, c, 1, bias=True), nn.Conv2d(c, num_classes, 1))
+        self.head = nn.Sequential(cba(c, c, 1, bias=True), nn.Conv2d(c, num_classes, 1))
 
     def forward(self, inp):
         xs = [self.layer1(self.stem(inp))]
@@ -491,10 +491,10 @@ def _w8(v: float) -> int:
 class _MBConv(nn.Module):
     def __init__(self, cin, expand, k, stride, cout, residual, project):
         super().__init__()
-        layers = [] if expand == cin else [_cba(cin, expand, 1, act=nn.ReLU6)]
-        layers.append(_cba(expand, expand, k, stride, groups=expand, act=nn.ReLU6))
+        layers = [] if expand == cin else [cba(cin, expand, 1, act=nn.ReLU6)]
+        layers.append(cba(expand, expand, k, stride, groups=expand, act=nn.ReLU6))
         if project:
-            layers.append(_cba(expand, cout, 1, act=None))
+            layers.append(cba(expand, cout, 1, act=None))
         self.body, self.residual = nn.Sequential(*layers), residual
 
     def forward(self, x):
@@ -510,7 +510,7 @@ class MPHandLandmark(nn.Module):
         super().__init__()
         s = (lambda v: v) if width == 1.0 else (lambda v: _w8(v * width))
         spec = [(s(i), s(e), k, st, s(o), r, p) for i, e, k, st, o, r, p in _HAND_FULL]
-        self.features = nn.Sequential(_cba(3, s(24), 3, 2, act=nn.ReLU6),
+        self.features = nn.Sequential(cba(3, s(24), 3, 2, act=nn.ReLU6),
                                       *(_MBConv(*b) for b in spec))
         c = spec[-1][4]
         self.heads = nn.ModuleList(nn.Linear(c, n) for n in (63, 1, 1, 63))
@@ -650,8 +650,8 @@ class EfficientFormer(nn.Module):
     def __init__(self, layers=(4, 4, 12, 6), dims=(64, 128, 320, 512), vit_num=4,
                  num_classes=1000):
         super().__init__()
-        self.stem = nn.Sequential(_cba(3, dims[0] // 2, 3, 2, bias=True),
-                                  _cba(dims[0] // 2, dims[0], 3, 2, bias=True))
+        self.stem = nn.Sequential(cba(3, dims[0] // 2, 3, 2, bias=True),
+                                  cba(dims[0] // 2, dims[0], 3, 2, bias=True))
         net = []
         for i, (n, d) in enumerate(zip(layers, dims)):
             for b in range(n):

@@ -55,7 +55,7 @@ import math
 import torch
 from torch import nn
 
-from edgeprof.zoo.cnns import _cba
+from edgeprof.zoo.cnns import cba
 from edgeprof.zoo.detectors import C2f, SPPF, _sc, split_chain_forward, v8_neck_forward
 
 #: net -> (published FLOPs, published parameters), Ultralytics' docs tables at 640 x 640:
@@ -112,7 +112,7 @@ def _depth(n: int, depth: float) -> int:
 
 def _conv(cin, cout, k=1, s=1, groups=1, act=True):
     """Ultralytics ``Conv``: conv (no bias) + batch norm + SiLU (``act=False``: none)."""
-    return _cba(cin, cout, k, s, groups=groups, act=nn.SiLU if act else None)
+    return cba(cin, cout, k, s, groups=groups, act=nn.SiLU if act else None)
 
 
 def _dwconv(c, k=3):

@@ -111,7 +111,7 @@ from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.results import GraphLayer, GraphWalk
 from edgeprof.profilers.estimate import torch_meta as _torch_meta
 from edgeprof.profilers.estimate.torch_memo import BlockMemo
-from edgeprof.profilers.estimate.torch_meta import _GC_PAUSED, _gc_resume, _swapped
+from edgeprof.profilers.estimate.torch_meta import GC_PAUSED, gc_resume, swapped
 from edgeprof.profilers.estimate.torch_ops import op_cost
 from edgeprof.profilers.estimate.torch_walker import (Frame, Walker, atomic_module_types, members,
                                                       mode_types)
@@ -122,7 +122,7 @@ from edgeprof.profilers.estimate.torch_walker import (Frame, Walker, atomic_modu
 _META_CACHE, _UNCACHEABLE = _torch_meta._META_CACHE, _torch_meta._UNCACHEABLE
 _UNARY, _BINARY = _torch_meta._UNARY, _torch_meta._BINARY
 _fast_meta, _meta_key, _meta_call = (_torch_meta._fast_meta, _torch_meta._meta_key,
-                                     _torch_meta._meta_call)
+                                     _torch_meta.meta_call)
 
 
 # --------------------------------------------------------------------------- public
@@ -181,12 +181,12 @@ def _walk_once(module, inputs: list, atomic: tuple[type, ...], *, meta: bool) ->
     pause = meta and gc.isenabled()
     if pause:
         gc.disable()
-        _GC_PAUSED[0] = True
+        GC_PAUSED[0] = True
     try:
         return _walk(module, inputs, atomic, meta=meta)
     finally:
         if pause:
-            _gc_resume()
+            gc_resume()
 
 
 def _walk(module, inputs: list, atomic: tuple[type, ...], *, meta: bool) -> GraphWalk:
@@ -223,7 +223,7 @@ def _walk(module, inputs: list, atomic: tuple[type, ...], *, meta: bool) -> Grap
         with torch.no_grad(), functions, aten_mode(walker, meta):
             try:
                 if meta:
-                    with _swapped(modules, twins):
+                    with swapped(modules, twins):
                         output = module(*run_inputs)
                 else:
                     output = module(*inputs)

@@ -63,7 +63,7 @@ import itertools
 import types
 from typing import Any
 
-from edgeprof.profilers.estimate.torch_meta import _dense_extent
+from edgeprof.profilers.estimate.torch_meta import dense_extent
 from edgeprof.profilers.estimate.torch_ops import tensor_storage_key, tensors_in
 from edgeprof.profilers.estimate.torch_walker import Frame
 
@@ -434,7 +434,7 @@ class BlockMemo:
             k = st._cdata
             if (not o.is_meta or o.layout != torch.strided or o.storage_offset() != 0
                     or o.is_conj() or o.is_neg() or o.requires_grad or k in fresh
-                    or k not in alive or k in rec.entry or st.nbytes() != _dense_extent(o)):
+                    or k not in alive or k in rec.entry or st.nbytes() != dense_extent(o)):
                 return None
             fresh.add(k)
             specs.append((tuple(o.shape), o.stride(), o.dtype))

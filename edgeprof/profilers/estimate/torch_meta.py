@@ -1,8 +1,8 @@
 """The torch graph walk on the meta device (the "Speed" notes of
 :mod:`edgeprof.profilers.estimate.torch_graph`): the meta-op cache (``_META_CACHE``), the fast
 meta kernels (``_fast_meta``), the garbage collector's pause while every op comes from the
-cache, one op's call through them (:func:`_meta_call`), and a module's parameters and buffers
-swapped for their meta twins (:func:`_swapped`). ``torch`` is passed in or imported inside
+cache, one op's call through them (:func:`meta_call`), and a module's parameters and buffers
+swapped for their meta twins (:func:`swapped`). ``torch`` is passed in or imported inside
 functions only."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _signature(t) -> tuple:
     return (t.dtype, t.shape, t.stride(), t.storage_offset())
 
 
-def _dense_extent(t) -> int:
+def dense_extent(t) -> int:
     if t.numel() == 0:
         return 0
     return (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) * t.element_size()
@@ -108,7 +108,7 @@ def _meta_recipe(func, args, kwargs, before, out, torch):
                 or o.storage_offset() != 0 or o.is_conj() or o.is_neg()):
             return _UNCACHEABLE
         st = o.untyped_storage()
-        if st._cdata in seen or st._cdata in arg_storages or st.nbytes() != _dense_extent(o):
+        if st._cdata in seen or st._cdata in arg_storages or st.nbytes() != dense_extent(o):
             return _UNCACHEABLE
         seen.add(st._cdata)
         specs.append((tuple(o.shape), o.stride(), o.dtype))
@@ -247,12 +247,12 @@ def _fast_meta(func, args, kwargs, torch):
 
 #: the cyclic garbage collector, paused by a meta walk (see torch_graph._walk_once) until an op's
 #: kernel has to run
-_GC_PAUSED = [False]
+GC_PAUSED = [False]
 
 
-def _gc_resume() -> None:
-    if _GC_PAUSED[0]:
-        _GC_PAUSED[0] = False
+def gc_resume() -> None:
+    if GC_PAUSED[0]:
+        GC_PAUSED[0] = False
         gc.enable()
 
 
@@ -265,20 +265,20 @@ def _meta_device(torch):
     return _DEVICE[0]
 
 
-def _meta_call(func, args, kwargs, torch):
+def meta_call(func, args, kwargs, torch):
     """``func(*args, **kwargs)`` on meta tensors, from the cache where it can be, and the
     op's cache entry ``[recipe, counts]`` (None when its arguments make no key); the walker
     keeps the op's counts, which depend only on the key, in ``entry[1]``."""
     key = _meta_key(func, args, kwargs, torch)
     if key is None:
-        _gc_resume()
+        gc_resume()
         return func(*args, **kwargs), None
     entry = _META_CACHE.get(key)
     if entry is None:
         before = _signature(args[0]) if args and type(args[0]) is torch.Tensor else None
         out = _fast_meta(func, args, kwargs, torch)
         if out is None:
-            _gc_resume()
+            gc_resume()
             out = func(*args, **kwargs)
         if len(_META_CACHE) >= _META_CACHE_MAX:
             _META_CACHE.clear()
@@ -287,7 +287,7 @@ def _meta_call(func, args, kwargs, torch):
     recipe = entry[0]
     if recipe is _UNCACHEABLE:
         if not getattr(func, "is_view", False):
-            _gc_resume()
+            gc_resume()
         return func(*args, **kwargs), entry
     if recipe[0] == "self":
         return args[0], entry
@@ -298,20 +298,20 @@ def _meta_call(func, args, kwargs, torch):
 
 
 @contextlib.contextmanager
-def _swapped(modules: list, twins: dict[int, Any]):
+def swapped(modules: list, twins: dict[int, Any]):
     """Every parameter and buffer of ``modules`` replaced by its meta twin for the duration
     (what ``torch.func.functional_call(module, twins_by_name, ...)`` does with tied weights,
     writing the modules' ``_parameters``/``_buffers`` dicts, without resolving names)."""
-    swapped = []
+    replaced = []
     for m in modules:
         for d in (m._parameters, m._buffers):
             for k, v in d.items():
                 if v is not None and id(v) in twins:
-                    swapped.append((d, k, v))
+                    replaced.append((d, k, v))
     try:
-        for d, k, v in swapped:
+        for d, k, v in replaced:
             d[k] = twins[id(v)]
         yield
     finally:
-        for d, k, v in swapped:
+        for d, k, v in replaced:
             d[k] = v

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeprof.profilers.estimate.torch_meta import _meta_call
+from edgeprof.profilers.estimate.torch_meta import meta_call
 from edgeprof.profilers.estimate.torch_ops import (DATA_MOVEMENT, friendly, op_cost_given_output,
                                                    op_info, rnn_closed_form, tensor_storage_key,
                                                    tensors_in)
@@ -496,7 +496,7 @@ def mode_types() -> tuple[type, type]:
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if self.meta:
-                out, entry = _meta_call(func, args, kwargs, torch)
+                out, entry = meta_call(func, args, kwargs, torch)
             else:
                 out, entry = func(*args, **kwargs), None
             walker = self.walker

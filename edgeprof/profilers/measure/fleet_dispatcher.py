@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edgeprof.core.errors import MeasurementError
-from edgeprof.profilers.measure.fleet_spec import BACKEND_RESOURCE, _one_line
+from edgeprof.profilers.measure.fleet_spec import BACKEND_RESOURCE, one_line
 from edgeprof.profilers.measure.fleet_worker import PROGRESS_TOPIC, list_boards, run_on_board
 
 DEFAULT_RETRIES = 2
@@ -208,7 +208,7 @@ class Dispatcher:
                 except Exception as e:  # noqa: BLE001
                     self._check_scheduler(e)
                     out.append(Outcome(a.job, None, f"fetching the result failed: "
-                                                     f"{_one_line(e)}", a.attempt, a.history))
+                                                     f"{one_line(e)}", a.attempt, a.history))
                     continue
                 fleet = (record.get("extra") or {}).get("fleet") or {}
                 record.setdefault("extra", {})["fleet"] = dict(fleet, attempts=a.attempt,
@@ -221,7 +221,7 @@ class Dispatcher:
                 last = getattr(getattr(exc, "last_worker", None), "address", None)
                 board = self._board_name(a.worker or last) or "a board"
                 reason = (f"{board} died while running it ({type(exc).__name__})" if died
-                          else f"the board raised {_one_line(exc)}")
+                          else f"the board raised {one_line(exc)}")
                 history = a.history + [f"attempt {a.attempt}: {reason}"]
                 if died and a.attempt <= self.retries:
                     self.submit(a.job, _attempt=a.attempt + 1, _history=history)
@@ -338,7 +338,7 @@ class Dispatcher:
         addr = getattr(self.client, "scheduler", None)
         addr = getattr(addr, "address", None) or "the scheduler"
         return (f"lost the scheduler at {addr}"
-                + (f" ({_one_line(error)})" if error is not None else "")
+                + (f" ({one_line(error)})" if error is not None else "")
                 + f"; {len(self.active)} job(s) were running")
 
     def run_one(self, job: FleetJob, wait_s: float = 0.5) -> Outcome:

@@ -120,10 +120,10 @@ class FleetSpec:
             return Client(self.url, security=self.security(), timeout=timeout_s,
                           set_as_default=False)
         except (OSError, TimeoutError) as e:
-            raise UserError(f"cannot reach the scheduler at {self.url} ({_one_line(e)}); is "
+            raise UserError(f"cannot reach the scheduler at {self.url} ({one_line(e)}); is "
                             "'dask scheduler' running there, and the port open?") from None
 
 
-def _one_line(e: BaseException) -> str:
+def one_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0][:200]}" if text else type(e).__name__

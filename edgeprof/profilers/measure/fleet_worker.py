@@ -20,7 +20,7 @@ from edgeprof._version import __version__
 from edgeprof.core.errors import EdgeprofError, UserError
 from edgeprof.core.results import BenchmarkResult
 from edgeprof.profilers.measure.fleet_shipment import measure_shipment
-from edgeprof.profilers.measure.fleet_spec import BACKEND_RESOURCE, FleetSpec, _one_line
+from edgeprof.profilers.measure.fleet_spec import BACKEND_RESOURCE, FleetSpec, one_line
 
 #: the Dask event topic a board's progress lines travel on (``Worker.log_event`` there,
 #: ``Client.subscribe_topic`` on the client: see ``fleet_dispatcher``)
@@ -179,7 +179,7 @@ def serve_worker(spec: FleetSpec, target: Any, *, name: str | None = None,
     try:
         asyncio.run(run())  # Ctrl-C / SIGTERM: the nanny closes its worker on the way out
     except (OSError, TimeoutError) as e:
-        raise UserError(f"cannot serve to the scheduler at {spec.url}: {_one_line(e)}") from None
+        raise UserError(f"cannot serve to the scheduler at {spec.url}: {one_line(e)}") from None
     return 0
 
 

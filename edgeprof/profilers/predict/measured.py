@@ -74,7 +74,7 @@ def _bad(path: Path, line: int | None, what: str) -> MeasurementsError:
     return MeasurementsError(f"{where}: {what}")
 
 
-def _resolve_spec(spec: str, folder: Path) -> str:
+def resolve_spec(spec: str, folder: Path) -> str:
     """``nb201.py:cell_532`` or ``net.onnx`` relative to the CSV's folder."""
     path_part, sep, rest = spec.rpartition(":") if ":" in spec else (spec, "", "")
     if not sep:
@@ -183,7 +183,7 @@ def read_measurements(path: str | os.PathLike, target, family: str, *,
             t, t_note = threads, "--threads"
         else:
             t, t_note = parse_threads("not stated", family, target)
-        spec = _resolve_spec(model, path.parent)
+        spec = resolve_spec(model, path.parent)
         key = (spec, shape, p, t)
         if key in seen:
             raise _bad(path, i, f"duplicate of line {seen[key]} (same model, input_shape, "

@@ -183,7 +183,7 @@ def prediction_only_reason(family: str, registry: Any = None) -> str:
     """The one line a prediction-only family's run reads: it predicts, it can't run here."""
     kinds, _ = family_processors(family, registry)
     return (f"{PREDICT_ONLY}: no edgeprof backend runs {family} (a runtime family the "
-            f"published board rows name; it runs on {_kinds_text(kinds)}): 'edgeprof predict' "
+            f"published board rows name; it runs on {kinds_text(kinds)}): 'edgeprof predict' "
             "gives its figure on a board with one")
 
 
@@ -233,7 +233,7 @@ def prediction_only_rows(registry: Any = None) -> list[dict[str, Any]]:
                      "precisions": list(precisions or ()),
                      "precisions_source": why, "devices": [], "processors": kinds,
                      "processors_source": source, "model_formats": [], "plugin": "",
-                     "description": f"runs on {_kinds_text(kinds)}", "options": []})
+                     "description": f"runs on {kinds_text(kinds)}", "options": []})
     return rows
 
 
@@ -307,7 +307,7 @@ def _need_text(need: str) -> str:
     return kind.upper() + (f" with {_API_NAMES.get(api, api)}" if api else "")
 
 
-def _kinds_text(kinds: list[str]) -> str:
+def kinds_text(kinds: list[str]) -> str:
     words = []
     for need in kinds:
         kind, _, api = need.partition(":")
@@ -340,7 +340,7 @@ def processor_for(target: Any, family: str, device: str | None = None,
     board has). A runtime that runs on none of them, or not on the device asked, is a
     :class:`UserError` (exit 2) naming where it runs."""
     kinds, source = family_processors(family, registry, cls)
-    where = _kinds_text(kinds)
+    where = kinds_text(kinds)
     board = getattr(target, "base_id", None) or target.id.split(":")[0]
     procs = board_processors(target)
     fits = runs_on(target, family, registry=registry, cls=cls)

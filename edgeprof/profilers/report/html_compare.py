@@ -11,7 +11,7 @@ from typing import Any
 from edgeprof.core.errors import UserError
 from edgeprof.profilers.report.html_common import render, warning_groups
 from edgeprof.profilers.report.html_figures import latency_bars
-from edgeprof.profilers.report.html_profile import _runs_context, profile_command
+from edgeprof.profilers.report.html_profile import runs_context, profile_command
 
 
 def render_compare_html(a: Mapping[str, Any], b: Mapping[str, Any], rows: Sequence[Any] | None =
@@ -48,7 +48,7 @@ def render_compare_html(a: Mapping[str, Any], b: Mapping[str, Any], rows: Sequen
     for label, d in ((label_a, a), (label_b, b)):
         sides.append({"label": label, "doc": d, "model": (d.get("model") or {}),
                       "target": (d.get("target") or {}), "command": profile_command(d),
-                      "runs": _runs_context(d)})
+                      "runs": runs_context(d)})
     warnings = warning_groups([*(a.get("warnings") or []), *(b.get("warnings") or [])])
     return render("compare.html.j2", kind="compare", rows=items, sides=sides, counts=counts,
                   warnings=warnings, charts={"compare": chart}, chart_info={"bars": bars},

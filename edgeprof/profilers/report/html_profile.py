@@ -87,7 +87,7 @@ def _run_label(run: Mapping[str, Any]) -> str:
     return label
 
 
-def _runs_context(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+def runs_context(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     target_id = (doc.get("target") or {}).get("id")
     rows = []
     for run in doc.get("runs") or []:
@@ -197,7 +197,7 @@ def render_profile_html(doc: Mapping[str, Any], *, command: str | None = None) -
         raise TypeError("render_profile_html needs profile.json's dict")
     est = doc.get("estimate") or {}
     target = doc.get("target") or {}
-    runs = _runs_context(doc)
+    runs = runs_context(doc)
     roofline, roof_info = roofline_chart(doc)
     ok = [r for r in runs if r["status"] == "ok"]
     series = []

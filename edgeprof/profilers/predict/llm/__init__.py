@@ -124,7 +124,7 @@ from edgeprof.profilers.predict.llm.constants import (ASSUMED_GEN, ASSUMED_PROMP
 from edgeprof.profilers.predict.llm.core import _core, _interval, _sigma
 from edgeprof.profilers.predict.llm.crossval import (attach_cv, cv_table, interval_report,
                                                      leave_one_out)
-from edgeprof.profilers.predict.llm.files import (LLMCalibrationError, _entries_for_transfer,
+from edgeprof.profilers.predict.llm.files import (LLMCalibrationError, entries_for_transfer,
                                                   _select, llm_calibrations,
                                                   load_llm_calibration, validate)
 from edgeprof.profilers.predict.llm.fit import (fit_decode, fit_entries, fit_prefill,
@@ -214,7 +214,7 @@ def predict_llm(estimate: Any, target, *, device: str = "cpu", runtime: str = "l
     cal, prior = _select(cals, key, runtime)
     b, build_why = _build_asked(build, runtime, [cal] if cal else cals)
     era = (b or {}).get("era")
-    base = {"entries": dict(_entries_for_transfer(cals)), "prior": prior,
+    base = {"entries": dict(entries_for_transfer(cals)), "prior": prior,
             "extrapolation_sigma": (cal or (cals[0] if cals else {})).get(
                 "extrapolation_sigma") or {}}
     if cal is not None:

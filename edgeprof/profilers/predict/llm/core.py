@@ -12,7 +12,7 @@ from edgeprof.profilers.predict.llm.constants import (CORE_TRANSFER_SIGMA,
                                                       ESTIMATE_MIN_SPREAD,
                                                       EXTRAPOLATION_SIGMA, MAX_SPREAD,
                                                       SIGMA_FLOOR, SIZE_SPAN, Z80)
-from edgeprof.profilers.predict.llm.fit import _thread_param
+from edgeprof.profilers.predict.llm.fit import thread_param
 from edgeprof.profilers.predict.llm.inputs import (compute_precision, decode_speed,
                                                    prefill_speed)
 
@@ -158,8 +158,8 @@ def _core(cal: dict[str, Any], n: dict[str, Any], board: dict[str, Any], runtime
     peak = board["peaks"][prec] * board.get("big_share", 1.0)
     st = {s: _stage(cal, entry, s, n, runtime, era, board, prec)
           for s in ("decode", "prefill")}
-    serial = _thread_param(st["prefill"]["fit"], "prefill")
-    n_sat = _thread_param(st["decode"]["fit"], "decode")
+    serial = thread_param(st["prefill"]["fit"], "prefill")
+    n_sat = thread_param(st["decode"]["fit"], "decode")
     t_dec, t_pre, _ = _times(n, board, peak, st["decode"]["p"], st["prefill"]["p"], threads,
                              serial, n_sat)
     return {"entry": entry, "precision": prec, "peak": peak, "dec": st["decode"]["p"],

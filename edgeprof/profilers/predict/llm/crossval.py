@@ -12,8 +12,8 @@ from edgeprof.profilers.predict.llm.constants import (ESTIMATE_MIN_SPREAD,
                                                       EXTRAPOLATION_SIGMA, INTERVAL_GOAL,
                                                       MAX_SPREAD, POOLED_WEIGHT, Z80)
 from edgeprof.profilers.predict.llm.core import _core, _sigma
-from edgeprof.profilers.predict.llm.fit import _era_of, _median, fit_entries, fit_prior
-from edgeprof.profilers.predict.llm.inputs import _registry_target
+from edgeprof.profilers.predict.llm.fit import era_of, _median, fit_entries, fit_prior
+from edgeprof.profilers.predict.llm.inputs import registry_target
 
 
 def _rate_of(core: dict[str, Any], s: dict[str, Any]) -> float:
@@ -34,11 +34,11 @@ def _predict_sample(cal: dict[str, Any], s: dict[str, Any]
     n = dict(s)
     n["format_compute"] = s["precision"]
     c = _core(cal, n, _sample_board(s), s["runtime"], threads=s.get("threads"),
-              era=_era_of(s))
+              era=era_of(s))
     return _rate_of(c, s), c["prov"][s["stage"]], c
 
 
-def _fit_all(samples: list[dict[str, Any]], *, per_runtime: bool, targets=None,
+def fit_all(samples: list[dict[str, Any]], *, per_runtime: bool, targets=None,
              prior: dict[str, Any] | None = None) -> dict[str, Any]:
     entries = fit_entries(samples, per_runtime=per_runtime, targets=targets)
     return {"entries": entries,
@@ -57,7 +57,7 @@ def leave_one_out(samples: list[dict[str, Any]], *, per_runtime: bool = False, t
     published rows: ``same_measurement`` of tools/build_llm_calibration.py); None: each
     row alone."""
     if targets is None:
-        targets = {tid: _registry_target(tid) for tid in sorted({s["target"] for s in samples})}
+        targets = {tid: registry_target(tid) for tid in sorted({s["target"] for s in samples})}
     out = []
     for i, s in enumerate(samples):
         if group is None:
@@ -65,7 +65,7 @@ def leave_one_out(samples: list[dict[str, Any]], *, per_runtime: bool = False, t
         else:
             key = group(s)
             rest = [x for j, x in enumerate(samples) if j != i and group(x) != key]
-        cal = _fit_all(rest, per_runtime=per_runtime, targets=targets, prior=prior)
+        cal = fit_all(rest, per_runtime=per_runtime, targets=targets, prior=prior)
         if nested and len(rest) > 1:
             attach_cv(cal, leave_one_out(rest, per_runtime=per_runtime, targets=targets,
                                          prior=prior, nested=False, group=group))

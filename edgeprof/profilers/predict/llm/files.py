@@ -139,7 +139,7 @@ def _select(cals: list[dict[str, Any]], key: str, runtime: str | None = None
     return None, prior
 
 
-def _entries_for_transfer(cals: list[dict[str, Any]]) -> dict[str, Any]:
+def entries_for_transfer(cals: list[dict[str, Any]]) -> dict[str, Any]:
     """Entries of every calibration (the first one's wins per key): the boards a
     same-core estimate may come from."""
     out: dict[str, Any] = {}

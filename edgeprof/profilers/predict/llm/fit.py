@@ -13,7 +13,7 @@ from edgeprof.profilers.predict.llm.constants import (BUILD_SHRINK, MAX_SPREAD, 
 from edgeprof.profilers.predict.llm.inputs import (DECODE_SATURATION_PRIOR,
                                                    DECODE_SATURATION_SOURCE,
                                                    PREFILL_SERIAL_PRIOR,
-                                                   PREFILL_SERIAL_SOURCE, _registry_target,
+                                                   PREFILL_SERIAL_SOURCE, registry_target,
                                                    board_of, decode_speed, prefill_speed)
 
 
@@ -49,7 +49,7 @@ def _builds(ss: list[dict[str, Any]]) -> list[str]:
     return sorted({(s.get("build") or {}).get("label") or "" for s in ss} - {""})
 
 
-def _era_of(s: dict[str, Any]) -> str | None:
+def era_of(s: dict[str, Any]) -> str | None:
     return (s.get("build") or {}).get("era")
 
 
@@ -95,7 +95,7 @@ def _thread_fit(ss: list[dict[str, Any]], stage: str) -> dict[str, Any]:
                       "thread counts (least squares on log rates)"}
 
 
-def _thread_param(fit: dict[str, Any] | None, stage: str) -> float:
+def thread_param(fit: dict[str, Any] | None, stage: str) -> float:
     th = (fit or {}).get("threads") or {}
     if stage == "prefill":
         return float(th.get("serial_share", PREFILL_SERIAL_PRIOR))
@@ -138,7 +138,7 @@ def _era_factors(mine: list[dict[str, Any]], logs: dict[int, float], level: floa
     more (a single era is the runtime's level: factor 1)."""
     eras: dict[str, list[dict[str, Any]]] = {}
     for s in mine:
-        e = _era_of(s)
+        e = era_of(s)
         if e:
             eras.setdefault(e, []).append(s)
     out = {}
@@ -257,7 +257,7 @@ def fit_entries(samples: list[dict[str, Any]], *, per_runtime: bool = False,
         mine = [s for s in samples if s["target"] == tid and s["device"] == dev]
         dec = [s for s in mine if s["stage"] == "decode"]
         pre = [s for s in mine if s["stage"] == "prefill"]
-        target = (targets or {}).get(tid) or _registry_target(tid)
+        target = (targets or {}).get(tid) or registry_target(tid)
         b = board_of(target, dev)
         decode = fit_decode(dec, per_runtime=per_runtime) if dec else None
         prefill = fit_prefill(pre, decode, per_runtime=per_runtime) if pre else None

@@ -11,7 +11,7 @@ from edgeprof.profilers.predict.calibration import user_file
 from edgeprof.profilers.predict.llm.builds import BUILD_ERAS, learned_builds, normalize_build
 from edgeprof.profilers.predict.llm.constants import (FILE_PREFIX, FORMAT, FORMAT_VERSION,
                                                       SHIPPED_FILE)
-from edgeprof.profilers.predict.llm.crossval import (_fit_all, attach_cv, cv_table,
+from edgeprof.profilers.predict.llm.crossval import (fit_all, attach_cv, cv_table,
                                                      interval_report, leave_one_out)
 from edgeprof.profilers.predict.llm.files import (LLMCalibrationError, _now, _strip, _version,
                                                   load_llm_calibration)
@@ -89,7 +89,7 @@ def calibrate_llm_host(records: list[Any], spec_for_model: Callable[[str], Any],
         prior = load_llm_calibration(SHIPPED_FILE)["prior"]
     except LLMCalibrationError:
         prior = None
-    cal = _fit_all(samples, per_runtime=True, targets=targets, prior=prior)
+    cal = fit_all(samples, per_runtime=True, targets=targets, prior=prior)
     nested = len(samples) <= 60  # n^2 refits: plain leave-one-out for many records
     loo = leave_one_out(samples, per_runtime=True, targets=targets, prior=prior,
                         nested=nested) if len(samples) > 1 else []

@@ -183,7 +183,7 @@ def decode_speed(n: int | None, board: dict[str, Any], n_sat: float) -> float:
     return min(1.0, _n_eff(n, board) / n_sat)
 
 
-def _registry_target(target_id: str):
+def registry_target(target_id: str):
     from edgeprof.targets import get_target
 
     return get_target(target_id)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.core.errors import EdgeprofError
-from edgeprof.profilers.predict.measured import (MeasurementsError, _bad, _resolve_spec,
+from edgeprof.profilers.predict.measured import (MeasurementsError, _bad, resolve_spec,
                                                  csv_rows, threads_cell)
 
 COLUMNS = ("model", "test", "tokens_per_s")
@@ -95,7 +95,7 @@ def read_llm_measurements(path: str | os.PathLike, *, precision: str | None = No
                                 "or the flag")
         dev = dev or device or ""
         stage = "prefill" if m.group(1) == "pp" else "decode"
-        spec = _resolve_spec(model, path.parent)
+        spec = resolve_spec(model, path.parent)
         row = LLMRow(i, spec, stage, int(m.group(2)), int(m.group(3) or 0), rate, fmt, t,
                      r.get("runtime_version", ""), dev, r.get("source", ""))
         key = (spec, stage, row.tokens, row.depth, fmt, t, row.version, dev)

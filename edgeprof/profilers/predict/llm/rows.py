@@ -20,7 +20,7 @@ from edgeprof.profilers.predict.llm.constants import (ASSUMED_GEN, ASSUMED_PROMP
                                                       SUPER_MODE_GPU_CLOCK_RATIO,
                                                       SUPER_MODE_SOURCE, TRAIN_CSV)
 from edgeprof.profilers.predict.llm.formats import row_format
-from edgeprof.profilers.predict.llm.inputs import (_registry_target, board_of,
+from edgeprof.profilers.predict.llm.inputs import (registry_target, board_of,
                                                    compute_precision, estimate_numbers)
 
 #: the CSV's metric -> the stage it measures (ttft_ms: the prompt's prefill, read as a rate)
@@ -105,11 +105,11 @@ def _resolve_target(target_id: str) -> tuple[Any, str | None, dict[str, float]]:
     from edgeprof.core.errors import UserError
 
     try:
-        return _registry_target(target_id), None, {}
+        return registry_target(target_id), None, {}
     except UserError:
         if target_id != "jetson_orin_nano:super":
             raise
-    base = _registry_target(target_id.split(":")[0])
+    base = registry_target(target_id.split(":")[0])
     return base, ("the target registry has no modes: Super mode figures from "
                   + SUPER_MODE_SOURCE), {"bandwidth": SUPER_MODE_BANDWIDTH,
                                          "compute_scale": SUPER_MODE_GPU_CLOCK_RATIO,
