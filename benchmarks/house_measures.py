@@ -1,6 +1,7 @@
 """Issue 31's measures of "one house": where the code tests the kind of model (tensor or
 generative) instead of asking a registered workload, per part of the package; private names
-imported across modules; lines of code. Prints a table; reads the source only.
+imported across modules; CLI commands bound to a second function for the other kind; lines of
+code. Prints a table; reads the source only.
 
     .venv/bin/python benchmarks/house_measures.py [--list]
 
@@ -98,6 +99,8 @@ def main() -> None:
     if args.list:
         for a, f, i, s in sites:
             print(f"{f}:{i}: {s}")
+    paired = len(re.findall(r"\bfunc_\w+\s*=", (PKG / "cli" / "parser.py").read_text()))
+    print(f"\nCLI commands with a second function for the other kind (func_<kind>=): {paired}")
     priv = private_imports()
     print(f"\nprivate names imported across modules: {sum(priv.values())} "
           f"(top: {', '.join(f'{m} {n}' for m, n in priv.most_common(4))})")

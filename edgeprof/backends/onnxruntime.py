@@ -343,12 +343,6 @@ class OnnxRuntimeBackend(Backend):
         describe_artifact(prepared, artifact, self.name)
         return prepared
 
-    @staticmethod
-    def _has(module: str) -> bool:
-        from edgeprof.core.importing import modules_present
-
-        return modules_present(module) is None
-
     def operator_profile(self, prepared: PreparedModel, runs: int = 10,
                          trace_path: str | None = None):
         """Per-node kernel times from ORT's own profiler (``enable_profiling``), one warm-up
