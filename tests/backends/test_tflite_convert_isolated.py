@@ -13,9 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import litert_torch  # noqa: F401  (installed by make test: a missing one must fail, not skip)
 import pytest
 
-import litert_torch  # noqa: F401  (installed by make test: a missing one must fail, not skip)
+from tests.processes import finished
 
 SITECUSTOMIZE = '''
 import importlib.abc, importlib.machinery, os, sys
@@ -72,15 +73,13 @@ def profiles(tmp_path_factory) -> dict:
     tmp_path = tmp_path_factory.mktemp("litert-faults")
     started = {"abort": _start(tmp_path, "abort", "torch_eager,tflite"),
                "exit": _start(tmp_path, "exit", "tflite")}
-    done = {}
-    for fault, proc in started.items():
-        out, err = proc.communicate(timeout=600)
+    done: dict = {"cache": tmp_path}
+    for fault, (code, out, err) in finished(started, timeout=600).items():
         try:
             doc = json.loads(out)
         except json.JSONDecodeError:
             doc = None
-        done[fault] = (f"rc {proc.returncode}: {err[-400:]}", doc)
-    done["cache"] = tmp_path
+        done[fault] = (f"rc {code}: {err[-400:]}", doc)
     return done
 
 

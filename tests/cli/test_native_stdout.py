@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import finished
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -37,11 +39,7 @@ def runs(tmp_path_factory) -> dict[str, tuple[int, str, str]]:
         # must not reach stdout either
         "isolated": _start("profile", "builtin:small_cnn", "--backend", "mnn", "--json",
                            "--isolate", *FAST, env_cache=tmp_path_factory.mktemp("cache"))}
-    done = {}
-    for name, proc in started.items():
-        out, err = proc.communicate(timeout=300)
-        done[name] = (proc.returncode, out, err)
-    return done
+    return finished(started, timeout=300)
 
 
 def test_json_stdout_is_one_document_for_native_runtimes(runs):

@@ -13,6 +13,7 @@ import warnings
 import pytest
 
 from edgeprof.cli.quiet import QUIET_ENV, quieted
+from tests.processes import finished
 
 NOISE = ("absl", "oneDNN", "FutureWarning", "pre-processing before quantization",
          "UserWarning", "WARNING:root", "Created TensorFlow Lite XNNPACK delegate")
@@ -38,11 +39,7 @@ def runs(tmp_path_factory) -> dict[str, tuple[int, str, str]]:
                           "tflite,onnxruntime", "--precision", "fp32,int8"),
         "debug": _start(tmp_path_factory.mktemp("cache"), *RUN, "--backend", "onnxruntime",
                         "--precision", "int8", "--debug")}
-    done = {}
-    for name, proc in started.items():
-        out, err = proc.communicate(timeout=900)
-        done[name] = (proc.returncode, out, err)
-    return done
+    return finished(started, timeout=900)
 
 
 def test_third_party_noise_is_off_stderr_by_default(runs):
