@@ -68,6 +68,14 @@ def cmd_plugins(args) -> int:
     return 0
 
 
+def _timing_options(args) -> dict[str, Any]:
+    """The tensor harness's own flags (runs, min/max time, backend options) as
+    ``run_options``; the flags both kinds take (device, warmup, isolate, timeout) are the
+    verbs' own keywords."""
+    return {k: v for k, v in _run_options(args).items()
+            if k not in ("device", "warmup", "isolate", "timeout_s")}
+
+
 def _run_options(args) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     if getattr(args, "device", None):
@@ -105,9 +113,8 @@ def cmd_profile(args) -> int:
 
     progress = Progress(enabled=not args.json)
     options = api_options(args, PROFILE_OPTIONS)
-    timing = {k: v for k, v in _run_options(args).items()
-              if k not in ("device", "warmup", "isolate", "timeout_s")}
-    if timing:  # the tensor harness's own timing flags
+    timing = _timing_options(args)
+    if timing:
         options["run_options"] = timing
     report, unwritten = keeping_results(progress, lambda: profile(
         args.model, fleet=profile_fleet(args), progress=progress, **options))
@@ -337,8 +344,8 @@ def _print_measurements_calibration(result, args) -> int:
     if n >= 2:
         print(f"{cv['method']}: median |error| {100 * cv['median_abs_error']:.1f} %, within "
               f"+-25 % {100 * cv['within_25']:.0f} %, Spearman "
-              f"{fmt_number(cv['spearman']) if cv['spearman'] is not None else '-'}; 90 % interval "
-              f"held {100 * (cv['coverage'] or 0):.0f} % of the held-out rows, width "
+              f"{fmt_number(cv['spearman']) if cv['spearman'] is not None else '-'}; 90 % "
+              f"interval held {100 * (cv['coverage'] or 0):.0f} % of the held-out rows, width "
               f"{cv['median_width']:.2f}x"
               + (f" (log sigma {cv['log_sigma']:.3f}: the rows' own {cv['log_sigma_own']:.3f} "
                  f"pooled with the prior's {cv['log_sigma_prior']:.3f}, counted as "
@@ -398,8 +405,8 @@ def cmd_optimize(args) -> int:
     from edgeprof.api import optimize
 
     options = api_options(args, OPTIMIZE_OPTIONS)
-    timing = _run_options(args)
-    if timing:  # the tensor harness's own timing flags
+    timing = _timing_options(args)
+    if timing:
         options["run_options"] = timing
     progress = Progress(enabled=not args.json)
     result, unwritten = keeping_results(progress, lambda: optimize(

@@ -280,4 +280,5 @@ def resolve_kind(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
 __all__ = ["GENERATIVE", "KIND_WORDS", "KindGroup", "Parser", "Progress", "TENSOR", "api_options",
            "batch_list", "depths", "device", "dtype", "for_kinds", "html_file", "in_flag_words",
            "keeping_results", "key_value", "kind_groups", "make_console", "model_kind", "names",
-           "non_negative_int", "out_file", "positive_float", "positive_int", "resolve_kind", "shape"]
+           "non_negative_int", "out_file", "positive_float", "positive_int", "resolve_kind",
+           "shape"]

@@ -180,7 +180,8 @@ def cmd_sweep(args) -> int:
             table.add_row(str(r["model"]), str(r["target"]),
                           f"{r['backend']} {r['precision']} b{_count(r['batch_size'])}",
                           f"{fmt_number(r.get('target_ms'))} ({r.get('target_provenance') or '-'})",
-                          f"{fmt_number(r.get('target_low_ms'))}–{fmt_number(r.get('target_high_ms'))}",
+                          f"{fmt_number(r.get('target_low_ms'))}–"
+                          f"{fmt_number(r.get('target_high_ms'))}",
                           str(r["runner_up"] or "-"),
                           {True: "yes", False: "no (intervals overlap)"}.get(
                               r["clearly_faster"], "-"),

@@ -96,7 +96,8 @@ def print_llm_calibration(result, args) -> int:
     for r in records:
         print(f"{r.model:14s} {r.backend} {r.format}: pp{r.n_prompt} "
               f"{fmt_number((r.prefill_tokens_per_s or {}).get('median'))} tok/s, tg{r.n_gen} "
-              f"{fmt_number((r.decode_tokens_per_s or {}).get('median'))} tok/s (measured on {where})")
+              f"{fmt_number((r.decode_tokens_per_s or {}).get('median'))} tok/s (measured on "
+              f"{where})")
     for key, e in (cal.get("entries") or {}).items():
         for runtime, fit in ((e.get("decode") or {}).get("runtimes") or {}).items():
             bw = fit.get("bandwidth_fraction") or 0.0

@@ -6,9 +6,9 @@ kind's own flags are a group of the command, and after parsing ``common.resolve_
 refuses the other kind's flags and fills the defaults that differ by kind. Each command is
 one function (``cli/commands.py``) that passes the flags to its API verb as keywords
 (``common.api_options``) and shows the answer with the view of the model's kind
-(``cli/llm.py`` has the generative ones). Shared helpers are in ``cli/common.py``; rendering in ``cli/render.py``,
-``cli/render_llm.py`` and ``cli/render_listings.py``. The parser and the command functions
-stay importable from here.
+(``cli/llm.py`` has the generative ones). Shared helpers are in ``cli/common.py``; rendering
+in ``cli/render.py``, ``cli/render_llm.py`` and ``cli/render_listings.py``. The parser and
+the command functions stay importable from here.
 
 Exit codes (docs/design.md): 0 complete; 2 user input or configuration error; 3 partial (a
 backend named explicitly is unavailable, or a requested run produced no measurement);

@@ -73,7 +73,8 @@ def _capacity_line(cap: dict[str, Any]) -> str:
         if isinstance(v, bool):
             parts.append(f"{k}={'yes' if v else 'NO'}")
         elif isinstance(v, (int, float)):
-            parts.append(f"{k}={si(float(v), 'B') if 'bytes' in k or k.endswith('_b') else fmt_number(v)}")
+            shown = si(float(v), 'B') if 'bytes' in k or k.endswith('_b') else fmt_number(v)
+            parts.append(f"{k}={shown}")
     return ", ".join(parts)
 
 
@@ -125,7 +126,8 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
             r.backend, r.requested_precision, b.executed_precision or "-",
             b.status if b.status == "ok" else f"[red]{b.status}[/red]", med,
             fmt_number(st.p90_ms) if st else "-",
-            (f"{fmt_number(lat.value)} ({lat.provenance})" if lat and lat.value is not None else "-"),
+            (f"{fmt_number(lat.value)} ({lat.provenance})" if lat and lat.value is not None
+             else "-"),
             cell(s, "achieved_bandwidth_gbps", fmt_number(s.value("achieved_bandwidth_gbps")) if s
                  else "-"),
             cell(s, "bandwidth_utilization", _pct(s.value("bandwidth_utilization")) if s
@@ -198,7 +200,8 @@ def render_prediction(pred, console) -> None:
         threads = "GPU" if "GPU" in (pred.threads_note or "") else "the runtime's default threads"
     console.print(
         f"{pred.model or 'model'} on {pred.target} with {pred.backend} {pred.precision} "
-        f"({threads}): {fmt_number(pred.value_ms)} ms [{fmt_number(pred.low_ms)}-{fmt_number(pred.high_ms)}] "
+        f"({threads}): {fmt_number(pred.value_ms)} ms "
+        f"[{fmt_number(pred.low_ms)}-{fmt_number(pred.high_ms)}] "
         f"{pred.provenance}" + (f" ({pred.method})" if pred.method else ""), markup=False)
     console.print(f"  roofline {fmt_number(pred.roofline_ms)} ms (a lower bound)"
                   + (f"; calibration {pred.calibration}" if pred.calibration else ""),

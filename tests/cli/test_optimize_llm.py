@@ -66,3 +66,12 @@ def test_an_unusable_out_is_refused_before_any_work(tmp_path, capsys, monkeypatc
     assert main([*ARGV, "--out", str(tmp_path / "f")]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and str(tmp_path / "f") in err
+
+
+def test_device_reaches_the_choice_not_the_tensor_harness(capsys):
+    """--device of a generative optimize is the board's processor for the choice; the one
+    command function once passed it on as the tensor harness's run_options too, which the
+    generative verb refused ("takes no option 'run_options'")."""
+    assert main([*ARGV, "--device", "cpu", "--shortlist", "0", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["device"] == "cpu" and doc["measured_here"] == []
