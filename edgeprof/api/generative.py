@@ -83,7 +83,7 @@ def prediction_only_generative(family: str, reg: Registry | None = None) -> type
     ``runtime=family``."""
     from edgeprof.core.backend import Availability
     from edgeprof.core.llm import GenerativeBackend
-    from edgeprof.profilers.predict.runtimes import (kinds_text, family_processors,
+    from edgeprof.profilers.predict.runtimes import (family_processors, kinds_text,
                                                      offered_precisions,
                                                      prediction_only_reason)
 
@@ -462,8 +462,8 @@ def recommend_llm(model: Any, target: Any, *, device: str | None = None,
     """The format (and backend) for ``model`` on ``target`` (``threads``: of the board's
     cores the predictions are for; default all its big cores): fits the RAM with room for
     ``context_tokens`` (default the deepest of ``depths``, the tokens already cached, + prompt
-    + generated tokens), meets ``tokens_per_s`` (default:
-    the interactive floor of 10 tok/s decode), and keeps the most bits
+    + generated tokens), meets ``tokens_per_s`` (default: the interactive floor of 10 tok/s
+    decode), and keeps the most bits
     (``edgeprof.optimize.llm.choose_llm_format``: an ``LLMChoice`` whose reasons name the
     binding constraint). ``device`` None: the processor the runtimes would use on the board
     (a Jetson's GPU). ``precisions``: only these formats. ``calibration``: an LLM
