@@ -254,7 +254,7 @@ _GENERATIVE_NAMES = {"precision": "precisions", "backend": "backends",
                      "runtime_version": "build"}
 
 
-def _formats(options: dict[str, Any]) -> dict[str, Any]:
+def _generative_names(options: dict[str, Any]) -> dict[str, Any]:
     """A generative model's options with the names both kinds take (``precision``,
     ``backend``, ``runtime_version``) given as its functions' own (``precisions``,
     ``backends``: one or several; ``build``)."""
@@ -292,7 +292,7 @@ def estimate(model: Any, target: Any = None, precision: Any = None, **options: A
         if precision is not None:
             options["precision"] = precision
         return GenerativeReport.from_dict(_call(estimate_llm, model, GENERATIVE, "estimate",
-                                                target, **_formats(options)))
+                                                target, **_generative_names(options)))
     return _call(_estimate_tensor, model, TENSOR, "estimate", "host" if target is None
                  else target, "fp32" if precision is None else precision, **options)
 
@@ -359,7 +359,7 @@ def recommend(model: Any, target: Any = "host", constraints: Any = None,
         from edgeprof.api.generative import recommend_llm
 
         return _call(recommend_llm, model, GENERATIVE, "recommend", target,
-                     **_formats(options))
+                     **_generative_names(options))
     from edgeprof.optimize.loop import recommend_plan
 
     return _call(recommend_plan, model, TENSOR, "recommend", target, **options)
@@ -382,7 +382,7 @@ def optimize(model: Any, target: Any = "host", **options: Any) -> Any:
         from edgeprof.api.generative import optimize_llm, recommend_llm
 
         return _call(optimize_llm, model, GENERATIVE, "optimize", target, also=recommend_llm,
-                     **_formats(options))
+                     **_generative_names(options))
     from edgeprof.optimize.loop import optimize as optimize_tensor
 
     return _call(optimize_tensor, model, TENSOR, "optimize", target, **options)

@@ -11,7 +11,7 @@ from typing import Any
 from edgeprof.core.errors import UserError
 from edgeprof.profilers.report.html_common import render, warning_groups
 from edgeprof.profilers.report.html_figures import latency_bars
-from edgeprof.profilers.report.html_profile import runs_context, profile_command
+from edgeprof.profilers.report.html_profile import profile_command, runs_context
 
 
 def render_compare_html(a: Mapping[str, Any], b: Mapping[str, Any], rows: Sequence[Any] | None =
@@ -24,9 +24,9 @@ def render_compare_html(a: Mapping[str, Any], b: Mapping[str, Any], rows: Sequen
                                                    compare_results)
     from edgeprof.profilers.report.family import member_of
 
-    kind = member_of(a)
-    if not kind.comparison_page:
-        raise UserError(f"--html draws tensor profiles only; compare {kind.word} profiles as "
+    member = member_of(a)
+    if not member.comparison_page:
+        raise UserError(f"--html draws tensor profiles only; compare {member.word} profiles as "
                         "the table or with --json")
     if rows is None:
         rows = compare_results(dict(a), dict(b))

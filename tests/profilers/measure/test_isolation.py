@@ -242,6 +242,17 @@ def _state(pid: int) -> str | None:
     return None if state in ("Z", "X") else state
 
 
+def _worker_pid(proc: subprocess.Popen, pid_file, poll_s: float = 0.1) -> int:
+    """The pid the isolated worker of ``proc`` wrote to ``pid_file``, once it has (``proc``
+    still running; at most 120 s)."""
+    deadline = time.monotonic() + 120
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the worker never started"
+        time.sleep(poll_s)
+    return int(pid_file.read_text())
+
+
 def _start_hanging_run(pid_plugins, tmp_path, cli: bool):
     """An isolated run in its own session, its worker hanging in prepare: ``edgeprof profile
     ... --isolate`` (``cli``) or, lighter (no torch), ``edgeprof.api.benchmark``."""
@@ -262,12 +273,7 @@ def _start_hanging_run(pid_plugins, tmp_path, cli: bool):
     proc = subprocess.Popen([sys.executable, *command], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    deadline = time.monotonic() + 120
-    while not (pid_file.exists() and pid_file.read_text().strip()):
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the worker never started"
-        time.sleep(0.1)
-    worker = int(pid_file.read_text())
+    worker = _worker_pid(proc, pid_file)
     assert worker != proc.pid and _state(worker) is not None
     return proc, worker
 
@@ -350,12 +356,7 @@ def test_an_interrupt_dropped_in_a_gc_callback_still_stops_the_wait(pid_plugins,
                             start_new_session=True)
     worker = None
     try:
-        deadline = time.monotonic() + 120
-        while not (pid_file.exists() and pid_file.read_text().strip()):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the worker never started"
-            time.sleep(0.05)
-        worker = int(pid_file.read_text())
+        worker = _worker_pid(proc, pid_file, poll_s=0.05)
         deadline = time.monotonic() + 30
         while not holding.exists():
             assert time.monotonic() < deadline, "the callback never held the wait"
