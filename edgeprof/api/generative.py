@@ -379,7 +379,7 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
     would use there (a Jetson's GPU, as :func:`estimate_llm`), which a note names.
     ``calibration``: an LLM calibration file the target's figures use before the search."""
     from edgeprof.profilers.measure.generate import check_context
-    from edgeprof.profilers.report.llm_outputs import build_payload, write_llm_outputs
+    from edgeprof.profilers.report.llm_outputs import build_payload
 
     if calibration is not None and target is None:
         raise UserError("a calibration is for a board's prediction: give --target BOARD too")
@@ -440,7 +440,9 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
                             recommendation=recommendation, host=host, command="profile")
     if out is not None:
         say(f"writing artifacts to {out}")
-        save_artifacts(payload, lambda: write_llm_outputs(out, payload))
+        from edgeprof.profilers.report.generative import GenerativeReport
+
+        save_artifacts(payload, lambda: GenerativeReport.from_dict(payload).save(out))
     return payload
 
 
@@ -532,14 +534,16 @@ def _write_optimize_llm(out: str | os.PathLike, doc: dict[str, Any]) -> list[Pat
     """Replace ``out`` as a whole (core.io.publish_staged) with optimize.json and, when formats
     were measured here, their llama-bench rows (llm_bench.csv, ``where`` this host)."""
     from edgeprof.core.io import publish_staged, write_csv, write_json
+    from edgeprof.profilers.report.generative import GenerativeReport
     from edgeprof.profilers.report.llm_outputs import bench_frame
 
     def write(stage: Path) -> list[str]:
         write_json(stage / "optimize.json", doc)
         if not doc.get("measured_here"):
             return ["optimize.json"]
-        write_csv(stage / "llm_bench.csv", bench_frame({"runs": doc["measured_here"],
-                                                        "target": doc.get("target")}))
+        runs = GenerativeReport.from_dict({"kind": "llm", "runs": doc["measured_here"],
+                                           "target": doc.get("target")})
+        write_csv(stage / "llm_bench.csv", bench_frame(runs))
         return ["optimize.json", "llm_bench.csv"]
 
     return publish_staged(out, write)

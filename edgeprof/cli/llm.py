@@ -150,7 +150,7 @@ def print_llm_measurements_calibration(result, args) -> int:
 
 def show_profile(report, args, console) -> None:
     """``profile``'s tables of a generative report."""
-    render_llm(report.to_dict(), console)
+    render_llm(report, console)
 
 
 def print_problems(report, console) -> None:

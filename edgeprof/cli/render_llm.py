@@ -59,47 +59,58 @@ def _cell(f: dict[str, Any] | None, key: str = "value") -> str:
     return text
 
 
-def _stat(d: dict[str, Any] | None, spread: bool = True) -> str:
-    if not d or d.get("median") is None:
+def _stat(d: Any, spread: bool = True) -> str:
+    """A run's figure (:class:`~edgeprof.profilers.report.generative.RepetitionStats`) as
+    ``median`` or ``median ± stddev``."""
+    if d is None or d.median is None:
         return "-"
-    text = _num(d["median"])
-    if spread and d.get("stddev"):
-        text += f" ± {_num(d['stddev'], 2)}"
+    text = _num(d.median)
+    if spread and d.stddev:
+        text += f" ± {_num(d.stddev, 2)}"
     return text
 
 
-def render_llm(payload: dict[str, Any], console) -> None:
-    """The rich tables of a generative profile or estimate."""
+def _fig(f: Any) -> str:
+    """An estimate's or a prediction's figure (:class:`FigureValue`) as ``_cell`` shows it."""
+    return "-" if f is None else _cell({"value": f.value, "low": f.low, "high": f.high})
+
+
+def _prov(entry: Any, default: str) -> str:
+    f = entry.decode_tokens_per_s
+    return (f.provenance if f is not None else None) or default
+
+
+def render_llm(report, console) -> None:
+    """The rich tables of a generative profile or estimate
+    (:class:`~edgeprof.profilers.report.generative.GenerativeReport`)."""
     from rich.table import Table
 
-    from edgeprof.profilers.report.llm_outputs import find_figure, figure_value, run_place
-
-    model = payload["model"]
+    model = report.model
     spec = model["spec"]
-    target = payload.get("target") or {}
-    params = (model.get("parameters") or {}).get("value")
-    config = payload.get("config") or {}
-    device = f"device {payload.get('device')}"
-    board = {p.get("device") for p in payload.get("predictions") or []} - {None}
-    if target and payload.get("runs") and board and board != {payload.get("device")}:
-        device += f" here, {', '.join(sorted(board))} on {target.get('id')}"
+    target = report.target or {}
+    tid = report.target_id
+    params = report.parameters.value if report.parameters is not None else None
+    config = report.config or {}
+    device = f"device {report.device}"
+    board = {p.device for p in report.predictions} - {None}
+    if target and report.runs and board and board != {report.device}:
+        device += f" here, {', '.join(sorted(board))} on {tid}"
     moe = ""
     if spec.get("num_experts"):  # a mixture of experts: what a token runs, beside the total
-        active = next((figure_value(e, "active_parameters_per_token")
-                       for e in payload.get("estimates") or []), None)
+        active = next((f.value for e in report.estimates
+                       if (f := e.figure("active_parameters_per_token")) is not None), None)
         moe = (f", {si(active, '')} active per token" if active else "") + \
             f" ({spec.get('num_experts_per_tok')} of {spec['num_experts']} experts per layer)"
     console.print(f"[bold]edgeprof[/bold] {spec['name']} ({spec['family']}, "
                   f"{si(params, '') if params else '?'} parameters{moe}, "
                   f"from {model['source_kind']})"
-                  + (f" → {target.get('id')}" if target else "")
+                  + (f" → {tid}" if target else "")
                   + f"; pp{config.get('prompt_tokens')} tg{config.get('gen_tokens')}, {device}")
     if model.get("random_weights"):
         console.print(model.get("note") or "random weights", markup=False)
-    runs = {(r["backend"], r["format"], r["n_depth"]): r for r in payload.get("runs") or []}
+    runs = {r.key: r for r in report.runs}
     measured = bool(runs)
-    tid = target.get("id") if target else None
-    places = {k: run_place(r, tid) for k, r in runs.items()}  # (where, on the target)
+    places = {k: r.place(tid) for k, r in runs.items()}  # (where, on the target)
     elsewhere = any(w != "this host" for w, _ in places.values())
     table = Table(title="tokens/s per backend and format (measured: "
                         + ("where each row says" if elsewhere else "this host")
@@ -116,70 +127,62 @@ def render_llm(payload: dict[str, Any], console) -> None:
             del cells_[8:10]
         table.add_row(*cells_)
 
-    preds = {(p["backend"], p["format"], p.get("depth", 0)): p
-             for p in payload.get("predictions") or []}
+    preds = {p.key: p for p in report.predictions}
     checks: list[str] = []  # predictions of figures the target's own board measured
-    for e in payload.get("estimates") or []:
-        key = tuple(map(str, (e["backend"], e["format"], e.get("depth", 0))))
-        r = runs.get((e["backend"], e["format"], e.get("depth", 0)))
-        where, measured_on_target = places.get((e["backend"], e["format"], e.get("depth", 0)),
-                                               ("this host", False))
-        measured_on_target = measured_on_target and r is not None and r["status"] == "ok"
-        if r is not None and r["status"] == "ok":
-            tpot = r.get("tpot_ms") or {}
-            add_row(*key, f"measured ({where})", _stat(r["prefill_tokens_per_s"]),
-                    _stat(r["decode_tokens_per_s"]), _stat(r["ttft_ms"], False),
-                    f"{_num(tpot.get('p50'))} / {_num(tpot.get('p90'))}", _num(r.get("load_s")),
-                    si(r.get("peak_rss_bytes"), "B"), si(r.get("model_size"), "B"), "")
+    for e in report.estimates:
+        key = tuple(map(str, e.key))
+        r = runs.get(e.key)
+        where, measured_on_target = places.get(e.key, ("this host", False))
+        measured_on_target = measured_on_target and r is not None and r.ok
+        if r is not None and r.ok:
+            tpot = r.tpot_ms
+            add_row(*key, f"measured ({where})", _stat(r.prefill_tokens_per_s),
+                    _stat(r.decode_tokens_per_s), _stat(r.ttft_ms, False),
+                    f"{_num(tpot and tpot.p50)} / {_num(tpot and tpot.p90)}", _num(r.load_s),
+                    si(r.peak_rss_bytes, "B"), si(r.model_size, "B"), "")
         elif r is not None:
-            colour = "yellow" if r["status"] == "skipped" else "red"
-            add_row(*key, f"[{colour}]{r['status']}[/{colour}] ({where})", *(["-"] * 7), "")
-        fit = e.get("fit") or {}
-        prov = _prov(e, "decode_tokens_per_s", "analytic")
-        add_row(*key, f"{prov} ({target['id']})" if target else prov,
-                _cell(find_figure(e, "prefill_tokens_per_s")),
-                _cell(find_figure(e, "decode_tokens_per_s")), _cell(find_figure(e, "ttft_ms")),
-                _cell(find_figure(e, "tpot_ms")), "-", "-",
-                si(figure_value(e, "weight_bytes"), "B"),
+            colour = "yellow" if r.status == "skipped" else "red"
+            add_row(*key, f"[{colour}]{r.status}[/{colour}] ({where})", *(["-"] * 7), "")
+        fit = e.fit or {}
+        prov = _prov(e, "analytic")
+        weights = e.weight_bytes
+        add_row(*key, f"{prov} ({tid})" if target else prov,
+                _fig(e.prefill_tokens_per_s), _fig(e.decode_tokens_per_s), _fig(e.ttft_ms),
+                _fig(e.tpot_ms), "-", "-", si(weights and weights.value, "B"),
                 ("fits" if fit.get("fits") else "[red]does not fit[/red]") if fit else "")
-        p = preds.get((e["backend"], e["format"], e.get("depth", 0)))
+        p = preds.get(e.key)
         if p is not None and measured_on_target:  # the target's figure is the measured one
-            checks.append(f"{' '.join(key[:2])} d{key[2]} on {p.get('target')}: measured on "
-                          f"{where}, decode {_stat(r['decode_tokens_per_s'], False)} tok/s "
+            checks.append(f"{' '.join(key[:2])} d{key[2]} on {p.target}: measured on "
+                          f"{where}, decode {_stat(r.decode_tokens_per_s, False)} tok/s "
                           f"(the target's figure); its prediction was "
-                          f"{_cell(find_figure(p, 'decode_tokens_per_s'))} tok/s "
-                          f"({_prov(p, 'decode_tokens_per_s', 'predicted')})")
+                          f"{_fig(p.decode_tokens_per_s)} tok/s ({_prov(p, 'predicted')})")
         elif p is not None:
-            only = ", predicts only: can't run here" if p.get("prediction_only") else ""
-            add_row(*key, f"{_prov(p, 'decode_tokens_per_s', 'predicted')} ({p.get('target')}"
-                          f"{only})",
-                    _cell(find_figure(p, "prefill_tokens_per_s")),
-                    _cell(find_figure(p, "decode_tokens_per_s")),
-                    _cell(find_figure(p, "ttft_ms")), _cell(find_figure(p, "tpot_ms")),
-                    "-", "-", "-", "")
+            only = ", predicts only: can't run here" if p.data.get("prediction_only") else ""
+            add_row(*key, f"{_prov(p, 'predicted')} ({p.target}{only})",
+                    _fig(p.prefill_tokens_per_s), _fig(p.decode_tokens_per_s),
+                    _fig(p.ttft_ms), _fig(p.tpot_ms), "-", "-", "-", "")
     console.print(table)
-    deepest: dict[tuple[str, str], dict[str, Any]] = {}  # the binding fit: the deepest cache
-    for e in payload.get("estimates") or []:
-        k = (e["backend"], e["format"])
-        if e.get("fit") and (k not in deepest or e.get("depth", 0) > deepest[k].get("depth", 0)):
+    deepest: dict[tuple, Any] = {}  # the binding fit: the deepest cache
+    for e in report.estimates:
+        k = (e.backend, e.format)
+        if e.fit and (k not in deepest or e.depth > deepest[k].depth):
             deepest[k] = e
     for e in deepest.values():
-        fit = e["fit"]
-        if fit:
-            mct = fit.get("max_context_tokens")
-            console.print(f"{e['backend']} {e['format']} on {target.get('id')}: "
-                          f"{fit.get('verdict')} (context {fit.get('context_tokens')} tokens"
-                          + (f"; longest context that fits: {mct} tokens" if mct is not None
-                             else "") + ")", markup=False)
-    for r in payload.get("runs") or []:
-        if r["status"] != "ok":
-            console.print(f"{r['backend']} {r['format']} d{r['n_depth']}: {r['status']}: "
-                          f"{r['reason']}", markup=False)
+        fit = e.fit
+        mct = fit.get("max_context_tokens")
+        console.print(f"{e.backend} {e.format} on {tid}: "
+                      f"{fit.get('verdict')} (context {fit.get('context_tokens')} tokens"
+                      + (f"; longest context that fits: {mct} tokens" if mct is not None
+                         else "") + ")", markup=False)
+    for r in report.runs:
+        if r.status != "ok":
+            console.print(f"{r.backend} {r.format} d{r.depth}: {r.status}: {r.reason}",
+                          markup=False)
     for c in checks:
         console.print(c, markup=False)
-    for line in prediction_lines(payload.get("predictions") or []):
+    for line in prediction_lines([p.data for p in report.predictions]):
         console.print(line, markup=False)
-    for n in payload.get("notes") or []:
+    for n in report.notes:
         if n != model.get("note"):
             console.print(f"note: {n}", markup=False)
 
@@ -205,13 +208,6 @@ def prediction_lines(predictions: list[dict[str, Any]]) -> list[str]:
         lines += [f"  {n}" for n in p.get("notes") or [] if n not in shared]
     lines += [f"predictions: {n}" for n in predictions[0].get("notes") or [] if n in shared]
     return lines
-
-
-def _prov(d: dict[str, Any], name: str, default: str) -> str:
-    from edgeprof.profilers.report.llm_outputs import find_figure
-
-    f = find_figure(d, name)
-    return (f or {}).get("provenance") or default
 
 
 __all__ = ["render_choice", "render_llm"]

@@ -481,10 +481,11 @@ def test_profile_on_a_board_predicts_for_the_processor_the_runtime_uses_there(
     assert {p["device"] for p in doc["predictions"]} == {board}
     assert any(n.startswith("device cuda") for n in doc["notes"]) == (board == "cuda")
     from edgeprof.cli.render_llm import render_llm
+    from edgeprof.profilers.report.generative import GenerativeReport
     from rich.console import Console
 
     console = Console(record=True, width=200)
-    render_llm(doc, console)
+    render_llm(GenerativeReport.from_dict(doc), console)
     head = console.export_text().splitlines()[0]
     assert head.endswith("device cpu here, cuda on jetson_orin_nano") == (board == "cuda")
     from edgeprof.profilers.report.llm_html import render_llm_html

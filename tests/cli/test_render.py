@@ -64,6 +64,7 @@ def test_a_generative_prediction_shows_its_calibration_and_why_its_interval_is_w
     only in --json."""
     from edgeprof.api import estimate_llm
     from edgeprof.cli.render_llm import render_llm
+    from edgeprof.profilers.report.generative import GenerativeReport
 
     payload = estimate_llm("llm:tinyllama-1.1b", "raspberry_pi_4", backends="llama_cpp",
                            precisions="q4_k_m", threads=1)
@@ -71,7 +72,7 @@ def test_a_generative_prediction_shows_its_calibration_and_why_its_interval_is_w
     assert p["calibration"] == "llm--published"
     wide = [n for n in p["notes"] if "interval" in n and "wide" in n]
     assert wide
-    text = _text(render_llm, payload)
+    text = _text(render_llm, GenerativeReport.from_dict(payload))
     assert "calibration llm--published" in text
     for n in wide:
         assert n in text.replace("\n", " ") or n in text

@@ -440,7 +440,7 @@ class GenerativeReport(ProfileReport):
         report.html (:func:`~edgeprof.profilers.report.llm_outputs.write_llm_outputs`)."""
         from edgeprof.profilers.report.llm_outputs import write_llm_outputs
 
-        return write_llm_outputs(out_dir, self.to_dict())
+        return write_llm_outputs(out_dir, self)
 
     # ---------------------------------------------------------------- accessors
     @property

@@ -34,11 +34,12 @@ def figure(value: Any, unit: str, provenance: str, **extra: Any) -> dict[str, An
 
 
 def find_figure(d: Mapping[str, Any] | None, name: str) -> dict[str, Any] | None:
-    """The figure ``name`` of an estimate or prediction dict, wherever it keeps it (at the
-    top, under ``figures`` or ``totals``); a bare number becomes ``{"value": n}``."""
+    """The figure ``name`` of a document's entry where the payload keeps it: an estimate
+    under ``figures``, a prediction (and the model's ``parameters``) at the top; a bare
+    number becomes ``{"value": n}``."""
     if not d:
         return None
-    for holder in (d, d.get("figures"), d.get("totals"), d.get("decode"), d.get("prefill")):
+    for holder in (d, d.get("figures")):
         if isinstance(holder, Mapping) and name in holder:
             v = holder[name]
             if isinstance(v, Mapping):
@@ -46,11 +47,6 @@ def find_figure(d: Mapping[str, Any] | None, name: str) -> dict[str, Any] | None
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 return {"value": v}
     return None
-
-
-def figure_value(d: Mapping[str, Any] | None, name: str) -> Any:
-    f = find_figure(d, name)
-    return None if f is None else f.get("value")
 
 
 def run_place(run: Mapping[str, Any], target_id: str | None) -> tuple[str, bool]:
@@ -134,4 +130,4 @@ def build_payload(model: LLMModel, *, target: Any = None, device: str = "cpu",
     })
 
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "BENCH_COLUMNS", "FIGURES", "figure", "find_figure", "figure_value", "run_place", "payload_target_id", "runs_by_place", "measured_on_target", "build_payload"]
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "BENCH_COLUMNS", "FIGURES", "figure", "find_figure", "run_place", "payload_target_id", "runs_by_place", "measured_on_target", "build_payload"]

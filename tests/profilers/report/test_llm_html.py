@@ -213,7 +213,9 @@ def test_write_is_atomic_and_a_folder_is_a_user_error(tmp_path, payload):
 def test_out_folder_gets_the_page(tmp_path, payload):
     from edgeprof.profilers.report.llm_outputs import write_llm_outputs
 
-    write_llm_outputs(tmp_path / "out", copy.deepcopy(payload))
+    from edgeprof.profilers.report.generative import GenerativeReport
+
+    write_llm_outputs(tmp_path / "out", GenerativeReport.from_dict(copy.deepcopy(payload)))
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert 'id="chart-roofline"' in page and 'id="random-weights"' in page
 

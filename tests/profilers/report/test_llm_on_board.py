@@ -17,6 +17,7 @@ import re
 import pytest
 
 from edgeprof.core.llm import GenerationRecord
+from edgeprof.profilers.report.generative import GenerativeReport
 from edgeprof.profilers.report.llm_html import render_llm_html
 from edgeprof.profilers.report.llm_outputs import bench_frame, measured_on_target, run_place
 
@@ -69,7 +70,7 @@ def terminal(payload) -> str:
     from edgeprof.cli.render_llm import render_llm
 
     buf = io.StringIO()
-    render_llm(payload, Console(file=buf, width=250, color_system=None))
+    render_llm(GenerativeReport.from_dict(payload), Console(file=buf, width=250, color_system=None))
     return buf.getvalue()
 
 
@@ -137,7 +138,7 @@ def test_the_page_keeps_an_emulated_run_as_this_hosts(estimate):
 
 
 def test_llm_bench_csv_says_where_each_row_was_measured(estimate):
-    frame = bench_frame(with_run(estimate, _board("pi5-1", False)))
+    frame = bench_frame(GenerativeReport.from_dict(with_run(estimate, _board("pi5-1", False))))
     measured = frame[frame["provenance"] == "measured"]
     assert set(measured["where"]) == {"board pi5-1 (raspberry_pi_5)"}
     payload = with_run(estimate, _board("pi5-1", False))
