@@ -38,10 +38,10 @@ rewrites the shipped calibration files and ``data/prior.json``.
 """
 
 from __future__ import annotations
+from edgeprof.core.artifact import created_utc
 
 import argparse
 import csv
-import datetime as _dt
 import re
 import statistics
 import sys
@@ -377,7 +377,7 @@ def build_board(target_id: str, device: str | None = None, *, targets_dir=None,
         name=calibration_name(get_target_registry(targets_dir).get(target_id),
                               f["device"]), target=target_id, fingerprint=fingerprint_of(target),
         runtimes=runtimes, parameters=params, cv=cv, ranges=ranges, samples=samples,
-        created_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        created_utc=created_utc(),
         edgeprof_version=__version__,
         note=(f"fitted only to edgeprof/profilers/predict/data/device_measurements_train.csv "
               f"({len(samples)} rows used, {len(skipped)} left out: "

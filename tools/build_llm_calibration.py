@@ -29,6 +29,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: the repository root, for edgeprof
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from edgeprof.core.artifact import created_utc
 from edgeprof.profilers.predict.llm.builds import BUILD_ERAS, learned_builds  # noqa: E402
 from edgeprof.profilers.predict.llm.constants import (ASSUMED_GEN,  # noqa: E402
                                                       ASSUMED_PROMPT, FORMAT,
@@ -37,7 +38,7 @@ from edgeprof.profilers.predict.llm.constants import (ASSUMED_GEN,  # noqa: E402
 from edgeprof.profilers.predict.llm.crossval import (fit_all, attach_cv,  # noqa: E402
                                                      cv_table, interval_report,
                                                      leave_one_out)
-from edgeprof.profilers.predict.llm.files import _now, _strip, _version  # noqa: E402
+from edgeprof.profilers.predict.llm.files import strip_samples, edgeprof_version  # noqa: E402
 from edgeprof.profilers.predict.llm.inputs import (DECODE_SATURATION_PRIOR,  # noqa: E402
                                                    DECODE_SATURATION_SOURCE,
                                                    PREFILL_SERIAL_PRIOR,
@@ -72,13 +73,13 @@ def build_calibration() -> dict[str, Any]:
                        "stage (one measurement at several builds of an era) held out "
                        "together"), "n": len(loo), "rows": loo,
                    "boards": cv_table(loo), "intervals": interval_report(loo)},
-            "samples": _strip(samples), "left_out": skipped,
+            "samples": strip_samples(samples), "left_out": skipped,
             "assumptions": {"prompt_tokens": ASSUMED_PROMPT, "gen_tokens": ASSUMED_GEN,
                             "threads": {"prefill_serial_share": PREFILL_SERIAL_PRIOR,
                                         "prefill_source": PREFILL_SERIAL_SOURCE,
                                         "decode_saturation_threads": DECODE_SATURATION_PRIOR,
                                         "decode_source": DECODE_SATURATION_SOURCE}},
-            "created_utc": _now(), "edgeprof_version": _version(),
+            "created_utc": created_utc(), "edgeprof_version": edgeprof_version(),
             "note": (f"fitted only to edgeprof/profilers/predict/data/llm/"
                      f"llm_measurements_train.csv ({len(samples)} rows used, {len(skipped)} left "
                      "out: " + "; ".join(f"{s['model']} ({s['device']}): {s['reason']}"

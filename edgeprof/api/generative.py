@@ -647,7 +647,7 @@ def calibrate_llm_measurements(measurements: str | os.PathLike, target: Any, bac
     from edgeprof.optimize.llm import default_device
     from edgeprof.profilers.predict.llm import calibrate_llm_host
     from edgeprof.profilers.predict.llm.inputs import board_of
-    from edgeprof.profilers.predict.llm.measured import (_bad, check_rows,
+    from edgeprof.profilers.predict.llm.measured import (bad_line, check_rows,
                                                          read_llm_measurements, records_of)
 
     tgt = resolve_target(target, targets_dir, plugins)
@@ -670,12 +670,12 @@ def calibrate_llm_measurements(measurements: str | os.PathLike, target: Any, bac
             try:
                 models[r.spec] = _llm_model(r.spec)
             except EdgeprofError as e:
-                raise _bad(path, r.line, f"model {r.spec!r} does not load: {e}") from None
+                raise bad_line(path, r.line, f"model {r.spec!r} does not load: {e}") from None
     first = models[rows[0].spec]
     default = default_device(first, tgt, {backend: cls}, [])
     devices = sorted({r.device or default for r in rows})
     if len(devices) > 1:
-        raise _bad(path, None, f"rows on {' and '.join(devices)}: a calibration is for one "
+        raise bad_line(path, None, f"rows on {' and '.join(devices)}: a calibration is for one "
                                "processor of the board; give one file per device")
     dev = devices[0]
     tgt.get_processor(dev)  # a device the board lacks: exit 2
@@ -688,7 +688,7 @@ def calibrate_llm_measurements(measurements: str | os.PathLike, target: Any, bac
         elif r.threads is None:
             r.threads = board["n_ref"]  # llama-bench's default: the physical cores
         elif r.threads > board["cores"]:
-            raise _bad(path, r.line, f"threads {r.threads}: {tgt.id} has {board['cores']} "
+            raise bad_line(path, r.line, f"threads {r.threads}: {tgt.id} has {board['cores']} "
                                      f"core{'s' if board['cores'] != 1 else ''} on {dev}")
     records = records_of(rows, backend, models, path)
     specs = {m.spec.name: m.spec for m in models.values()}

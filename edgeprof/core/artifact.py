@@ -90,6 +90,11 @@ def write_json_plain(path: str | os.PathLike, obj: Any) -> None:
             tmp.unlink()
 
 
+def created_utc() -> str:
+    """A document's ``created_utc``: now, ISO 8601 to the second with its UTC offset."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 

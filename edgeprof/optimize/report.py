@@ -5,12 +5,12 @@ compression_strategies.csv, latency_vs_accuracy.png, optimize.json and report.ht
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edgeprof.core.artifact import created_utc
 from edgeprof._version import __version__
 from edgeprof.core.errors import ConstraintError
 from edgeprof.core.invocation import command as _invocation
@@ -129,8 +129,7 @@ class OptimizeReport:
     run_options: dict[str, Any]
     warnings: list[WarningRecord] = field(default_factory=list)
     elapsed_s: float = 0.0
-    created_utc: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc)
-                             .isoformat(timespec="seconds"))
+    created_utc: str = field(default_factory=created_utc)
     #: the CLI command that ran (None from Python: the page rebuilds one)
     command: str | None = field(default_factory=lambda: _invocation())
 

@@ -51,7 +51,8 @@ def tensor_document(report: Any, model: str, target: str, batch_size: int | None
     backend x precision with its whole record)."""
     from edgeprof._version import __version__
     from edgeprof.core.results import clean
-    from edgeprof.optimize.sweep_store import SweepStore, _measured_on, _utc
+    from edgeprof.core.artifact import created_utc
+    from edgeprof.optimize.sweep_store import SweepStore, record_measured_on
 
     spec = report.spec
     if shape:
@@ -74,11 +75,13 @@ def tensor_document(report: Any, model: str, target: str, batch_size: int | None
         runs.append({"backend": r["backend"], "requested_precision": r["precision"],
                      "executed_precision": rec.get("executed_precision"),
                      "status": r["status"], "reason": r["reason"],
-                     "provenance": {"benchmark": "measured", "measured_on": _measured_on(rec),
+                     "provenance": {"benchmark": "measured", "measured_on":
+                                    record_measured_on(rec),
                                     "board": (rec.get("extra") or {}).get("fleet")},
                      "benchmark": rec, "summary": None})
     return clean({"schema_version": "1.0", "edgeprof_version": __version__,
-                  "created_utc": _utc(), "model": handle.to_dict(), "target": {"id": target},
+                  "created_utc": created_utc(), "model": handle.to_dict(),
+                  "target": {"id": target},
                   "request": {"sweep": str(spec.path)}, "runs": runs, "warnings": []})
 
 

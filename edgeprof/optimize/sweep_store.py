@@ -13,13 +13,13 @@ fastest configuration per model and target (:data:`BEST_COLUMNS`).
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgeprof.core.artifact import created_utc
 from edgeprof.core.errors import UserError
 from edgeprof.core.results import BenchmarkResult
 
@@ -56,10 +56,6 @@ BEST_COLUMNS = ["model", "target", "backend", "precision", "batch_size", *TARGET
 
 
 # ------------------------------------------------------------------------ the store
-def _utc() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
 class SweepStore:
     """The results store: SQLite, one committed row per job, keyed by the job key."""
 
@@ -113,7 +109,7 @@ class SweepStore:
                 "status, reason, board, attempts, finished_utc, record) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (job.key, job.model, job.target, job.backend, job.precision, job.batch_size,
-                 record.status, record.reason, board, attempts, _utc(),
+                 record.status, record.reason, board, attempts, created_utc(),
                  json.dumps(record.to_dict(), allow_nan=False)))
         except sqlite3.IntegrityError:
             return False
@@ -148,7 +144,7 @@ def results_frame(store: SweepStore | str | os.PathLike):
 def _tensor_row(r: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
     """One tensor job's row: its BenchmarkResult's statistics and its figure on the target."""
     stats = rec.get("stats") or {}
-    measured_on = _measured_on(rec)
+    measured_on = record_measured_on(rec)
     return {"model": r["model"], "target": r["target"], "backend": r["backend"],
             "precision": r["precision"],
             "batch_size": r["batch_size"] if r["batch_size"] is not None
@@ -222,7 +218,7 @@ def _generative_row(r: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _measured_on(rec: dict[str, Any]) -> str | None:
+def record_measured_on(rec: dict[str, Any]) -> str | None:
     return _where(rec) if rec.get("stats") else None
 
 

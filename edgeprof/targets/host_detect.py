@@ -21,11 +21,11 @@ BF16_FLAGS = ("amx_bf16", "avx512_bf16", "bf16")
 
 _PROC_CPUINFO = Path("/proc/cpuinfo")
 _SYS_CPU = Path("/sys/devices/system/cpu")
-_RAPL = Path("/sys/class/powercap/intel-rapl:0")
+RAPL_DIR = Path("/sys/class/powercap/intel-rapl:0")
 
 
 # ----------------------------------------------------------------------------- detection
-def _read(path: Path) -> str | None:
+def read_text_or_none(path: Path) -> str | None:
     try:
         return path.read_text(errors="replace")
     except OSError:
@@ -34,7 +34,7 @@ def _read(path: Path) -> str | None:
 
 def _cpuinfo_fields() -> dict[str, str]:
     """Key/value pairs of the first processor block of /proc/cpuinfo (plus global lines)."""
-    text = _read(_PROC_CPUINFO) or ""
+    text = read_text_or_none(_PROC_CPUINFO) or ""
     out: dict[str, str] = {}
     for line in text.splitlines():
         if ":" not in line:
@@ -48,7 +48,7 @@ def _cpu_model(info: dict[str, str]) -> tuple[str, str]:
     for key in ("model name", "Hardware", "cpu model", "Processor"):
         if info.get(key):
             return info[key], f"/proc/cpuinfo '{key}'"
-    dt = _read(Path("/sys/firmware/devicetree/base/model"))
+    dt = read_text_or_none(Path("/sys/firmware/devicetree/base/model"))
     if dt:
         return dt.strip("\x00 \n"), "/sys/firmware/devicetree/base/model"
     if platform.processor():
@@ -67,10 +67,10 @@ def _detect_caches() -> dict[str, dict[str, Any]]:
     """Data/unified caches from /sys: per-instance size and how many instances exist."""
     seen: dict[tuple[int, str], dict[str, Any]] = {}
     for idx in sorted(_SYS_CPU.glob("cpu[0-9]*/cache/index[0-9]*")):
-        level = (_read(idx / "level") or "").strip()
-        ctype = (_read(idx / "type") or "").strip()
-        size = _size_bytes((_read(idx / "size") or "").strip())
-        shared = (_read(idx / "shared_cpu_list") or idx.parent.parent.name).strip()
+        level = (read_text_or_none(idx / "level") or "").strip()
+        ctype = (read_text_or_none(idx / "type") or "").strip()
+        size = _size_bytes((read_text_or_none(idx / "size") or "").strip())
+        shared = (read_text_or_none(idx / "shared_cpu_list") or idx.parent.parent.name).strip()
         if not level.isdigit() or ctype not in ("Data", "Unified") or not size:
             continue
         entry = seen.setdefault((int(level), ctype), {"bytes": size, "instances": set()})
@@ -86,7 +86,7 @@ def _detect_caches() -> dict[str, dict[str, Any]]:
 
 
 def _detect_frequency(info: dict[str, str]) -> tuple[float | None, str]:
-    raw = _read(_SYS_CPU / "cpu0/cpufreq/cpuinfo_max_freq")
+    raw = read_text_or_none(_SYS_CPU / "cpu0/cpufreq/cpuinfo_max_freq")
     if raw and raw.strip().isdigit():
         return float(raw.strip()) * 1e3, \
             "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq (maximum clock)"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from edgeprof.targets.host_detect import _RAPL, BF16_FLAGS, MiB, _read
+from edgeprof.targets.host_detect import RAPL_DIR, BF16_FLAGS, MiB, read_text_or_none
 
 #: a GEMM is timed at least this many times, so its median and IQR mean something
 MIN_GEMM_RUNS = 5
@@ -305,7 +305,7 @@ def time_gemm(make: Callable[[int], Callable[[], Any]], params: CalibrationParam
 
 
 def rapl_energy_uj() -> int | None:
-    raw = _read(_RAPL / "energy_uj")
+    raw = read_text_or_none(RAPL_DIR / "energy_uj")
     return int(raw) if raw and raw.strip().isdigit() else None
 
 

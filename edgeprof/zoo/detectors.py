@@ -128,14 +128,15 @@ class YOLOv4Tiny(nn.Module):
         return self.o5(p5), self.o4(torch.cat([self.up(self.l5(p5)), feat], 1))
 
 
-def _sc(cin, cout, k=1, s=1):
+def cbs(cin, cout, k=1, s=1):
+    """Conv-BN-SiLU (YOLO's ``Conv``)."""
     return cba(cin, cout, k, s, act=nn.SiLU)
 
 
 class V8Bottleneck(nn.Module):
     def __init__(self, c, shortcut):
         super().__init__()
-        self.net = nn.Sequential(_sc(c, c, 3), _sc(c, c, 3))
+        self.net = nn.Sequential(cbs(c, c, 3), cbs(c, c, 3))
         self.add = shortcut
 
     def forward(self, x):
@@ -146,9 +147,9 @@ class C2f(nn.Module):
     def __init__(self, cin, cout, n=1, shortcut=False):
         super().__init__()
         self.c = cout // 2
-        self.cv1 = _sc(cin, 2 * self.c)
+        self.cv1 = cbs(cin, 2 * self.c)
         self.m = nn.ModuleList(V8Bottleneck(self.c, shortcut) for _ in range(n))
-        self.cv2 = _sc((2 + n) * self.c, cout)
+        self.cv2 = cbs((2 + n) * self.c, cout)
 
     def forward(self, x):
         return split_chain_forward(self, x)
@@ -166,8 +167,8 @@ def split_chain_forward(block: nn.Module, x):
 class SPPF(nn.Module):
     def __init__(self, cin, cout):
         super().__init__()
-        self.cv1 = _sc(cin, cin // 2)
-        self.cv2 = _sc(cin * 2, cout)
+        self.cv1 = cbs(cin, cin // 2)
+        self.cv2 = cbs(cin * 2, cout)
         self.m = nn.MaxPool2d(5, 1, 2)
 
     def forward(self, x):
@@ -180,18 +181,18 @@ class SPPF(nn.Module):
 class YOLOv8n(nn.Module):
     def __init__(self, nc=80, reg_max=16):
         super().__init__()
-        self.b0 = nn.Sequential(_sc(3, 16, 3, 2), _sc(16, 32, 3, 2), C2f(32, 32, 1, True),
-                                _sc(32, 64, 3, 2), C2f(64, 64, 2, True))
-        self.b1 = nn.Sequential(_sc(64, 128, 3, 2), C2f(128, 128, 2, True))
-        self.b2 = nn.Sequential(_sc(128, 256, 3, 2), C2f(256, 256, 1, True), SPPF(256, 256))
+        self.b0 = nn.Sequential(cbs(3, 16, 3, 2), cbs(16, 32, 3, 2), C2f(32, 32, 1, True),
+                                cbs(32, 64, 3, 2), C2f(64, 64, 2, True))
+        self.b1 = nn.Sequential(cbs(64, 128, 3, 2), C2f(128, 128, 2, True))
+        self.b2 = nn.Sequential(cbs(128, 256, 3, 2), C2f(256, 256, 1, True), SPPF(256, 256))
         self.up = nn.Upsample(scale_factor=2, mode="nearest")
         self.h12, self.h15 = C2f(384, 128), C2f(192, 64)
-        self.d16, self.h18 = _sc(64, 64, 3, 2), C2f(192, 128)
-        self.d19, self.h21 = _sc(128, 128, 3, 2), C2f(384, 256)
+        self.d16, self.h18 = cbs(64, 64, 3, 2), C2f(192, 128)
+        self.d19, self.h21 = cbs(128, 128, 3, 2), C2f(384, 256)
         c2, c3 = max(16, 64 // 4, 4 * reg_max), max(64, min(nc, 100))
-        self.cv2 = nn.ModuleList(nn.Sequential(_sc(c, c2, 3), _sc(c2, c2, 3),
+        self.cv2 = nn.ModuleList(nn.Sequential(cbs(c, c2, 3), cbs(c2, c2, 3),
                                                nn.Conv2d(c2, 4 * reg_max, 1)) for c in (64, 128, 256))
-        self.cv3 = nn.ModuleList(nn.Sequential(_sc(c, c3, 3), _sc(c3, c3, 3),
+        self.cv3 = nn.ModuleList(nn.Sequential(cbs(c, c3, 3), cbs(c3, c3, 3),
                                                nn.Conv2d(c3, nc, 1)) for c in (64, 128, 256))
 
     def forward(self, x):

@@ -56,7 +56,7 @@ import torch
 from torch import nn
 
 from edgeprof.zoo.cnns import cba
-from edgeprof.zoo.detectors import C2f, SPPF, _sc, split_chain_forward, v8_neck_forward
+from edgeprof.zoo.detectors import C2f, SPPF, cbs, split_chain_forward, v8_neck_forward
 
 #: net -> (published FLOPs, published parameters), Ultralytics' docs tables at 640 x 640:
 #: YOLOv8 -- docs.ultralytics.com/models/yolov8 (detection, COCO); YOLO11 --
@@ -278,14 +278,14 @@ class YOLOv8(nn.Module):
         w = lambda c: _width(c, width, max_ch)  # noqa: E731
         d = lambda n: _depth(n, depth)  # noqa: E731
         c1, c2, c3, c4, c5 = w(64), w(128), w(256), w(512), w(1024)
-        self.b0 = nn.Sequential(_sc(3, c1, 3, 2), _sc(c1, c2, 3, 2), C2f(c2, c2, d(3), True),
-                                _sc(c2, c3, 3, 2), C2f(c3, c3, d(6), True))
-        self.b1 = nn.Sequential(_sc(c3, c4, 3, 2), C2f(c4, c4, d(6), True))
-        self.b2 = nn.Sequential(_sc(c4, c5, 3, 2), C2f(c5, c5, d(3), True), SPPF(c5, c5))
+        self.b0 = nn.Sequential(cbs(3, c1, 3, 2), cbs(c1, c2, 3, 2), C2f(c2, c2, d(3), True),
+                                cbs(c2, c3, 3, 2), C2f(c3, c3, d(6), True))
+        self.b1 = nn.Sequential(cbs(c3, c4, 3, 2), C2f(c4, c4, d(6), True))
+        self.b2 = nn.Sequential(cbs(c4, c5, 3, 2), C2f(c5, c5, d(3), True), SPPF(c5, c5))
         self.up = nn.Upsample(scale_factor=2, mode="nearest")
         self.h12, self.h15 = C2f(c5 + c4, c4, d(3)), C2f(c4 + c3, c3, d(3))
-        self.d16, self.h18 = _sc(c3, c3, 3, 2), C2f(c3 + c4, c4, d(3))
-        self.d19, self.h21 = _sc(c4, c4, 3, 2), C2f(c4 + c5, c5, d(3))
+        self.d16, self.h18 = cbs(c3, c3, 3, 2), C2f(c3 + c4, c4, d(3))
+        self.d19, self.h21 = cbs(c4, c4, 3, 2), C2f(c4 + c5, c5, d(3))
         self.head = DetectHead((c3, c4, c5), nc, reg_max, legacy=True)
 
     def forward(self, x):

@@ -19,12 +19,12 @@ measured there) and saves the calibration with the board's fingerprint.
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from edgeprof.core.artifact import created_utc
 from edgeprof.core.errors import MeasurementError
 
 # (kind, args, input shape) -- NCHW / (tokens, features)
@@ -298,7 +298,7 @@ def calibrate(backend: str, precision: str = "fp32", *, target: str = "host", ru
     cal = Calibration(
         name=f"{target}--{backend}-{precision}", target=target, fingerprint=fp,
         runtimes=runtimes, parameters=params, cv=cv, ranges=ranges, samples=samples,
-        created_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        created_utc=created_utc(),
         edgeprof_version=__version__, note=note)
     path = None
     if save:

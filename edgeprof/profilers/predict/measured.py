@@ -29,7 +29,6 @@ prior ratio as its prior.
 from __future__ import annotations
 
 import csv
-import datetime as _dt
 import math
 import os
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from edgeprof.core.artifact import created_utc
 from edgeprof.core.errors import ConfigError, EdgeprofError, UserError
 from edgeprof.core.precision import get_precision
 from edgeprof.profilers.predict.fit import PRIOR_SIGMA_WEIGHT, Z90, counts, pooled_sigma
@@ -69,7 +69,7 @@ class Row:
     source: str
 
 
-def _bad(path: Path, line: int | None, what: str) -> MeasurementsError:
+def bad_line(path: Path, line: int | None, what: str) -> MeasurementsError:
     where = f"{path}" + (f" line {line}" if line else "")
     return MeasurementsError(f"{where}: {what}")
 
@@ -97,18 +97,18 @@ def csv_rows(path: Path, columns: tuple[str, ...], optional: tuple[str, ...],
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as e:
-        raise _bad(path, None, f"cannot read it ({type(e).__name__}: {e})") from e
+        raise bad_line(path, None, f"cannot read it ({type(e).__name__}: {e})") from e
     if not text.strip():
-        raise _bad(path, None, f"the file is empty; {empty}")
+        raise bad_line(path, None, f"the file is empty; {empty}")
     reader = csv.DictReader(text.splitlines())
     header = [h.strip() for h in (reader.fieldnames or [])]
     known = (f"the columns are {','.join(columns)} and optionally {','.join(optional)}")
     missing = [c for c in columns if c not in header]
     if missing:
-        raise _bad(path, 1, f"missing column {', '.join(repr(m) for m in missing)}; {known}")
+        raise bad_line(path, 1, f"missing column {', '.join(repr(m) for m in missing)}; {known}")
     unknown = [h for h in header if h not in columns + optional]
     if unknown:
-        raise _bad(path, 1, f"unknown column {', '.join(repr(u) for u in unknown)}; {known}")
+        raise bad_line(path, 1, f"unknown column {', '.join(repr(u) for u in unknown)}; {known}")
     out = []
     for i, raw in enumerate(reader, start=2):
         r = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None}
@@ -125,11 +125,11 @@ def threads_cell(path: Path, line: int, text: str, flag: int | None) -> int | No
     try:
         t = int(text)
     except ValueError:
-        raise _bad(path, line, f"threads {text!r} is not a whole number") from None
+        raise bad_line(path, line, f"threads {text!r} is not a whole number") from None
     if t <= 0:
-        raise _bad(path, line, f"threads {t} is not a positive whole number")
+        raise bad_line(path, line, f"threads {t} is not a positive whole number")
     if flag is not None and t != flag:
-        raise _bad(path, line, f"threads {t} contradicts --threads {flag}; remove the row or "
+        raise bad_line(path, line, f"threads {t} contradicts --threads {flag}; remove the row or "
                                "the flag")
     return t
 
@@ -151,29 +151,29 @@ def read_measurements(path: str | os.PathLike, target, family: str, *,
     for i, r in lines:
         model = r.get("model", "")
         if not model:
-            raise _bad(path, i, "empty model; give a model spec edgeprof accepts "
+            raise bad_line(path, i, "empty model; give a model spec edgeprof accepts "
                                 "(builtin:NAME, file.onnx, file.py:factory ...)")
         try:
             lat = float(r.get("latency_ms", ""))
         except ValueError:
             lat = float("nan")
         if not (math.isfinite(lat) and lat > 0):
-            raise _bad(path, i, f"latency_ms {r.get('latency_ms')!r} is not a positive finite "
+            raise bad_line(path, i, f"latency_ms {r.get('latency_ms')!r} is not a positive finite "
                                 "number of milliseconds")
         shape = None
         if r.get("input_shape"):
             try:
                 shape = parse_shape(r["input_shape"])
             except EdgeprofError as e:
-                raise _bad(path, i, f"input_shape: {e}") from e
+                raise bad_line(path, i, f"input_shape: {e}") from e
         p = r.get("precision") or None
         if p is not None:
             try:
                 get_precision(p)
             except EdgeprofError as e:
-                raise _bad(path, i, str(e)) from e
+                raise bad_line(path, i, str(e)) from e
         if precision is not None and p is not None and p != precision:
-            raise _bad(path, i, f"precision {p} contradicts --precision {precision}; remove "
+            raise bad_line(path, i, f"precision {p} contradicts --precision {precision}; remove "
                                 "the row or the flag")
         p = p or precision or "fp32"
         t = threads_cell(path, i, r.get("threads") or "", threads)
@@ -186,18 +186,18 @@ def read_measurements(path: str | os.PathLike, target, family: str, *,
         spec = resolve_spec(model, path.parent)
         key = (spec, shape, p, t)
         if key in seen:
-            raise _bad(path, i, f"duplicate of line {seen[key]} (same model, input_shape, "
+            raise bad_line(path, i, f"duplicate of line {seen[key]} (same model, input_shape, "
                                 "precision and threads); keep one row per configuration, or "
                                 "their median")
         seen[key] = i
         rows.append(Row(i, model, spec, lat, shape, p, t, t_note, r.get("runtime", ""),
                         r.get("source", "")))
     if not rows:
-        raise _bad(path, None, "no rows under the header; give one row per timed model")
+        raise bad_line(path, None, "no rows under the header; give one row per timed model")
     precs = sorted({r.precision for r in rows})
     if len(precs) > 1:
-        raise _bad(path, None, f"rows at several precisions ({', '.join(precs)}): give one file "
-                               "per precision (or --precision to check them)")
+        raise bad_line(path, None, f"rows at several precisions ({', '.join(precs)}): give one "
+                                   "file per precision (or --precision to check them)")
     return rows
 
 
@@ -375,7 +375,7 @@ def calibrate_from_measurements(path: str | os.PathLike, target, family: str, *,
             try:
                 check_threads(r.threads, target)
             except UserError as e:
-                raise _bad(path, r.line, str(e)) from None
+                raise bad_line(path, r.line, str(e)) from None
     prec = rows[0].precision
     serial = float(family_info(family)["serial_share"])
     samples: list[dict[str, Any]] = []
@@ -390,9 +390,9 @@ def calibrate_from_measurements(path: str | os.PathLike, target, family: str, *,
                                              if r.input_shape else None, registry=registry)
             est = estimate_model(handles[key], target, prec, registry=registry)
         except EdgeprofError as e:
-            raise _bad(path, r.line, f"model {r.model!r} does not load: {e}") from None
+            raise bad_line(path, r.line, f"model {r.model!r} does not load: {e}") from None
         except Exception as e:  # a user's factory can raise anything
-            raise _bad(path, r.line, f"model {r.model!r} does not load: {type(e).__name__}: "
+            raise bad_line(path, r.line, f"model {r.model!r} does not load: {type(e).__name__}: "
                                      f"{str(e).splitlines()[0] if str(e) else ''}") from None
         kernels = kernels_of(est, family, _kind(target))
         for c, (lo, hi) in kernel_ranges(kernels).items():
@@ -452,7 +452,7 @@ def calibrate_from_measurements(path: str | os.PathLike, target, family: str, *,
                                           "version": ", ".join(runtime_names) or None,
                                           "factor": 1.0, "n": len(samples)}},
         parameters=params, cv=cv, ranges=ranges, samples=samples,
-        created_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        created_utc=created_utc(),
         edgeprof_version=__version__,
         note=(f"fitted to {len(samples)} measurement(s) in {path.name}, refining {prior_name}: "
               f"{learned}"))

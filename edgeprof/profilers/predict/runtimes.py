@@ -30,7 +30,7 @@ from typing import Any
 
 from edgeprof.core.errors import UserError
 from edgeprof.core.precision import get_precision
-from edgeprof.profilers.predict.threads import _table, family_info, known_families
+from edgeprof.profilers.predict.threads import runtimes_table, family_info, known_families
 
 #: the processor kind a target's implied device has, by the target's kind
 KIND_OF_TARGET = {"cpu": "cpu", "edge_cpu": "cpu", "gpu": "gpu", "edge_gpu": "gpu",
@@ -130,7 +130,7 @@ def family_workload(family: str) -> str:
     """What a runtime family of ``data/runtimes.toml`` runs: ``tensor`` (fixed-shape tensor
     models, the default) or ``generate`` (its entry's ``workload``: a generative runtime,
     llm: models: llamafile, mlc, rkllm)."""
-    return str(_table().get(family, {}).get("workload", "tensor"))
+    return str(runtimes_table().get(family, {}).get("workload", "tensor"))
 
 
 def families(registry: Any = None) -> list[str]:
@@ -242,7 +242,7 @@ def family_processors(family: str, registry: Any = None,
     """(processor kinds, in the order the runtime picks them; their source). A family
     ``data/runtimes.toml`` does not list takes the devices its backend class declares
     (``cls``, else the registry's)."""
-    own = _table().get(family, {})
+    own = runtimes_table().get(family, {})
     if "processors" in own:
         return list(own["processors"]), str(own.get("processors_source", ""))
     cls = cls if cls is not None else _backend_class(family, registry)
@@ -260,7 +260,7 @@ def family_processors(family: str, registry: Any = None,
 def offered_precisions(family: str, registry: Any = None) -> tuple[tuple[str, ...] | None, str]:
     """(the precisions ``family`` offers, their source); None where nothing says (a family
     of neither an edgeprof backend nor ``data/runtimes.toml``'s precisions)."""
-    own = _table().get(family, {})
+    own = runtimes_table().get(family, {})
     if "precisions" in own:  # what the runtime offers on a board, beyond what is built here
         return tuple(own["precisions"]), str(own.get("precisions_source", ""))
     cls = _backend_class(family, registry)

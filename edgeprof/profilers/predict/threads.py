@@ -33,18 +33,18 @@ RUNTIMES_FILE = Path(__file__).parent / "data" / "runtimes.toml"
 
 
 @lru_cache(maxsize=1)
-def _table() -> dict[str, dict[str, Any]]:
+def runtimes_table() -> dict[str, dict[str, Any]]:
     return tomllib.loads(RUNTIMES_FILE.read_text(encoding="utf-8"))
 
 
 def known_families() -> list[str]:
     """The runtime families the published rows name (edgeprof backends and others)."""
-    return sorted(k for k in _table() if k != "default")
+    return sorted(k for k in runtimes_table() if k != "default")
 
 
 def family_info(family: str) -> dict[str, Any]:
     """The runtime family's entry of ``data/runtimes.toml`` ([default] filled in)."""
-    t = _table()
+    t = runtimes_table()
     out = dict(t["default"])
     out.update(t.get(family, {}))
     return out

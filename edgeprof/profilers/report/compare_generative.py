@@ -15,8 +15,8 @@ from edgeprof.profilers.report.compare_inputs import (check_major, check_numbers
                                                       check_runs_name, like_for_like, not_a,
                                                       schema_major)
 from edgeprof.profilers.report.compare_stats import (ALPHA, MIN_CLIFFS_DELTA, MIN_REL_CHANGE,
-                                                     GenerativeComparison, _enough,
-                                                     compare_samples, min_p_value)
+                                                     GenerativeComparison, compare_samples,
+                                                     min_p_value, samples_for_significance)
 from edgeprof.profilers.report.generative import STAGE_FIGURES, GenerativeRun
 
 
@@ -69,7 +69,7 @@ def _no_samples_reason(label: str, run: GenerativeRun) -> str:
     n = len(run.samples("decode_tokens_per_s"))
     if n == 0:
         return f"{label}: no per-repetition samples"
-    return f"{label}: {n} repetition (a verdict needs {_enough(ALPHA)} or more)"
+    return f"{label}: {n} repetition (a verdict needs {samples_for_significance(ALPHA)} or more)"
 
 
 def compare_generative(a: dict[str, Any], b: dict[str, Any], *, alpha: float = ALPHA,
@@ -120,7 +120,8 @@ def compare_generative(a: dict[str, Any], b: dict[str, Any], *, alpha: float = A
             if few:  # "no significant change" would be a verdict the test could not give
                 status, verdict, f["significant"] = "too_few_samples", "not compared", None
                 reason = (f"{n_a} and {n_b} repetitions: no difference can reach p < "
-                          f"{alpha:g}; profile with --repetitions {_enough(alpha)} or more")
+                          f"{alpha:g}; profile with --repetitions "
+                          f"{samples_for_significance(alpha)} or more")
             elif f["significant"] and higher:  # a larger rate is faster
                 verdict = "faster" if f["median_b_ms"] > f["median_a_ms"] else "slower"
             rows.append(GenerativeComparison(

@@ -171,5 +171,5 @@ def min_p_value(n_a: int, n_b: int) -> float:
     return min(1.0, 2.0 / math.comb(n_a + n_b, n_a)) if n_a and n_b else 1.0
 
 
-def _enough(alpha: float) -> int:
+def samples_for_significance(alpha: float) -> int:
     return next((n for n in range(2, 64) if min_p_value(n, n) < alpha), 64)

@@ -19,11 +19,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from edgeprof.profilers.report.generative import FigureValue
-
-#: a figure an entry lacks
-_NONE = FigureValue("", None)
-
 from edgeprof.profilers.report.llm_payload import (  # noqa: F401 - re-exported
     BENCH_COLUMNS, FIGURES, SCHEMA, SCHEMA_VERSION, build_payload, figure, find_figure,
     measured_on_target, payload_target_id, run_place, runs_by_place)
@@ -46,8 +41,7 @@ def bench_frame(report):
         for row in run.record.bench_rows():
             rows.append({**row, "where": where, "random_weights": run.record.random_weights})
     config = report.config or {}
-    sizes = {e.key: (e.file_bytes or _NONE).value or (e.weight_bytes or _NONE).value
-             for e in report.estimates}
+    sizes = {e.key: _value(e.file_bytes) or _value(e.weight_bytes) for e in report.estimates}
     params = report.parameters
     for p in report.predictions:
         for test, name, n_prompt, n_gen in (
@@ -61,7 +55,7 @@ def bench_frame(report):
                          "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": p.depth,
                          "avg_ts": f.value, "stddev_ts": None, "median_ts": None,
                          "model_size": sizes.get(p.key),
-                         "model_n_params": params.value if params is not None else None,
+                         "model_n_params": _value(params),
                          "n_threads": None, "build_commit": "", "status": "ok",
                          "provenance": f.provenance or "predicted",
                          "where": p.target, "low_ts": f.low, "high_ts": f.high,
@@ -88,8 +82,13 @@ def estimate_frame(report):
         if layers:
             rows.extend({**label, **_flat(layer)} for layer in layers)
             continue
-        rows.append({**label, **{n: (e.figure(n) or _NONE).value for n in FIGURES}})
+        rows.append({**label, **{n: _value(e.figure(n)) for n in FIGURES}})
     return pd.DataFrame(rows)
+
+
+def _value(f: Any) -> Any:
+    """A typed figure's value (None for a figure the entry lacks)."""
+    return None if f is None else f.value
 
 
 def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -8,10 +8,10 @@ written to are :mod:`edgeprof.profilers.report.llm_outputs`'s, the page
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from edgeprof.core.artifact import created_utc
 from edgeprof.core.llm import GenerationConfig, GenerationRecord, LLMModel
 from edgeprof.core.results import clean
 
@@ -116,7 +116,7 @@ def build_payload(model: LLMModel, *, target: Any = None, device: str = "cpu",
         # the CLI command that ran, as typed (None from Python): the page's Reproduce line
         "command_line": invocation_command(),
         "edgeprof_version": __version__,
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": created_utc(),
         "model": m,
         "target": target.to_dict() if hasattr(target, "to_dict") else target,
         "device": device,

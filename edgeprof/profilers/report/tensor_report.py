@@ -5,12 +5,12 @@ and its artifacts (``save``)."""
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from edgeprof.core.artifact import created_utc
 from edgeprof._version import __version__
 from edgeprof.core.models import ModelHandle
 from edgeprof.core.results import BenchmarkResult, Estimate, Summary, WarningRecord, clean
@@ -97,8 +97,7 @@ class TensorReport(ProfileReport):
     request: dict[str, Any]
     warnings: list[WarningRecord] = field(default_factory=list)
     host_target: Any = None
-    created_utc: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc)
-                             .isoformat(timespec="seconds"))
+    created_utc: str = field(default_factory=created_utc)
     #: the temporary folder holding the runs' Chrome traces (``trace=True``) until ``save``
     #: copies them; removed when the report is dropped (or at exit)
     trace_folder: Any = field(default=None, repr=False, compare=False)

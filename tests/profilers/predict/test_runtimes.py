@@ -200,14 +200,14 @@ def test_every_runtime_the_rows_name_is_a_sourced_prediction_only_family(family)
     bosch_hale, onnc) were unknown runtime families: 61 held-out rows got no figure."""
     from edgeprof.profilers.predict.runtimes import (families, family_processors,
                                                      offered_precisions, prediction_only)
-    from edgeprof.profilers.predict.threads import _table
+    from edgeprof.profilers.predict.threads import runtimes_table
 
     assert family in families() and prediction_only(family)
     kinds, source = family_processors(family)
     assert kinds and source
     offered, why = offered_precisions(family)
     assert offered and why, family  # a prediction-only family says what it offers
-    own = _table()[family]
+    own = runtimes_table()[family]
     for key in ("processors", "precisions", "default_threads", "default_threads_source",
                 "fuse"):
         assert key in own, (family, key)
@@ -216,16 +216,16 @@ def test_every_runtime_the_rows_name_is_a_sourced_prediction_only_family(family)
 def test_the_real_backends_are_not_duplicated_as_prediction_only():
     """mnn and executorch have edgeprof backends now: their precisions are the classes'."""
     from edgeprof.profilers.predict.runtimes import prediction_only
-    from edgeprof.profilers.predict.threads import _table
+    from edgeprof.profilers.predict.threads import runtimes_table
 
     for family in ("mnn", "executorch", "tflite", "onnxruntime"):
-        assert not prediction_only(family) and "precisions" not in _table()[family], family
+        assert not prediction_only(family) and "precisions" not in runtimes_table()[family], family
     # ncnn runs int8 on a board (its benchmark tables) though the wheel here can't build it:
     # the runtime's precisions are data, a superset of what the backend builds
     from edgeprof.backends.ncnn import NcnnBackend
 
     assert not prediction_only("ncnn")
-    assert set(NcnnBackend.capabilities.precisions) < set(_table()["ncnn"]["precisions"])
+    assert set(NcnnBackend.capabilities.precisions) < set(runtimes_table()["ncnn"]["precisions"])
 
 
 def test_a_prediction_offers_what_the_runtime_runs_on_a_board_not_what_builds_here():

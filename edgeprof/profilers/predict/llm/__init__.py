@@ -106,7 +106,7 @@ from edgeprof.core.errors import UserError
 
 from edgeprof.profilers.predict.llm.builds import (BUILD_ERAS, JETPACK_DATES,
                                                    LLAMA_CPP_BUILD_DATES, LLAMA_CPP_PYTHON,
-                                                   LLAMAFILE_DATES, _newest, installed_build,
+                                                   LLAMAFILE_DATES, newest_build, installed_build,
                                                    learned_builds, llama_cpp_build_date,
                                                    normalize_build)
 from edgeprof.profilers.predict.llm.constants import (ASSUMED_GEN, ASSUMED_PROMPT,
@@ -121,11 +121,11 @@ from edgeprof.profilers.predict.llm.constants import (ASSUMED_GEN, ASSUMED_PROMP
                                                       SUPER_MODE_BANDWIDTH,
                                                       SUPER_MODE_GPU_CLOCK_RATIO,
                                                       SUPER_MODE_SOURCE, TRAIN_CSV, Z80)
-from edgeprof.profilers.predict.llm.core import _core, _interval, _sigma
+from edgeprof.profilers.predict.llm.core import core_entry, stage_interval, stage_sigma
 from edgeprof.profilers.predict.llm.crossval import (attach_cv, cv_table, interval_report,
                                                      leave_one_out)
 from edgeprof.profilers.predict.llm.files import (LLMCalibrationError, entries_for_transfer,
-                                                  _select, llm_calibrations,
+                                                  select_calibration, llm_calibrations,
                                                   load_llm_calibration, validate)
 from edgeprof.profilers.predict.llm.fit import (fit_decode, fit_entries, fit_prefill,
                                                 fit_prior)
@@ -174,7 +174,7 @@ def _build_asked(build: str | None, runtime: str, cals: list[dict[str, Any]]
     if b is not None and b.get("era"):
         return b, f"build {b['label']} (installed here; the default)"
     known = [x for c in cals for x in (c.get("builds") or {}).get(runtime, [])]
-    newest = _newest(known)
+    newest = newest_build(known)
     if newest is not None:
         why = f"build {newest['label']} (the newest the calibration knows; the default)"
         if b is not None:
@@ -211,7 +211,7 @@ def predict_llm(estimate: Any, target, *, device: str = "cpu", runtime: str = "l
                             f"entry for {key}: it holds {', '.join(mine['entries']) or 'none'}"
                             "; give --target/--device accordingly or another calibration")
         cals = [mine, *cals]
-    cal, prior = _select(cals, key, runtime)
+    cal, prior = select_calibration(cals, key, runtime)
     b, build_why = _build_asked(build, runtime, [cal] if cal else cals)
     era = (b or {}).get("era")
     base = {"entries": dict(entries_for_transfer(cals)), "prior": prior,
@@ -219,7 +219,7 @@ def predict_llm(estimate: Any, target, *, device: str = "cpu", runtime: str = "l
                 "extrapolation_sigma") or {}}
     if cal is not None:
         base["entries"].update(cal["entries"])
-    c = _core(base, n, board, runtime, threads=th["value"], era=era)
+    c = core_entry(base, n, board, runtime, threads=th["value"], era=era)
     entry = c["entry"]
     name = cal["name"] if cal else None
     notes: list[str] = []
@@ -269,8 +269,8 @@ def predict_llm(estimate: Any, target, *, device: str = "cpu", runtime: str = "l
     out_iv = {}
     for st, t, roof in (("decode", c["t_dec"], roof_dec), ("prefill", c["t_pre"], roof_pre)):
         c["why"][st] = c["why"][st] + t_why[st]
-        sigma, what = _sigma(base, c, st)
-        lo, hi, capped = _interval(t, sigma, roof)
+        sigma, what = stage_sigma(base, c, st)
+        lo, hi, capped = stage_interval(t, sigma, roof)
         out_iv[st] = (lo, hi)
         for _, w in c["why"][st]:
             notes.append(f"{st}: {w}; interval widened")

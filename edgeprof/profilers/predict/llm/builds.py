@@ -148,7 +148,7 @@ def installed_build(runtime: str) -> dict[str, Any] | None:
     return normalize_build(runtime, f"llama-cpp-python {v}")
 
 
-def _newest(builds: list[dict[str, Any]]) -> dict[str, Any] | None:
+def newest_build(builds: list[dict[str, Any]]) -> dict[str, Any] | None:
     dated = [b for b in builds if b.get("date")]
     return max(dated, key=lambda b: (b["date"], b.get("number") or 0)) if dated else None
 

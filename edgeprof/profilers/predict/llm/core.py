@@ -1,7 +1,7 @@
 """The prediction core: one stage's parameters for a runtime and build era, from the board's
 own fit, a board of the same core or the prior (with the ways the prediction leaves what the
-rows covered), the times they give (:func:`_core`), and the interval's sigma
-(:func:`_sigma`, :func:`_interval`)."""
+rows covered), the times they give (:func:`core_entry`), and the interval's sigma
+(:func:`stage_sigma`, :func:`stage_interval`)."""
 
 from __future__ import annotations
 
@@ -151,7 +151,7 @@ def _times(n: dict[str, Any], board: dict[str, Any], peak: float, dec: dict[str,
     return t_dec, t_pre + n["num_layers"] * dec["per_layer_s"], t_dec_ref
 
 
-def _core(cal: dict[str, Any], n: dict[str, Any], board: dict[str, Any], runtime: str, *,
+def core_entry(cal: dict[str, Any], n: dict[str, Any], board: dict[str, Any], runtime: str, *,
           threads: int | None = None, era: str | None = None) -> dict[str, Any]:
     entry = cal["entries"].get(f"{board['base_id']}/{board['device']}")
     prec = compute_precision(n["format_compute"], board["peaks"], board["kind"])
@@ -175,7 +175,7 @@ def _ex_sigma(cal: dict[str, Any], stage: str, kind: str) -> float:
     return float(d.get("sigma", EXTRAPOLATION_SIGMA))
 
 
-def _sigma(cal: dict[str, Any], c: dict[str, Any], stage: str) -> tuple[float, str]:
+def stage_sigma(cal: dict[str, Any], c: dict[str, Any], stage: str) -> tuple[float, str]:
     """(sigma of the log error, where it comes from) of one stage of a prediction: the
     board's leave-one-out sigma of predictions inside what its rows covered, plus, in
     quadrature, each extrapolation's own sigma (:func:`attach_cv`)."""
@@ -206,7 +206,7 @@ def _sigma(cal: dict[str, Any], c: dict[str, Any], stage: str) -> tuple[float, s
     return max(SIGMA_FLOOR, math.sqrt(s2)), what
 
 
-def _interval(t: float, sigma: float, roof: float) -> tuple[float, float, bool]:
+def stage_interval(t: float, sigma: float, roof: float) -> tuple[float, float, bool]:
     """(low, high) seconds, never below the roofline; capped at x/ MAX_SPREAD."""
     capped = math.exp(Z80 * sigma) > MAX_SPREAD
     f = min(math.exp(Z80 * sigma), MAX_SPREAD)

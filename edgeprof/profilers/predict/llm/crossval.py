@@ -11,8 +11,8 @@ from typing import Any, Callable
 from edgeprof.profilers.predict.llm.constants import (ESTIMATE_MIN_SPREAD,
                                                       EXTRAPOLATION_SIGMA, INTERVAL_GOAL,
                                                       MAX_SPREAD, POOLED_WEIGHT, Z80)
-from edgeprof.profilers.predict.llm.core import _core, _sigma
-from edgeprof.profilers.predict.llm.fit import era_of, _median, fit_entries, fit_prior
+from edgeprof.profilers.predict.llm.core import core_entry, stage_sigma
+from edgeprof.profilers.predict.llm.fit import era_of, median_of, fit_entries, fit_prior
 from edgeprof.profilers.predict.llm.inputs import registry_target
 
 
@@ -33,7 +33,7 @@ def _predict_sample(cal: dict[str, Any], s: dict[str, Any]
                     ) -> tuple[float, str, dict[str, Any]]:
     n = dict(s)
     n["format_compute"] = s["precision"]
-    c = _core(cal, n, _sample_board(s), s["runtime"], threads=s.get("threads"),
+    c = core_entry(cal, n, _sample_board(s), s["runtime"], threads=s.get("threads"),
               era=era_of(s))
     return _rate_of(c, s), c["prov"][s["stage"]], c
 
@@ -79,7 +79,7 @@ def leave_one_out(samples: list[dict[str, Any]], *, per_runtime: bool = False, t
              "extrapolations": [k for k, _ in c["why"][s["stage"]]],
              "error": pred / s["rate"] - 1.0, "log_error": math.log(pred / s["rate"])}
         if nested:
-            sigma, _ = _sigma(cal, c, s["stage"])
+            sigma, _ = stage_sigma(cal, c, s["stage"])
             f = min(math.exp(Z80 * sigma), MAX_SPREAD)
             r.update(low=pred / f, high=pred * f, width=f * f,
                      covered=pred / f <= s["rate"] <= pred * f)
@@ -178,7 +178,7 @@ def _within(stage: str) -> float:
 def _summary(rows: list[dict[str, Any]], name: str, stage: str | None) -> dict[str, Any]:
     errs = [abs(r["error"]) for r in rows]
     out = {"board": name, "stage": stage or "all", "n": len(rows),
-           "median_abs_error": _median(errs),
+           "median_abs_error": median_of(errs),
            "within_25": sum(x <= 0.25 for x in errs) / len(errs),
            "within_50": sum(x <= 0.50 for x in errs) / len(errs)}
     if stage:
@@ -187,7 +187,7 @@ def _summary(rows: list[dict[str, Any]], name: str, stage: str | None) -> dict[s
     iv = [r for r in rows if "covered" in r]
     if iv:
         out["coverage"] = sum(bool(r["covered"]) for r in iv) / len(iv)
-        out["median_width"] = _median([r["width"] for r in iv])
+        out["median_width"] = median_of([r["width"] for r in iv])
     return out
 
 
@@ -217,7 +217,7 @@ def interval_report(loo: list[dict[str, Any]]) -> dict[str, Any]:
         if not rows:
             continue
         cov = sum(bool(r["covered"]) for r in rows) / len(rows)
-        width = _median([r["width"] for r in rows])
+        width = median_of([r["width"] for r in rows])
         why = []
         if cov < INTERVAL_GOAL["coverage"]:
             bad = [r for r in rows if not r["covered"]]
@@ -231,8 +231,8 @@ def interval_report(loo: list[dict[str, Any]]) -> dict[str, Any]:
             wide = {}
             for r in rows:
                 wide.setdefault(f"{r['target']}/{r['device']}", []).append(r["width"])
-            wide = sorted(((_median(v), k) for k, v in wide.items()
-                           if _median(v) > INTERVAL_GOAL["median_width"]), reverse=True)
+            wide = sorted(((median_of(v), k) for k, v in wide.items()
+                           if median_of(v) > INTERVAL_GOAL["median_width"]), reverse=True)
             why.append(f"median width {width:.1f}x: of {len(rows)} held-out rows, {est} had no "
                        "other row of that stage on their board (estimated, from the prior or "
                        f"a board of the same core) and {ext} were predicted outside what the "

@@ -5,7 +5,6 @@ not installed), reading and validating them (:func:`load_llm_calibration`,
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import math
 import os
@@ -23,17 +22,13 @@ class LLMCalibrationError(CalibrationError):
 
 
 # ------------------------------------------------------------------ writing files
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def _version() -> str:
+def edgeprof_version() -> str:
     from edgeprof._version import __version__
 
     return __version__
 
 
-def _strip(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def strip_samples(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in s.items() if k not in ("estimate", "rate_ref")} for s in samples]
 
 
@@ -122,7 +117,7 @@ def _has_runtime(entry: dict[str, Any], runtime: str | None) -> bool:
         runtime in ((entry.get(st) or {}).get("runtimes") or {}) for st in ("decode", "prefill"))
 
 
-def _select(cals: list[dict[str, Any]], key: str, runtime: str | None = None
+def select_calibration(cals: list[dict[str, Any]], key: str, runtime: str | None = None
             ) -> tuple[dict[str, Any] | None, dict]:
     """The calibration to predict ``key`` (``board/device``) with: the first with rows of
     ``runtime`` there, else the first with an entry for ``key`` (a runtime transfer from

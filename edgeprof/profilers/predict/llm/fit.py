@@ -270,7 +270,7 @@ def fit_entries(samples: list[dict[str, Any]], *, per_runtime: bool = False,
     return entries
 
 
-def _median(xs: list[float]) -> float:
+def median_of(xs: list[float]) -> float:
     xs = sorted(xs)
     n = len(xs)
     return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
@@ -281,11 +281,11 @@ def _prior_of(entries: list[dict[str, Any]]) -> dict[str, Any]:
     ef = [e["prefill"]["base"]["efficiency"] for e in entries if e["prefill"]]
     over = [e["decode"]["base"]["per_layer_s"] for e in entries
             if e["decode"] and e["decode"]["overhead_identified"]]
-    return {"bandwidth_fraction": _median(fr) if fr else 0.5,
+    return {"bandwidth_fraction": median_of(fr) if fr else 0.5,
             "fraction_range": [min(fr), max(fr)] if fr else [0.1, 1.0],
-            "efficiency": _median(ef) if ef else 0.1,
+            "efficiency": median_of(ef) if ef else 0.1,
             "efficiency_range": [min(ef), max(ef)] if ef else [0.01, 1.0],
-            "per_layer_s": _median(over) if over else 0.0,
+            "per_layer_s": median_of(over) if over else 0.0,
             "boards": sorted(f"{e['target']}/{e['device']}" for e in entries)}
 
 
@@ -304,5 +304,5 @@ def fit_prior(entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"bandwidth_fraction": allp["bandwidth_fraction"],
             "fraction_range": allp["fraction_range"], "efficiency": allp["efficiency"],
             "efficiency_range": allp["efficiency_range"],
-            "per_layer_s": {d: _median(v) for d, v in over.items()},
+            "per_layer_s": {d: median_of(v) for d, v in over.items()},
             "by_kind": by_kind, "n_entries": len(entries), "spread": MAX_SPREAD}

@@ -7,14 +7,15 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
+from edgeprof.core.artifact import created_utc
 from edgeprof.profilers.predict.calibration import user_file
 from edgeprof.profilers.predict.llm.builds import BUILD_ERAS, learned_builds, normalize_build
 from edgeprof.profilers.predict.llm.constants import (FILE_PREFIX, FORMAT, FORMAT_VERSION,
                                                       SHIPPED_FILE)
 from edgeprof.profilers.predict.llm.crossval import (fit_all, attach_cv, cv_table,
                                                      interval_report, leave_one_out)
-from edgeprof.profilers.predict.llm.files import (LLMCalibrationError, _now, _strip, _version,
-                                                  load_llm_calibration)
+from edgeprof.profilers.predict.llm.files import (LLMCalibrationError, edgeprof_version,
+                                                  load_llm_calibration, strip_samples)
 from edgeprof.profilers.predict.llm.inputs import board_of
 from edgeprof.profilers.predict.llm.rows import sample_from
 
@@ -108,10 +109,10 @@ def calibrate_llm_host(records: list[Any], spec_for_model: Callable[[str], Any],
            "cv": {"method": "leave-one-out", "n": len(loo), "rows": loo,
                   "boards": cv_table(loo) if loo else [],
                   "intervals": interval_report(loo) if nested and loo else {}},
-           "samples": _strip(samples), "left_out": [
+           "samples": strip_samples(samples), "left_out": [
                {"id": i, "model": r.model, "reason": f"status {r.status}: {r.reason}"}
                for i, r in enumerate(records) if getattr(r, "status", "ok") != "ok"],
-           "created_utc": _now(), "edgeprof_version": _version(),
+           "created_utc": created_utc(), "edgeprof_version": edgeprof_version(),
            "note": (f"fitted to {len(samples)} measurements on {where} "
                     f"({target.processor}); per runtime: bandwidth fraction of "
                     f"{target.processor_figures(device)[0] / 1e9:.1f} GB/s and per-layer "

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.core.errors import EdgeprofError
-from edgeprof.profilers.predict.measured import (MeasurementsError, _bad, resolve_spec,
+from edgeprof.profilers.predict.measured import (MeasurementsError, bad_line, resolve_spec,
                                                  csv_rows, threads_cell)
 
 COLUMNS = ("model", "test", "tokens_per_s")
@@ -67,31 +67,31 @@ def read_llm_measurements(path: str | os.PathLike, *, precision: str | None = No
     for i, r in lines:
         model = r.get("model", "")
         if not model:
-            raise _bad(path, i, "empty model; give llm:NAME, a .gguf file or a Hugging Face "
+            raise bad_line(path, i, "empty model; give llm:NAME, a .gguf file or a Hugging Face "
                                 "model folder")
         m = TEST.match(r.get("test", "").lower())
         if m is None:
-            raise _bad(path, i, f"test {r.get('test')!r} is not a llama-bench test: ppN (the "
+            raise bad_line(path, i, f"test {r.get('test')!r} is not a llama-bench test: ppN (the "
                                 "prompt), tgN (generation), optionally '@ dD' (KV cache depth)")
         try:
             rate = float(r.get("tokens_per_s", "").split("±")[0])
         except ValueError:
             rate = float("nan")
         if not (math.isfinite(rate) and rate > 0):
-            raise _bad(path, i, f"tokens_per_s {r.get('tokens_per_s')!r} is not a positive "
+            raise bad_line(path, i, f"tokens_per_s {r.get('tokens_per_s')!r} is not a positive "
                                 "finite number of tokens per second")
         fmt = r.get("precision") or None
         if precision is not None and fmt is not None and fmt != precision:
-            raise _bad(path, i, f"precision {fmt} contradicts --precision {precision}; remove "
+            raise bad_line(path, i, f"precision {fmt} contradicts --precision {precision}; remove "
                                 "the row or the flag")
         fmt = fmt or precision or ""  # "": a .gguf's own format, else an error (below)
         t = threads_cell(path, i, r.get("threads") or "", threads)
         t = t if t is not None else threads
         dev = r.get("device") or None
         if dev is not None and dev not in ("cpu", "cuda"):
-            raise _bad(path, i, f"device {dev!r} is cpu or cuda (the board's processor)")
+            raise bad_line(path, i, f"device {dev!r} is cpu or cuda (the board's processor)")
         if device is not None and dev is not None and dev != device:
-            raise _bad(path, i, f"device {dev} contradicts --device {device}; remove the row "
+            raise bad_line(path, i, f"device {dev} contradicts --device {device}; remove the row "
                                 "or the flag")
         dev = dev or device or ""
         stage = "prefill" if m.group(1) == "pp" else "decode"
@@ -100,17 +100,17 @@ def read_llm_measurements(path: str | os.PathLike, *, precision: str | None = No
                      r.get("runtime_version", ""), dev, r.get("source", ""))
         key = (spec, stage, row.tokens, row.depth, fmt, t, row.version, dev)
         if key in seen:
-            raise _bad(path, i, f"duplicate of line {seen[key]} (same model, test, precision, "
+            raise bad_line(path, i, f"duplicate of line {seen[key]} (same model, test, precision, "
                                 "threads, build and device); keep one row per test, or their "
                                 "median")
         seen[key] = i
         if row.tokens <= 0:
-            raise _bad(path, i, f"test {r.get('test')!r} has no tokens")
+            raise bad_line(path, i, f"test {r.get('test')!r} has no tokens")
         rows.append(row)
     if not rows:
-        raise _bad(path, None, "no rows under the header; give one row per llama-bench test")
+        raise bad_line(path, None, "no rows under the header; give one row per llama-bench test")
     if not any(r.stage == "decode" for r in rows):
-        raise _bad(path, None, "no generation test (tgN): decode is what the calibration "
+        raise bad_line(path, None, "no generation test (tgN): decode is what the calibration "
                                "fits first; add the tg rows llama-bench printed")
     return rows
 
@@ -145,24 +145,24 @@ def check_rows(rows: list[LLMRow], backend_cls: type, models: dict[str, Any], pa
         own = getattr(models[r.spec], "file_format", None)
         if not r.precision:
             if not own:
-                raise _bad(path, r.line, "no weight format: give a precision column (q4_0, "
+                raise bad_line(path, r.line, "no weight format: give a precision column (q4_0, "
                                          "q4_k_m, int4 ...) or --precision")
             r.precision = own
         elif own and r.precision != own:
-            raise _bad(path, r.line, f"precision {r.precision} contradicts the file's own "
+            raise bad_line(path, r.line, f"precision {r.precision} contradicts the file's own "
                                      f"format {own}")
         spec = models[r.spec].spec
         limit = getattr(spec, "max_position_embeddings", None)
         if limit and r.depth + r.tokens > limit:
-            raise _bad(path, r.line, f"the test needs a context of {r.depth + r.tokens} tokens, "
-                                     f"longer than {spec.name}'s maximum of {limit}")
+            raise bad_line(path, r.line, f"the test needs a context of {r.depth + r.tokens} "
+                                         f"tokens, longer than {spec.name}'s maximum of {limit}")
         dev = r.device or default_device
         try:
             reason = backend_cls().supports_on_board(models[r.spec], r.precision, dev)
         except EdgeprofError as e:
             reason = str(e)
         if reason:
-            raise _bad(path, r.line, f"{backend_cls.name} {r.precision} on {dev}: {reason}")
+            raise bad_line(path, r.line, f"{backend_cls.name} {r.precision} on {dev}: {reason}")
 
 
 __all__ = ["COLUMNS", "LLMRow", "MeasurementsError", "OPTIONAL", "check_rows",
