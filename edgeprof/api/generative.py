@@ -314,14 +314,14 @@ def estimate_llm(model: Any, target: Any = None, *, backends: Sequence[str] | st
                  calibration: str | os.PathLike | None = None) -> dict[str, Any]:
     """A generative model's estimate and, for a ``target``, its prediction (with interval)
     and fit verdict, per backend and format: no build, no run, no runtime imported. Returns
-    the LLM payload (``edgeprof.profilers.report.llm_outputs``). ``device``: the board's
+    the LLM payload (``edgeprof.profilers.report.llm_payload``). ``device``: the board's
     processor (default, as ``recommend_llm`` and ``predict``: the one the backends would use
     there, a Jetson's GPU; cpu without a target); ``threads``: the board's (default: all its
     big cores); ``build``: the runtime build to predict for (default: the one installed
     here, else the newest the calibration knows); ``calibration``: an LLM calibration file
     (``calibrate --measurements --out FILE``) used before the search."""
     from edgeprof.profilers.measure.generate import check_context
-    from edgeprof.profilers.report.llm_outputs import build_payload
+    from edgeprof.profilers.report.llm_payload import build_payload
 
     if calibration is not None and target is None:
         raise UserError("a calibration is for a board's prediction: give --target BOARD too")
@@ -379,7 +379,7 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
     would use there (a Jetson's GPU, as :func:`estimate_llm`), which a note names.
     ``calibration``: an LLM calibration file the target's figures use before the search."""
     from edgeprof.profilers.measure.generate import check_context
-    from edgeprof.profilers.report.llm_outputs import build_payload
+    from edgeprof.profilers.report.llm_payload import build_payload
 
     if calibration is not None and target is None:
         raise UserError("a calibration is for a board's prediction: give --target BOARD too")

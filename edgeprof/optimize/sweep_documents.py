@@ -98,7 +98,7 @@ def generative_document(report: Any, model: str, target: str, batch_size: int | 
     from edgeprof.optimize.sweep_store import SweepStore
     from edgeprof.profilers.estimate.llm import parameter_count
     from edgeprof.profilers.measure.llm_runs import run_dicts
-    from edgeprof.profilers.report.llm_outputs import build_payload
+    from edgeprof.profilers.report.llm_payload import build_payload
 
     if batch_size is not None:
         raise UserError(f"'{model}' is a generative model: its jobs have no batch size (give "

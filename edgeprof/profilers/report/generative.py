@@ -1,7 +1,7 @@
 """The generative report: a generative ``profile.json`` (or ``estimate --json``) as a typed
 object, with its figures as attributes instead of keys to search for.
 
-:class:`GenerativeReport` is the payload of :func:`~edgeprof.profilers.report.llm_outputs.
+:class:`GenerativeReport` is the payload of :func:`~edgeprof.profilers.report.llm_payload.
 build_payload` (``schema`` ``edgeprof.llm/1``, ``schema_version`` "1.0", validated by the
 generative branch of ``edgeprof/schema/profile.schema.json``), the generative member of the
 profile-report family (:mod:`~edgeprof.profilers.report.family`): ``ProfileReport.from_dict``
@@ -280,7 +280,7 @@ class GenerativeRun:
 
     def place(self, target_id: str | None) -> tuple[str, bool]:
         """Where it was measured, in words, and whether that is ``target_id`` itself (a real
-        board of it: the run is then the target's measured figure; ``llm_outputs.run_place``)."""
+        board of it: the run is then the target's measured figure; ``llm_payload.run_place``)."""
         from edgeprof.profilers.report.llm_payload import run_place
 
         return run_place(self.to_dict(), target_id)

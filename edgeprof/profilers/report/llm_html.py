@@ -1,5 +1,5 @@
 """The HTML report of a generative model: one self-contained page from the LLM payload
-(schema ``edgeprof.llm/1``, :mod:`edgeprof.profilers.report.llm_outputs`).
+(schema ``edgeprof.llm/1``, :mod:`edgeprof.profilers.report.llm_payload`).
 
 ``render_llm_html(payload)`` returns the page, ``write_llm_html(path, payload)`` writes it
 atomically. It is the profile report's page (:mod:`edgeprof.profilers.report.html`: the same

@@ -7,9 +7,9 @@ llama-bench's columns, ``estimate.csv`` (one row per layer and stage of each est
 
 Every figure in the payload is ``{"value", "unit", "provenance"}``; a measured run keeps its
 :class:`~edgeprof.core.llm.GenerationRecord` form (provenance ``measured``). Nothing here
-computes a figure: the tables read the typed report, the page its document. The payload as data (its
-form, finding figures, where runs were measured) is :mod:`~edgeprof.profilers.report.llm_payload`
-(re-exported here).
+computes a figure: the tables read the typed report, the page its document. The payload as
+data (its form, finding figures, where runs were measured) is
+:mod:`~edgeprof.profilers.report.llm_payload`.
 """
 
 from __future__ import annotations
@@ -19,16 +19,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from edgeprof.profilers.report.llm_payload import (  # noqa: F401 - re-exported
-    BENCH_COLUMNS, FIGURES, SCHEMA, SCHEMA_VERSION, build_payload, figure, find_figure,
-    measured_on_target, payload_target_id, run_place, runs_by_place)
+from edgeprof.profilers.report.llm_payload import BENCH_COLUMNS, FIGURES
 
 
 # ------------------------------------------------------------------------------ tables
 def bench_frame(report):
     """llama-bench's rows (``pp``/``tg`` per run) of a
     :class:`~edgeprof.profilers.report.generative.GenerativeReport`, measured where ``where``
-    says (this host, or a board of the fleet: :func:`run_place`); then the target's
+    says (this host, or a board of the fleet:
+    :func:`~edgeprof.profilers.report.llm_payload.run_place`); then the target's
     predicted rows (provenance ``predicted``/``estimated``, ``where`` the target; their
     ``model_size`` is the estimate's file or weight bytes, analytic)."""
     import pandas as pd
@@ -127,7 +126,4 @@ def write_llm_outputs(out_dir: str | os.PathLike, report) -> list[Path]:
     return publish_staged(out_dir, write)
 
 
-__all__ = ["BENCH_COLUMNS", "FIGURES", "SCHEMA", "SCHEMA_VERSION", "bench_frame",
-           "build_payload", "estimate_frame", "figure", "find_figure",
-           "measured_on_target", "payload_target_id", "run_place", "runs_by_place",
-           "write_llm_outputs"]
+__all__ = ["bench_frame", "estimate_frame", "write_llm_outputs"]

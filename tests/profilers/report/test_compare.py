@@ -310,7 +310,7 @@ def gen_run(backend="llama_cpp", fmt="q4_0", depth=0, *, prefill_s=0.040, decode
 def gen_doc(*runs, prompt_tokens=16, gen_tokens=4, target=None, model="llm:smollm2-135m"):
     """A generative profile.json payload (build_payload), from records."""
     from edgeprof.core.llm import GenerationConfig
-    from edgeprof.profilers.report.llm_outputs import build_payload
+    from edgeprof.profilers.report.llm_payload import build_payload
     from edgeprof.zoo.llm import resolve_llm
 
     config = GenerationConfig(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens,

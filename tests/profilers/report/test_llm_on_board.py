@@ -19,7 +19,8 @@ import pytest
 from edgeprof.core.llm import GenerationRecord
 from edgeprof.profilers.report.generative import GenerativeReport
 from edgeprof.profilers.report.llm_html import render_llm_html
-from edgeprof.profilers.report.llm_outputs import bench_frame, measured_on_target, run_place
+from edgeprof.profilers.report.llm_outputs import bench_frame
+from edgeprof.profilers.report.llm_payload import measured_on_target, run_place
 
 TARGET = "raspberry_pi_5"
 
