@@ -676,7 +676,7 @@ def calibrate_llm_measurements(measurements: str | os.PathLike, target: Any, bac
     devices = sorted({r.device or default for r in rows})
     if len(devices) > 1:
         raise bad_line(path, None, f"rows on {' and '.join(devices)}: a calibration is for one "
-                               "processor of the board; give one file per device")
+                                   "processor of the board; give one file per device")
     dev = devices[0]
     tgt.get_processor(dev)  # a device the board lacks: exit 2
     check_rows(rows, cls, models, path, dev)
@@ -689,7 +689,7 @@ def calibrate_llm_measurements(measurements: str | os.PathLike, target: Any, bac
             r.threads = board["n_ref"]  # llama-bench's default: the physical cores
         elif r.threads > board["cores"]:
             raise bad_line(path, r.line, f"threads {r.threads}: {tgt.id} has {board['cores']} "
-                                     f"core{'s' if board['cores'] != 1 else ''} on {dev}")
+                                         f"core{'s' if board['cores'] != 1 else ''} on {dev}")
     records = records_of(rows, backend, models, path)
     specs = {m.spec.name: m.spec for m in models.values()}
     where = f"{tgt.id} (your measurements, {path.name})"

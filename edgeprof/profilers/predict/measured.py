@@ -130,7 +130,7 @@ def threads_cell(path: Path, line: int, text: str, flag: int | None) -> int | No
         raise bad_line(path, line, f"threads {t} is not a positive whole number")
     if flag is not None and t != flag:
         raise bad_line(path, line, f"threads {t} contradicts --threads {flag}; remove the row or "
-                               "the flag")
+                                   "the flag")
     return t
 
 
@@ -152,14 +152,14 @@ def read_measurements(path: str | os.PathLike, target, family: str, *,
         model = r.get("model", "")
         if not model:
             raise bad_line(path, i, "empty model; give a model spec edgeprof accepts "
-                                "(builtin:NAME, file.onnx, file.py:factory ...)")
+                                    "(builtin:NAME, file.onnx, file.py:factory ...)")
         try:
             lat = float(r.get("latency_ms", ""))
         except ValueError:
             lat = float("nan")
         if not (math.isfinite(lat) and lat > 0):
             raise bad_line(path, i, f"latency_ms {r.get('latency_ms')!r} is not a positive finite "
-                                "number of milliseconds")
+                                    "number of milliseconds")
         shape = None
         if r.get("input_shape"):
             try:
@@ -174,7 +174,7 @@ def read_measurements(path: str | os.PathLike, target, family: str, *,
                 raise bad_line(path, i, str(e)) from e
         if precision is not None and p is not None and p != precision:
             raise bad_line(path, i, f"precision {p} contradicts --precision {precision}; remove "
-                                "the row or the flag")
+                                    "the row or the flag")
         p = p or precision or "fp32"
         t = threads_cell(path, i, r.get("threads") or "", threads)
         if t is not None:
@@ -187,8 +187,8 @@ def read_measurements(path: str | os.PathLike, target, family: str, *,
         key = (spec, shape, p, t)
         if key in seen:
             raise bad_line(path, i, f"duplicate of line {seen[key]} (same model, input_shape, "
-                                "precision and threads); keep one row per configuration, or "
-                                "their median")
+                                    "precision and threads); keep one row per configuration, or "
+                                    "their median")
         seen[key] = i
         rows.append(Row(i, model, spec, lat, shape, p, t, t_note, r.get("runtime", ""),
                         r.get("source", "")))
@@ -393,7 +393,7 @@ def calibrate_from_measurements(path: str | os.PathLike, target, family: str, *,
             raise bad_line(path, r.line, f"model {r.model!r} does not load: {e}") from None
         except Exception as e:  # a user's factory can raise anything
             raise bad_line(path, r.line, f"model {r.model!r} does not load: {type(e).__name__}: "
-                                     f"{str(e).splitlines()[0] if str(e) else ''}") from None
+                                         f"{str(e).splitlines()[0] if str(e) else ''}") from None
         kernels = kernels_of(est, family, _kind(target))
         for c, (lo, hi) in kernel_ranges(kernels).items():
             old = ranges.setdefault(c, [lo, hi])

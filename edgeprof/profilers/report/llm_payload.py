@@ -130,4 +130,6 @@ def build_payload(model: LLMModel, *, target: Any = None, device: str = "cpu",
     })
 
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "BENCH_COLUMNS", "FIGURES", "figure", "find_figure", "run_place", "payload_target_id", "runs_by_place", "measured_on_target", "build_payload"]
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "BENCH_COLUMNS", "FIGURES", "figure", "find_figure",
+           "run_place", "payload_target_id", "runs_by_place", "measured_on_target",
+           "build_payload"]

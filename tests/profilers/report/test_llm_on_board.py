@@ -71,7 +71,8 @@ def terminal(payload) -> str:
     from edgeprof.cli.render_llm import render_llm
 
     buf = io.StringIO()
-    render_llm(GenerativeReport.from_dict(payload), Console(file=buf, width=250, color_system=None))
+    render_llm(GenerativeReport.from_dict(payload),
+               Console(file=buf, width=250, color_system=None))
     return buf.getvalue()
 
 

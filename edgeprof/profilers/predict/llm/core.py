@@ -152,7 +152,7 @@ def _times(n: dict[str, Any], board: dict[str, Any], peak: float, dec: dict[str,
 
 
 def core_entry(cal: dict[str, Any], n: dict[str, Any], board: dict[str, Any], runtime: str, *,
-          threads: int | None = None, era: str | None = None) -> dict[str, Any]:
+               threads: int | None = None, era: str | None = None) -> dict[str, Any]:
     entry = cal["entries"].get(f"{board['base_id']}/{board['device']}")
     prec = compute_precision(n["format_compute"], board["peaks"], board["kind"])
     peak = board["peaks"][prec] * board.get("big_share", 1.0)

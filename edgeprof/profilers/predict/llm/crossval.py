@@ -34,7 +34,7 @@ def _predict_sample(cal: dict[str, Any], s: dict[str, Any]
     n = dict(s)
     n["format_compute"] = s["precision"]
     c = core_entry(cal, n, _sample_board(s), s["runtime"], threads=s.get("threads"),
-              era=era_of(s))
+                   era=era_of(s))
     return _rate_of(c, s), c["prov"][s["stage"]], c
 
 

@@ -118,7 +118,7 @@ def _has_runtime(entry: dict[str, Any], runtime: str | None) -> bool:
 
 
 def select_calibration(cals: list[dict[str, Any]], key: str, runtime: str | None = None
-            ) -> tuple[dict[str, Any] | None, dict]:
+                       ) -> tuple[dict[str, Any] | None, dict]:
     """The calibration to predict ``key`` (``board/device``) with: the first with rows of
     ``runtime`` there, else the first with an entry for ``key`` (a runtime transfer from
     it); and the prior to use (the first calibration's that has one). A user's calibration

@@ -68,22 +68,23 @@ def read_llm_measurements(path: str | os.PathLike, *, precision: str | None = No
         model = r.get("model", "")
         if not model:
             raise bad_line(path, i, "empty model; give llm:NAME, a .gguf file or a Hugging Face "
-                                "model folder")
+                                    "model folder")
         m = TEST.match(r.get("test", "").lower())
         if m is None:
-            raise bad_line(path, i, f"test {r.get('test')!r} is not a llama-bench test: ppN (the "
-                                "prompt), tgN (generation), optionally '@ dD' (KV cache depth)")
+            raise bad_line(path, i, f"test {r.get('test')!r} is not a llama-bench test: ppN "
+                                    "(the prompt), tgN (generation), optionally '@ dD' (KV cache "
+                                    "depth)")
         try:
             rate = float(r.get("tokens_per_s", "").split("±")[0])
         except ValueError:
             rate = float("nan")
         if not (math.isfinite(rate) and rate > 0):
             raise bad_line(path, i, f"tokens_per_s {r.get('tokens_per_s')!r} is not a positive "
-                                "finite number of tokens per second")
+                                    "finite number of tokens per second")
         fmt = r.get("precision") or None
         if precision is not None and fmt is not None and fmt != precision:
             raise bad_line(path, i, f"precision {fmt} contradicts --precision {precision}; remove "
-                                "the row or the flag")
+                                    "the row or the flag")
         fmt = fmt or precision or ""  # "": a .gguf's own format, else an error (below)
         t = threads_cell(path, i, r.get("threads") or "", threads)
         t = t if t is not None else threads
@@ -92,7 +93,7 @@ def read_llm_measurements(path: str | os.PathLike, *, precision: str | None = No
             raise bad_line(path, i, f"device {dev!r} is cpu or cuda (the board's processor)")
         if device is not None and dev is not None and dev != device:
             raise bad_line(path, i, f"device {dev} contradicts --device {device}; remove the row "
-                                "or the flag")
+                                    "or the flag")
         dev = dev or device or ""
         stage = "prefill" if m.group(1) == "pp" else "decode"
         spec = resolve_spec(model, path.parent)
@@ -101,8 +102,8 @@ def read_llm_measurements(path: str | os.PathLike, *, precision: str | None = No
         key = (spec, stage, row.tokens, row.depth, fmt, t, row.version, dev)
         if key in seen:
             raise bad_line(path, i, f"duplicate of line {seen[key]} (same model, test, precision, "
-                                "threads, build and device); keep one row per test, or their "
-                                "median")
+                                    "threads, build and device); keep one row per test, or their "
+                                    "median")
         seen[key] = i
         if row.tokens <= 0:
             raise bad_line(path, i, f"test {r.get('test')!r} has no tokens")
@@ -111,7 +112,7 @@ def read_llm_measurements(path: str | os.PathLike, *, precision: str | None = No
         raise bad_line(path, None, "no rows under the header; give one row per llama-bench test")
     if not any(r.stage == "decode" for r in rows):
         raise bad_line(path, None, "no generation test (tgN): decode is what the calibration "
-                               "fits first; add the tg rows llama-bench printed")
+                                   "fits first; add the tg rows llama-bench printed")
     return rows
 
 
@@ -146,11 +147,11 @@ def check_rows(rows: list[LLMRow], backend_cls: type, models: dict[str, Any], pa
         if not r.precision:
             if not own:
                 raise bad_line(path, r.line, "no weight format: give a precision column (q4_0, "
-                                         "q4_k_m, int4 ...) or --precision")
+                                             "q4_k_m, int4 ...) or --precision")
             r.precision = own
         elif own and r.precision != own:
             raise bad_line(path, r.line, f"precision {r.precision} contradicts the file's own "
-                                     f"format {own}")
+                                         f"format {own}")
         spec = models[r.spec].spec
         limit = getattr(spec, "max_position_embeddings", None)
         if limit and r.depth + r.tokens > limit:
