@@ -52,11 +52,10 @@ if MODE:
 FAST = ["--runs", "10", "--min-time", "0.02", "--max-time", "1", "--threads", "1"]
 
 
-def _start(tmp_path: Path, fault: str, backends: str) -> subprocess.Popen:
+def _start(tmp_path: Path, cache: Path, fault: str, backends: str) -> subprocess.Popen:
     hook = tmp_path / "hook"
     hook.mkdir(exist_ok=True)
     (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    cache = tmp_path / f"cache-{fault}"  # a fresh cache: the conversion really runs
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(hook), *filter(None, [os.environ.get("PYTHONPATH")])]),
         "EDGEPROF_TEST_LITERT_FAULT": fault, "EDGEPROF_CACHE_DIR": str(cache)}
@@ -66,13 +65,14 @@ def _start(tmp_path: Path, fault: str, backends: str) -> subprocess.Popen:
 
 
 @pytest.fixture(scope="module")
-def profiles(tmp_path_factory) -> dict:
+def profiles(tmp_path_factory, empty_cache_at) -> dict:
     """Both faulty conversions, run at once (each is a process waiting on a converter
     process): fault -> (stderr, the JSON document or None when the run was killed), and
     "cache": the folder of their caches."""
     tmp_path = tmp_path_factory.mktemp("litert-faults")
-    started = {"abort": _start(tmp_path, "abort", "torch_eager,tflite"),
-               "exit": _start(tmp_path, "exit", "tflite")}
+    started = {fault: _start(tmp_path, empty_cache_at(tmp_path / f"cache-{fault}"), fault,
+                             backends)  # a fresh cache: the conversion really runs
+               for fault, backends in (("abort", "torch_eager,tflite"), ("exit", "tflite"))}
     done: dict = {"cache": tmp_path}
     for fault, (code, out, err) in finished(started, timeout=600).items():
         try:

@@ -97,8 +97,9 @@ def plugins(tmp_path_factory) -> str:
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("EDGEPROF_CACHE_DIR", str(tmp_path / "cache"))
+def cache(empty_cache):
+    """Nothing built (each test's fake builds run), the host calibrated once per session."""
+    return empty_cache
 
 
 SMALL = ["--prompt-tokens", "16", "--gen-tokens", "8", "--repetitions", "2"]

@@ -30,15 +30,18 @@ FAST = ("--runs", "3", "--min-time", "0.01", "--warmup", "1")
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, tuple[int, str, str]]:
+def runs(tmp_path_factory, empty_cache_at) -> dict[str, tuple[int, str, str]]:
     """Both profiles at once: name -> (exit status, stdout, stderr)."""
+    def cold() -> Path:
+        return empty_cache_at(tmp_path_factory.mktemp("cache"))
+
     started = {
         "inline": _start("profile", "builtin:small_cnn", "--backend", ",".join(BACKENDS),
-                         "--json", *FAST, env_cache=tmp_path_factory.mktemp("cache")),
+                         "--json", *FAST, env_cache=cold()),
         # a spawned worker inherits the command's file descriptors: its runtime's chatter
         # must not reach stdout either
         "isolated": _start("profile", "builtin:small_cnn", "--backend", "mnn", "--json",
-                           "--isolate", *FAST, env_cache=tmp_path_factory.mktemp("cache"))}
+                           "--isolate", *FAST, env_cache=cold())}
     return finished(started, timeout=300)
 
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -29,16 +30,19 @@ def _start(cache, *args: str) -> subprocess.Popen:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, tuple[int, str, str]]:
+def runs(tmp_path_factory, empty_cache_at) -> dict[str, tuple[int, str, str]]:
     """The two profiles, each with a cold cache (so the quantizers really run), at once:
     name -> (exit status, stdout, stderr)."""
     pytest.importorskip("onnxruntime")
     pytest.importorskip("ai_edge_litert")
+    def cold() -> Path:
+        return empty_cache_at(tmp_path_factory.mktemp("cache"))
+
     started = {
-        "default": _start(tmp_path_factory.mktemp("cache"), *RUN, "--backend",
-                          "tflite,onnxruntime", "--precision", "fp32,int8"),
-        "debug": _start(tmp_path_factory.mktemp("cache"), *RUN, "--backend", "onnxruntime",
-                        "--precision", "int8", "--debug")}
+        "default": _start(cold(), *RUN, "--backend", "tflite,onnxruntime", "--precision",
+                          "fp32,int8"),
+        "debug": _start(cold(), *RUN, "--backend", "onnxruntime", "--precision", "int8",
+                        "--debug")}
     return finished(started, timeout=900)
 
 
