@@ -34,6 +34,7 @@ from edgeprof.profilers.predict.llm.builds import BUILD_ERAS, learned_builds  # 
 from edgeprof.profilers.predict.llm.constants import (ASSUMED_GEN,  # noqa: E402
                                                       ASSUMED_PROMPT, FORMAT,
                                                       FORMAT_VERSION, INTERVAL_GOAL,
+                                                      MAX_SPREAD, PRIOR_SPREAD_ROWS,
                                                       SHIPPED_FILE)
 from edgeprof.profilers.predict.llm.crossval import (fit_all, attach_cv,  # noqa: E402
                                                      cv_table, interval_report,
@@ -164,10 +165,15 @@ def fitted(cal: dict) -> list[str]:
     kinds = "; ".join(f"{k}: fraction {v['bandwidth_fraction']:.3f}, efficiency "
                       f"{v['efficiency']:.3f} ({', '.join(v['boards'])})"
                       for k, v in (pr.get("by_kind") or {}).items())
-    out += ["", f"Prior (a board without rows of that stage and no calibrated board of the same "
-            f"core, `estimated`): per processor kind: {kinds}; interval x/ "
-            f"{pr['spread']:.2f} (leave-one-out of the rows the prior predicted: x/ "
-            f"{pr.get('spread_uncapped', pr['spread']):.2f}, n={pr.get('spread_n', 0)}).", "",
+    share = pr.get("cpu_share") or {}
+    out += ["", f"Prior (a board without rows of that stage, no other processor of the board "
+            f"with decode rows and no calibrated board of the same core, `estimated`): per "
+            f"processor kind: {kinds}; interval x/ {pr['spread']:.2f} (leave-one-out of the "
+            f"rows the prior predicted: x/ {pr.get('spread_uncapped', pr['spread']):.2f}, "
+            f"n={pr.get('spread_n', 0)}; fewer than {PRIOR_SPREAD_ROWS} rows: x/ "
+            f"{MAX_SPREAD:g}). Decode from another processor of the board: its fraction, x "
+            f"{share.get('ratio', 1.0):.3f} from an accelerator to the CPU (the CPU's share, "
+            f"from {', '.join(share.get('boards') or []) or 'no board'}).", "",
             "Extrapolation sigmas (added in quadrature per way a prediction leaves what its "
             "rows covered; fitted from the held-out rows that made that extrapolation, never "
             "below the 0.25 prior):", ""]

@@ -588,6 +588,30 @@ def test_rk3588_has_rows_of_its_own_cpu_and_npu():
     assert n["ttft_ms"]["low"] <= 378.31 <= n["ttft_ms"]["high"]
 
 
+def test_decode_without_rows_on_a_processor_comes_from_the_boards_other_one(tmp_path):
+    """Decode streams the weights from the board's one DRAM: with no Jetson Nano CPU rows
+    (here: the shipped calibration less that entry), its decode is estimated from the Nano
+    GPU's fitted fraction times the CPU's share beside an accelerator (fitted on the boards
+    with both, the Nano and the RK3588: CPU 0.126 / GPU 0.160, 0.707 / 0.907); prefill, a
+    fraction of a processor's own peak, is not transferred. It used to come from the prior
+    of all CPU boards: 18 tok/s where the Nano's CPU measured 5.0-5.25."""
+    data = json.loads(L.SHIPPED_FILE.read_text(encoding="utf-8"))
+    share = data["prior"]["cpu_share"]
+    assert share["boards"] == ["jetson_nano", "rk3588"] and 0.7 < share["ratio"] < 0.85
+    del data["entries"]["jetson_nano/cpu"]
+    (tmp_path / "llm--no-nano-cpu.json").write_text(json.dumps(data))
+    p, _, _ = _predict("jetson_nano", "cpu", "tinyllama-1.1b", "q4_k_m", dirs=[tmp_path])
+    gpu, _, _ = _predict("jetson_nano", "cuda", "tinyllama-1.1b", "q4_k_m", dirs=[tmp_path])
+    assert p["estimated_from"]["decode"] == "jetson_nano/cuda"
+    assert not p["estimated_from"].get("prefill")
+    assert p["decode_tokens_per_s"]["provenance"] == "estimated"
+    assert p["decode_tokens_per_s"]["value"] == pytest.approx(
+        gpu["decode_tokens_per_s"]["value"] * share["ratio"], rel=1e-6)  # one DRAM, 25.6 GB/s
+    assert 5.0 / 1.25 < p["decode_tokens_per_s"]["value"] < 5.25 * 1.25
+    assert any("another processor of the same board" in n and "the CPU's share" in n
+               for n in p["notes"])
+
+
 def test_a_board_without_rows_is_estimated_from_one_of_the_same_core(tmp_path):
     """Without its own rows (here: the shipped calibration less its rk3588 entries), the
     RK3588's A76 cluster is estimated from the Raspberry Pi 5's, the same core."""

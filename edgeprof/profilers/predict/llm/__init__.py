@@ -72,9 +72,11 @@ quadrature, for each way the prediction leaves what the rows covered (another ru
 era, mode, thread count, compute precision, a model more than 2x outside the bytes or MACs of
 the runtime's own rows, else the board's), the sigma the held-out rows that made that
 extrapolation showed (at least :data:`EXTRAPOLATION_SIGMA`; :func:`attach_cv`); capped at x/
-:data:`MAX_SPREAD` with a note saying so. Otherwise it is ``estimated``: from a board of the
-same core (an uncalibrated Cortex-A76 board from the Raspberry Pi 5's fractions; sigma +
-:data:`CORE_TRANSFER_SIGMA`) or from the prior of its processor kind (median fitted
+:data:`MAX_SPREAD` with a note saying so. Otherwise it is ``estimated``: decode from another
+processor of the same board (its bandwidth fraction of the same DRAM: a Jetson Nano's CPU
+from its GPU's rows; sigma + :data:`DEVICE_TRANSFER_SIGMA`), else from a board of the same
+core (an uncalibrated Cortex-A76 board from the Raspberry Pi 5's fractions; sigma +
+:data:`CORE_TRANSFER_SIGMA`), else from the prior of its processor kind (median fitted
 fraction / efficiency of the shipped boards), with the prior's leave-one-out spread. Each
 calibration reports, from nested leave-one-out (each held-out row's interval is the one a fit
 without it states; the shipped file holds a row's twins at other builds of its era out with
@@ -228,8 +230,8 @@ def predict_llm(estimate: Any, target, *, device: str = "cpu", runtime: str = "l
                      f"{runtime} is predicted by '{name}'")
     if cal is None:
         notes.append(f"no LLM calibration for {board['base_id']} --device {device}: every "
-                     "figure is estimated (from a board of the same core where one is "
-                     "calibrated, else from the datasheet roofline and the prior of the "
+                     "figure is estimated (decode from another processor of the board, "
+                     "else from a board of the same core where one is calibrated, else from the datasheet roofline and the prior of the "
                      "shipped boards)")
     elif entry and entry.get("fingerprint", {}).get("descriptor_sha256") not in (
             None, board["sha256"]) and not board["mode"]:
@@ -275,7 +277,14 @@ def predict_llm(estimate: Any, target, *, device: str = "cpu", runtime: str = "l
         for _, w in c["why"][st]:
             notes.append(f"{st}: {w}; interval widened")
         if c["prov"][st] == "estimated":
-            if c["source"][st]:
+            if c["transfer"][st] == "board":
+                boards = (base["prior"].get("cpu_share") or {}).get("boards") or []
+                notes.append(
+                    f"{st}: estimated from {c['source'][st]}, another processor of the same "
+                    f"board: its fitted bandwidth fraction of the board's DRAM ({c['used'][st]})"
+                    + (f" x {c['scale'][st]:.2f}, the CPU's share beside an accelerator on "
+                       f"{', '.join(boards)}" if c["scale"][st] != 1 else ""))
+            elif c["source"][st]:
                 notes.append(
                     f"{st}: estimated from {c['source'][st]} (the same core, "
                     f"{board['core_type']}): its fitted "

@@ -30,6 +30,12 @@ EXTRAPOLATION_SIGMA = 0.25
 #: sigma added in quadrature to a figure estimated from another board of the same core (a
 #: prior, x/ 1.47 at 80 %: no two shipped boards share a core, so it is not validated)
 CORE_TRANSFER_SIGMA = 0.30
+#: sigma added in quadrature to a decode figure estimated from another processor of the same
+#: board (its bandwidth fraction of the same DRAM, scaled by the CPU's share beside an
+#: accelerator: ``fit.cpu_share``). A prior, x/ 1.47 at 80 % as a core transfer: only two
+#: shipped boards have decode rows on two processors (Jetson Nano CPU 0.126 / GPU 0.160,
+#: RK3588 CPU 0.707 / NPU 0.907), too few to measure the transfer's own spread
+DEVICE_TRANSFER_SIGMA = 0.30
 #: the pooled leave-one-out sigma of a stage counts as this many rows in a board's sigma
 POOLED_WEIGHT = 2.0
 #: no interval is narrower than x/ exp(1.2816 x this) (published rates are rounded)
@@ -38,6 +44,9 @@ SIGMA_FLOOR = 0.03
 MAX_SPREAD = 4.0
 #: an estimated figure's interval is value x/ the prior's leave-one-out spread, within these
 ESTIMATE_MIN_SPREAD = 2.0
+#: ... measured only from this many held-out rows the prior predicted or more; from fewer
+#: (two, once a board's other processor estimates decode), x/ MAX_SPREAD
+PRIOR_SPREAD_ROWS = 5
 #: the interval goal (issue 18): hold the truth this often, median high/low at most this
 INTERVAL_GOAL = {"coverage": 0.80, "median_width": 2.0}
 #: the per-layer overhead is fitted only where the rows' layers-per-second-of-bandwidth ratio

@@ -1,7 +1,8 @@
 """The prediction core: one stage's parameters for a runtime and build era, from the board's
-own fit, a board of the same core or the prior (with the ways the prediction leaves what the
-rows covered), the times they give (:func:`core_entry`), and the interval's sigma
-(:func:`stage_sigma`, :func:`stage_interval`)."""
+own fit, another processor of the board (decode), a board of the same core or the prior
+(with the ways the prediction leaves what the rows covered), the times they give
+(:func:`core_entry`), and the interval's sigma (:func:`stage_sigma`,
+:func:`stage_interval`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import math
 from typing import Any
 
 from edgeprof.profilers.predict.llm.constants import (CORE_TRANSFER_SIGMA,
+                                                      DEVICE_TRANSFER_SIGMA,
                                                       ESTIMATE_MIN_SPREAD,
                                                       EXTRAPOLATION_SIGMA, MAX_SPREAD,
                                                       SIGMA_FLOOR, SIZE_SPAN, Z80)
@@ -100,13 +102,19 @@ def _stage(cal: dict[str, Any], entry: dict[str, Any] | None, stage: str, n: dic
                                 "the peaks"))
         return {"p": p, "prov": "predicted", "why": why, "fit": fit, "source": None,
                 "used": used}
-    # estimated: from a board of the same core, else the prior of the processor kind
-    src = _same_core(cal["entries"], stage, board, entry)
-    if src is not None:
-        key, sfit = src
-        p, why, used = _params(sfit, stage, runtime, era)
-        return {"p": p, "prov": "estimated", "why": why, "fit": sfit, "source": key,
-                "used": used}
+    # estimated: decode from another processor of the same board (the same DRAM), else from
+    # a board of the same core, else the prior of the processor kind
+    for transfer, src in (("board", _same_board(cal["entries"], stage, board, entry)),
+                          ("core", _same_core(cal["entries"], stage, board, entry))):
+        if src is not None:
+            key, sfit = src
+            p, why, used = _params(sfit, stage, runtime, era)
+            scale = _cpu_scale(cal, board, cal["entries"][key]) if transfer == "board" \
+                else 1.0
+            if scale != 1.0:  # decode's (a board transfer is decode's only)
+                p["bandwidth_fraction"] = min(1.0, p["bandwidth_fraction"] * scale)
+            return {"p": p, "prov": "estimated", "why": why, "fit": sfit, "source": key,
+                    "used": used, "transfer": transfer, "scale": scale}
     prior = cal["prior"]
     kp = (prior.get("by_kind") or {}).get(board["kind"]) or prior
     if stage == "decode":
@@ -117,6 +125,30 @@ def _stage(cal: dict[str, Any], entry: dict[str, Any] | None, stage: str, n: dic
         p = {"efficiency": kp["efficiency"]}
     return {"p": p, "prov": "estimated", "why": [], "fit": None, "source": None,
             "used": "prior"}
+
+
+def _same_board(entries: dict[str, Any], stage: str, board: dict[str, Any],
+                own: dict[str, Any] | None) -> tuple[str, dict[str, Any]] | None:
+    """Decode's fit on another processor of this board: decode streams the weights from the
+    board's one DRAM whichever processor runs it (prefill's efficiency is of a processor's
+    own peak, so it does not transfer)."""
+    if stage != "decode":
+        return None
+    mine = f"{board['base_id']}/{board['device']}"
+    for key, e in sorted(entries.items()):
+        if e is not own and key != mine and key.split("/")[0] == board["base_id"] \
+                and e.get(stage) is not None:
+            return key, e[stage]
+    return None
+
+
+def _cpu_scale(cal: dict[str, Any], board: dict[str, Any], source: dict[str, Any]) -> float:
+    """What a bandwidth fraction fitted on ``source`` (another processor of the board) is
+    multiplied by on this one: the CPU's share beside an accelerator (``fit.cpu_share``)
+    from an accelerator to the CPU, its inverse the other way, else 1."""
+    share = float((cal["prior"].get("cpu_share") or {}).get("ratio", 1.0))
+    cpu, from_cpu = board["kind"] == "cpu", source.get("kind", "cpu") == "cpu"
+    return 1.0 if cpu == from_cpu else (share if cpu else 1.0 / share)
 
 
 def _same_core(entries: dict[str, Any], stage: str, board: dict[str, Any],
@@ -166,6 +198,8 @@ def core_entry(cal: dict[str, Any], n: dict[str, Any], board: dict[str, Any], ru
             "pre": st["prefill"]["p"], "t_dec": t_dec, "t_pre": t_pre,
             "prov": {s: st[s]["prov"] for s in st}, "why": {s: st[s]["why"] for s in st},
             "source": {s: st[s]["source"] for s in st}, "used": {s: st[s]["used"] for s in st},
+            "transfer": {s: st[s].get("transfer") for s in st},
+            "scale": {s: st[s].get("scale", 1.0) for s in st},
             "fits": {s: st[s]["fit"] for s in st}, "serial": serial, "n_sat": n_sat,
             "runtime": runtime}
 
@@ -194,8 +228,11 @@ def stage_sigma(cal: dict[str, Any], c: dict[str, Any], stage: str) -> tuple[flo
                    if fit else ""))
         s2 = base ** 2 + sum(x ** 2 for _, x in ex)
         if c["source"][stage]:
-            s2 += CORE_TRANSFER_SIGMA ** 2
-            what += f", + {CORE_TRANSFER_SIGMA} (another board of the same core)"
+            board = c["transfer"][stage] == "board"
+            extra = DEVICE_TRANSFER_SIGMA if board else CORE_TRANSFER_SIGMA
+            s2 += extra ** 2
+            what += f", + {extra} (" + ("another processor of the same board" if board else
+                                        "another board of the same core") + ")"
     else:
         spread = float(cal["prior"].get("spread", MAX_SPREAD))
         base = math.log(max(spread, ESTIMATE_MIN_SPREAD)) / Z80

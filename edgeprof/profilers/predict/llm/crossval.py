@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 from edgeprof.profilers.predict.llm.constants import (ESTIMATE_MIN_SPREAD,
                                                       EXTRAPOLATION_SIGMA, INTERVAL_GOAL,
-                                                      MAX_SPREAD, POOLED_WEIGHT, Z80)
+                                                      MAX_SPREAD, POOLED_WEIGHT,
+                                                      PRIOR_SPREAD_ROWS, Z80)
 from edgeprof.profilers.predict.llm.core import core_entry, stage_sigma
 from edgeprof.profilers.predict.llm.fit import era_of, median_of, fit_entries, fit_prior
 from edgeprof.profilers.predict.llm.inputs import registry_target
@@ -164,9 +165,10 @@ def attach_cv(cal: dict[str, Any], loo: list[dict[str, Any]]) -> None:
     cal["extrapolation_sigma"] = ex
     by_prior = [r["log_error"] for r in loo if r["provenance"] == "estimated"
                 and not r.get("estimated_from")]
-    if by_prior:
+    if by_prior:  # measured where enough rows show it, else the widest interval
         cal["prior"]["spread"] = min(MAX_SPREAD, max(ESTIMATE_MIN_SPREAD,
-                                                     math.exp(Z80 * _rms(by_prior))))
+                                                     math.exp(Z80 * _rms(by_prior)))) \
+            if len(by_prior) >= PRIOR_SPREAD_ROWS else MAX_SPREAD
         cal["prior"]["spread_uncapped"] = math.exp(Z80 * _rms(by_prior))
         cal["prior"]["spread_n"] = len(by_prior)
 
@@ -234,8 +236,9 @@ def interval_report(loo: list[dict[str, Any]]) -> dict[str, Any]:
             wide = sorted(((median_of(v), k) for k, v in wide.items()
                            if median_of(v) > INTERVAL_GOAL["median_width"]), reverse=True)
             why.append(f"median width {width:.1f}x: of {len(rows)} held-out rows, {est} had no "
-                       "other row of that stage on their board (estimated, from the prior or "
-                       f"a board of the same core) and {ext} were predicted outside what the "
+                       "other row of that stage on their board's processor (estimated, from "
+                       "the prior, another processor of the board or a board of the same "
+                       f"core) and {ext} were predicted outside what the "
                        f"other rows covered ({', '.join(kinds) or '-'})"
                        + ("; boards wider than the goal: " + ", ".join(
                            f"{k} {w:.1f}x" for w, k in wide) if wide else ""))

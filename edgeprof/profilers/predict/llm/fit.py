@@ -289,10 +289,26 @@ def _prior_of(entries: list[dict[str, Any]]) -> dict[str, Any]:
             "boards": sorted(f"{e['target']}/{e['device']}" for e in entries)}
 
 
+def cpu_share(entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The CPU's decode bandwidth fraction over the GPU's or NPU's on the same board, from
+    the boards with decode fits on both (geometric mean; 1 where there are none): a board's
+    CPU cluster draws less of its DRAM than its accelerator does."""
+    ratios, boards = [], []
+    for tid in sorted({e["target"] for e in entries.values()}):
+        dec = {e.get("kind", "cpu"): e["decode"]["base"]["bandwidth_fraction"]
+               for e in entries.values() if e["target"] == tid and e["decode"]}
+        acc = [v for k, v in dec.items() if k != "cpu"]
+        if "cpu" in dec and acc:
+            ratios.append(dec["cpu"] / acc[0])
+            boards.append(tid)
+    return {"ratio": _geo_mean(ratios) if ratios else 1.0, "boards": boards}
+
+
 def fit_prior(entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The uncalibrated prior: the median fitted fraction / efficiency over the entries,
     overall and per processor kind (``by_kind``: cpu, gpu), the per-layer overhead by device
-    where one was identified (else 0)."""
+    where one was identified (else 0), and the CPU's share of a board's DRAM beside its
+    accelerator's (:func:`cpu_share`)."""
     allp = _prior_of(list(entries.values()))
     by_kind = {}
     for kind in sorted({e.get("kind", "cpu") for e in entries.values()}):
@@ -305,4 +321,5 @@ def fit_prior(entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "fraction_range": allp["fraction_range"], "efficiency": allp["efficiency"],
             "efficiency_range": allp["efficiency_range"],
             "per_layer_s": {d: median_of(v) for d, v in over.items()},
-            "by_kind": by_kind, "n_entries": len(entries), "spread": MAX_SPREAD}
+            "by_kind": by_kind, "cpu_share": cpu_share(entries), "n_entries": len(entries),
+            "spread": MAX_SPREAD}
