@@ -73,7 +73,8 @@ era, mode, thread count, compute precision, a model more than 2x outside the byt
 the runtime's own rows, else the board's), the sigma the held-out rows that made that
 extrapolation showed (at least :data:`EXTRAPOLATION_SIGMA`; :func:`attach_cv`); capped at x/
 :data:`MAX_SPREAD` with a note saying so. Otherwise it is ``estimated``: decode from another
-processor of the same board (its bandwidth fraction of the same DRAM: a Jetson Nano's CPU
+processor of the same board (its bandwidth fraction of the same DRAM, times the CPU's share
+beside an accelerator between a CPU and a GPU or NPU, ``fit.cpu_share``: the Orin Nano's CPU
 from its GPU's rows; sigma + :data:`DEVICE_TRANSFER_SIGMA`), else from a board of the same
 core (an uncalibrated Cortex-A76 board from the Raspberry Pi 5's fractions; sigma +
 :data:`CORE_TRANSFER_SIGMA`), else from the prior of its processor kind (median fitted

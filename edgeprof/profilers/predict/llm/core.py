@@ -228,11 +228,11 @@ def stage_sigma(cal: dict[str, Any], c: dict[str, Any], stage: str) -> tuple[flo
                    if fit else ""))
         s2 = base ** 2 + sum(x ** 2 for _, x in ex)
         if c["source"][stage]:
-            board = c["transfer"][stage] == "board"
-            extra = DEVICE_TRANSFER_SIGMA if board else CORE_TRANSFER_SIGMA
+            same_board = c["transfer"][stage] == "board"
+            extra = DEVICE_TRANSFER_SIGMA if same_board else CORE_TRANSFER_SIGMA
             s2 += extra ** 2
-            what += f", + {extra} (" + ("another processor of the same board" if board else
-                                        "another board of the same core") + ")"
+            what += f", + {extra} (" + ("another processor of the same board" if same_board
+                                        else "another board of the same core") + ")"
     else:
         spread = float(cal["prior"].get("spread", MAX_SPREAD))
         base = math.log(max(spread, ESTIMATE_MIN_SPREAD)) / Z80
