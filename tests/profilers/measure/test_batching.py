@@ -211,5 +211,8 @@ def test_peak_memory_of_each_batch_is_measured_from_one_start():
     assert all(m is not None for m in mem), mem
     for b, m in zip([1, 2, 4], mem):
         assert m >= 24e6 + 6e6 * b * 0.95, (b, mem)  # the runtime's kept memory + the batch's
-    assert mem == sorted(mem)
+    # batch 4 holds 18 MB more than batch 1 and 12 MB more than batch 2: above the noise of
+    # a process's RSS (one clean-clone run read batch 1 at 38.6 MB, 8.6 MB over its 30 MB,
+    # and batch 2 at 36.0 MB, so 1 and 2 are not ordered)
+    assert mem[-1] > max(mem[:-1]), mem
     assert "baseline" in df.attrs["memory_baseline"]
