@@ -5,8 +5,8 @@ This host is calibrated once per session, in that folder (:func:`host_calibratio
 calibration is 7-9 s of triad and GEMMs on a 2-core runner). A test that needs a cache with
 nothing built in it gets one that holds only that calibration (:func:`empty_cache`,
 :func:`empty_cache_at`), as a user's cache is after their first run on a machine: its
-conversions start cold, the host's figures are not measured again. The host calibration's own tests (``tests/targets/test_host.py``) measure
-in caches of their own."""
+conversions start cold, the host's figures are not measured again. The host calibration's
+own tests (``tests/targets/test_host.py``) measure in caches of their own."""
 
 from __future__ import annotations
 

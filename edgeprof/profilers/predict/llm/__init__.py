@@ -232,8 +232,8 @@ def predict_llm(estimate: Any, target, *, device: str = "cpu", runtime: str = "l
     if cal is None:
         notes.append(f"no LLM calibration for {board['base_id']} --device {device}: every "
                      "figure is estimated (decode from another processor of the board, "
-                     "else from a board of the same core where one is calibrated, else from the datasheet roofline and the prior of the "
-                     "shipped boards)")
+                     "else from a board of the same core where one is calibrated, else from "
+                     "the datasheet roofline and the prior of the shipped boards)")
     elif entry and entry.get("fingerprint", {}).get("descriptor_sha256") not in (
             None, board["sha256"]) and not board["mode"]:
         notes.append(f"calibration '{name}' was fitted for another description of "

@@ -134,10 +134,9 @@ def _same_board(entries: dict[str, Any], stage: str, board: dict[str, Any],
     own peak, so it does not transfer)."""
     if stage != "decode":
         return None
-    mine = f"{board['base_id']}/{board['device']}"
     for key, e in sorted(entries.items()):
-        if e is not own and key != mine and key.split("/")[0] == board["base_id"] \
-                and e.get(stage) is not None:
+        if e is not own and e.get("target") == board["base_id"] \
+                and e.get("device") != board["device"] and e.get(stage) is not None:
             return key, e[stage]
     return None
 
