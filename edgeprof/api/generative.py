@@ -92,14 +92,11 @@ def prediction_only_generative(family: str, reg: Registry | None = None) -> type
     reason = prediction_only_reason(family, reg)
     layouts = {f: info for f in offered or () if (info := _family_layout(family, f))}
 
-    def supports_on_board(self, model: Any, fmt: str, device: str = "cpu") -> str | None:
-        if fmt not in self.formats:
-            return (f"{self.name} does not make format '{fmt}'; it makes "
-                    f"{', '.join(self.formats)}")
+    def board_reason(self, fmt: str, device: str) -> str | None:
         if fmt not in self.layouts:
             return (f"edgeprof has no byte layout of {self.name}'s {fmt} to predict from; "
                     f"it predicts {', '.join(self.layouts) or 'none'}")
-        return self.architecture_reason(model, fmt)
+        return None
 
     def supports(self, model: Any, fmt: str, device: str = "cpu") -> str | None:
         return reason
@@ -110,7 +107,7 @@ def prediction_only_generative(family: str, reg: Registry | None = None) -> type
         "board_devices": (), "description": f"prediction-only: runs on "
                                             f"{kinds_text(kinds)} ({source})",
         "availability": classmethod(lambda cls: Availability(False, reason)),
-        "supports_on_board": supports_on_board, "supports": supports})
+        "board_reason": board_reason, "supports": supports})
 
 
 def _generative_backends(names: Sequence[str] | str | None, reg: Registry, *,

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.core.formats import Converter, Format
-from edgeprof.core.hookspecs import hookimpl
+from edgeprof.core.hookspecs import registers
 
 TFLITE_PRECISIONS = ("fp32", "fp16", "int8", "int8_static", "int8_dynamic")
 
@@ -75,14 +75,8 @@ CONVERTERS = [
 ]
 
 
-@hookimpl
-def edgeprof_register_formats():
-    return list(FORMATS)
-
-
-@hookimpl
-def edgeprof_register_converters():
-    return list(CONVERTERS)
+edgeprof_register_formats = registers(FORMATS)
+edgeprof_register_converters = registers(CONVERTERS)
 
 
 # --------------------------------------------------------------------------- torch format

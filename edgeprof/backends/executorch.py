@@ -26,11 +26,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from edgeprof.backends.native_runtimes import OfferedPrecisions
+from edgeprof.backends.native_runtimes import NativeRuntime
 from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig, add_warning
 from edgeprof.core.errors import InputSpecError, ModelError, UnsupportedError
 from edgeprof.core.formats import Converter, Format
-from edgeprof.core.hookspecs import hookimpl
+from edgeprof.core.hookspecs import registers
 
 INSTALL_HINT = "pip install 'edgeprof[executorch]'"
 PRECISIONS = ("fp32", "int8", "int8_static")
@@ -139,7 +139,7 @@ def _threadpool(threads: int) -> int:
     return int(get()) if get is not None else threads
 
 
-class ExecuTorchBackend(OfferedPrecisions, Backend):
+class ExecuTorchBackend(NativeRuntime, Backend):
     name = "executorch"
     description = "ExecuTorch (PyTorch's on-device runtime) with the XNNPACK delegate"
     capabilities = Capabilities(precisions=PRECISIONS, devices=("cpu",),
@@ -150,12 +150,11 @@ class ExecuTorchBackend(OfferedPrecisions, Backend):
                          "path (a half-precision model lowered with XNNPACK's fp16 kernels) "
                          "needs a CPU with fp16 arithmetic and is not built here"}
 
-    def build(self, model, precision: str, calibration: Any = None):
-        """torch (or .onnx -> torch) -> .pte by the conversion graph."""
-        from edgeprof.backends.native_runtimes import build_checked
+    native = "a .pte program"
 
-        return build_checked(self, model, precision, calibration, native="a .pte program",
-                             tolerance=lambda s: "int8_static" if s == "int8" else s)
+    @staticmethod
+    def agreement(stored: str, requested: str) -> str:
+        return "int8_static" if stored == "int8" else stored
 
     def load(self, artifact, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
         """The .pte's forward method in ExecuTorch's Python runtime."""
@@ -208,22 +207,8 @@ class ExecuTorchBackend(OfferedPrecisions, Backend):
                         f"the portable kernels: {', '.join(left)}")
         return prepared
 
-    def operator_profile(self, prepared: PreparedModel, runs: int = 10,
-                         trace_path: str | None = None):
-        """None: ExecuTorch's Python runtime exposes no per-operator profiler."""
-        return None
 
 
-@hookimpl
-def edgeprof_register_formats():
-    return list(FORMATS)
-
-
-@hookimpl
-def edgeprof_register_converters():
-    return list(CONVERTERS)
-
-
-@hookimpl
-def edgeprof_register_backends():
-    return [ExecuTorchBackend]
+edgeprof_register_formats = registers(FORMATS)
+edgeprof_register_converters = registers(CONVERTERS)
+edgeprof_register_backends = registers([ExecuTorchBackend])

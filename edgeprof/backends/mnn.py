@@ -30,11 +30,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from edgeprof.backends.native_runtimes import OfferedPrecisions
+from edgeprof.backends.native_runtimes import NativeRuntime
 from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig
 from edgeprof.core.errors import InputSpecError, ModelError, UnsupportedError
 from edgeprof.core.formats import Converter, Format
-from edgeprof.core.hookspecs import hookimpl
+from edgeprof.core.hookspecs import registers
 
 INSTALL_HINT = "pip install 'edgeprof[mnn]'"
 PRECISIONS = ("fp32", "fp16", "int8_weight")
@@ -78,7 +78,7 @@ def onnx_to_mnn(source: Any, out: Path, precision: str) -> dict[str, Any]:
     return {"entry": "model.mnn", "stored_precision": precision}
 
 
-class MnnBackend(OfferedPrecisions, Backend):
+class MnnBackend(NativeRuntime, Backend):
     name = "mnn"
     description = "Alibaba MNN on the CPU (models converted from ONNX by MNNConvert)"
     capabilities = Capabilities(precisions=PRECISIONS, devices=("cpu",),
@@ -91,25 +91,9 @@ class MnnBackend(OfferedPrecisions, Backend):
                     "mnnquant model.mnn int8.mnn config.json"
                  for p in ("int8", "int8_static")}
 
-    @classmethod
-    def check_request(cls, model, config: RunConfig) -> None:
-        from edgeprof.backends.native_runtimes import single_batch
-
-        super().check_request(model, config)
-        single_batch(model, cls.name)
-
-    def build(self, model, precision: str, calibration: Any = None):
-        """torch / .onnx -> .mnn by the conversion graph (the last step stores the
-        precision; the agreement check takes the tolerance of what is stored)."""
-        from edgeprof.backends.native_runtimes import build_checked
-
-        return build_checked(self, model, precision, native="an .mnn file")
-
-    @staticmethod
-    def _executed(stored: str) -> tuple[str, str | None]:
-        from edgeprof.backends.native_runtimes import fp16_executed
-
-        return fp16_executed(stored, "MNN unpacked the fp16 weights and computed in fp32")
+    native = "an .mnn file"
+    one_sample = True
+    fp16_fallback = "MNN unpacked the fp16 weights and computed in fp32"
 
     def load(self, artifact, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
         """An MNN Module on the artifact's .mnn (imports only MNN and numpy)."""
@@ -173,7 +157,7 @@ class MnnBackend(OfferedPrecisions, Backend):
         def to_numpy(outputs) -> list:
             return [np.array(y) for y in outputs]
 
-        executed, note = self._executed(stored)
+        executed, note = self.executed(stored)
         notes = [note] if note else []
         if stored == "int8_weight":
             notes.append("int8 weights (MNNConvert --weightQuantBits 8) are dequantized at load "
@@ -193,10 +177,6 @@ class MnnBackend(OfferedPrecisions, Backend):
         describe_artifact(prepared, artifact, self.name)
         return prepared
 
-    def operator_profile(self, prepared: PreparedModel, runs: int = 10,
-                         trace_path: str | None = None):
-        """None: MNN's Python Module API exposes no per-operator timing."""
-        return None
 
 
 def _model_io(path: Path) -> dict[str, Any]:
@@ -210,16 +190,6 @@ def _model_io(path: Path) -> dict[str, Any]:
     return info
 
 
-@hookimpl
-def edgeprof_register_formats():
-    return list(FORMATS)
-
-
-@hookimpl
-def edgeprof_register_converters():
-    return list(CONVERTERS)
-
-
-@hookimpl
-def edgeprof_register_backends():
-    return [MnnBackend]
+edgeprof_register_formats = registers(FORMATS)
+edgeprof_register_converters = registers(CONVERTERS)
+edgeprof_register_backends = registers([MnnBackend])

@@ -1,6 +1,7 @@
 """What the ncnn, MNN and ExecuTorch backends share: their converters' processes, their
-native output kept off stdout, the CPU's fp16 arithmetic, and precisions a backend names
-as not offered (with the reason and what would make them).
+native output kept off stdout, the CPU's fp16 arithmetic, and their classes' common part
+(:class:`NativeRuntime`: precisions named as not offered, the checked build, one sample a
+call, fp16 where the CPU has none).
 
 Nothing here imports a runtime.
 """
@@ -87,12 +88,27 @@ def cpu_has_fp16_arithmetic() -> bool:
     return bool(flags & {"asimdhp", "fphp", "avx512fp16"})
 
 
-class OfferedPrecisions:
-    """A backend mixin: precisions the backend names as not offered, with the reason and
-    what would make them (``unoffered``), refused in one line instead of the generic
-    "supports ..." message."""
+class NativeRuntime:
+    """A backend mixin for the runtimes outside the Python frameworks (ncnn, MNN,
+    ExecuTorch): what their classes share.
+
+    * ``unoffered``: precisions the backend names as not offered, with the reason and what
+      would make them, refused in one line instead of the generic "supports ..." message;
+    * ``build``: through the conversion graph, checked against the source
+      (``native`` names a file already in the backend's format, which runs as given;
+      ``agreement(stored, requested)`` the precision whose tolerance the check applies);
+    * ``one_sample``: the runtime's tensors have no batch axis, a batch above 1 is refused
+      before converting (:func:`single_batch`);
+    * ``executed(precision)``: an fp16 request on a CPU without fp16 arithmetic runs in fp32,
+      with ``fp16_fallback`` as the note saying so.
+
+    ``operator_profile`` stays the base class's None: none of their Python APIs times
+    operators, and each backend's ``load`` notes why."""
 
     unoffered: Mapping[str, str] = {}
+    native: str | None = None
+    one_sample: bool = False
+    fp16_fallback: str = ""
 
     @classmethod
     def check_precision(cls, precision: str) -> None:
@@ -102,6 +118,49 @@ class OfferedPrecisions:
                                    f"it runs {', '.join(cls.capabilities.precisions)}",  # type: ignore[attr-defined]
                                    backend=cls.name, precision=precision)  # type: ignore[attr-defined]
         super().check_precision(precision)  # type: ignore[misc]
+
+    @classmethod
+    def check_request(cls, model: Any, config: Any) -> None:
+        super().check_request(model, config)  # type: ignore[misc]
+        if cls.one_sample:
+            single_batch(model, cls.name)  # type: ignore[attr-defined]
+
+    @staticmethod
+    def agreement(stored: str, requested: str) -> str:
+        return stored
+
+    def build(self, model: Any, precision: str, calibration: Any = None) -> Any:
+        """Through the conversion graph: the precision checked, the route to the backend's
+        format converted (cached), the artifact's outputs checked against the source model.
+        A file already in the format (``native``) runs as given; edgeprof does not
+        re-quantize it."""
+        from dataclasses import replace
+
+        from edgeprof.backends.common import ensure_agreement
+        from edgeprof.core.plugins import get_graph
+
+        self.check_precision(precision)
+        if calibration is not None:
+            model = replace(model, calibration=Path(calibration))
+        route = self.route(model.format, precision)  # type: ignore[attr-defined]
+        artifact = get_graph().convert(model, route, backend=self.name,  # type: ignore[attr-defined]
+                                       requested_precision=precision)
+        stored = artifact.manifest.stored_precision or "fp32"
+        if self.native and not artifact.manifest.route and precision != "fp32":
+            raise UnsupportedError(f"'{Path(model.path).name}' is {self.native}; edgeprof does "
+                                   "not re-quantize it, ask for fp32 (or give the source model)",
+                                   backend=self.name, precision=precision)  # type: ignore[attr-defined]
+        artifact.manifest.backend = self.name  # type: ignore[attr-defined]
+        artifact.manifest.requested_precision = precision
+        ensure_agreement(self, artifact, model, self.agreement(stored, precision))
+        return artifact
+
+    def executed(self, precision: str) -> tuple[str, str | None]:
+        """(the precision that ran, a note or None) of a request on this CPU: an fp16 one
+        runs in fp32 where the CPU has no fp16 arithmetic (ARMv8.2 asimdhp)."""
+        if precision != "fp16" or cpu_has_fp16_arithmetic():
+            return precision, None
+        return "fp32", f"this CPU has no fp16 arithmetic (ARMv8.2 asimdhp): {self.fp16_fallback}"
 
 
 def single_batch(handle: Any, backend: str) -> None:
@@ -116,39 +175,3 @@ def single_batch(handle: Any, backend: str) -> None:
 
 def describe(d: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in d.items())
-
-
-def fp16_executed(precision: str, why: str) -> tuple[str, str | None]:
-    """(the precision that ran, a note or None) of an fp16 request on this CPU: fp32, with
-    ``why``, where the CPU has no fp16 arithmetic (ARMv8.2 asimdhp); as asked otherwise."""
-    if precision != "fp16" or cpu_has_fp16_arithmetic():
-        return precision, None
-    return "fp32", f"this CPU has no fp16 arithmetic (ARMv8.2 asimdhp): {why}"
-
-
-def build_checked(backend: Any, model: Any, precision: str, calibration: Any = None, *,
-                  native: str | None = None, tolerance: Any = None) -> Any:
-    """A backend's build through the conversion graph: the precision checked, the route to
-    its format converted (cached), the artifact's outputs checked against the source model.
-    ``native``: how to name a file already in the backend's format ("an .mnn file"), which
-    edgeprof runs as given and refuses to re-quantize; ``tolerance(stored)``: the precision
-    whose tolerance the agreement check applies (default: the stored precision)."""
-    from dataclasses import replace
-
-    from edgeprof.backends.common import ensure_agreement
-    from edgeprof.core.plugins import get_graph
-
-    backend.check_precision(precision)
-    if calibration is not None:
-        model = replace(model, calibration=Path(calibration))
-    route = backend.route(model.format, precision)
-    artifact = get_graph().convert(model, route, backend=backend.name,
-                                   requested_precision=precision)
-    stored = artifact.manifest.stored_precision or "fp32"
-    if native and not artifact.manifest.route and precision != "fp32":
-        raise UnsupportedError(f"'{Path(model.path).name}' is {native}; edgeprof does not "
-                               "re-quantize it, ask for fp32 (or give the source model)",
-                               backend=backend.name, precision=precision)
-    artifact.manifest.backend, artifact.manifest.requested_precision = backend.name, precision
-    ensure_agreement(backend, artifact, model, tolerance(stored) if tolerance else stored)
-    return artifact

@@ -32,11 +32,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from edgeprof.backends.native_runtimes import OfferedPrecisions
+from edgeprof.backends.native_runtimes import NativeRuntime
 from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig
 from edgeprof.core.errors import ModelError, UnsupportedError
 from edgeprof.core.formats import Converter, Format
-from edgeprof.core.hookspecs import hookimpl
+from edgeprof.core.hookspecs import registers
 
 INSTALL_HINT = "pip install 'edgeprof[ncnn]'"
 FORMATS = [Format("ncnn", "ncnn .param/.bin", (".param",), companions=(".bin",))]
@@ -160,7 +160,7 @@ def _vulkan_devices() -> int:
         return 0
 
 
-class NcnnBackend(OfferedPrecisions, Backend):
+class NcnnBackend(NativeRuntime, Backend):
     name = "ncnn"
     description = "Tencent ncnn on the CPU (models converted by pnnx; Vulkan where a GPU has it)"
     capabilities = Capabilities(precisions=("fp32", "fp16"), devices=("cpu", "vulkan"),
@@ -177,29 +177,22 @@ class NcnnBackend(OfferedPrecisions, Backend):
     }
     unoffered["int8_static"] = unoffered["int8"]
 
+    one_sample = True
+    fp16_fallback = "ncnn ran the fp16 request in fp32"
+
+    @staticmethod
+    def agreement(stored: str, requested: str) -> str:
+        """fp32 weights on disk; fp16 is a run option, so the check takes the requested
+        precision's tolerance."""
+        return requested
+
     @classmethod
     def check_request(cls, model, config: RunConfig) -> None:
-        from edgeprof.backends.native_runtimes import single_batch
-
         super().check_request(model, config)
-        single_batch(model, cls.name)
         if config.device.startswith("vulkan") and _vulkan_devices() == 0:
             raise UnsupportedError("ncnn found no Vulkan device on this machine (no GPU with a "
                                    "Vulkan driver, or libvulkan is missing); use --device cpu",
                                    backend=cls.name)
-
-    def build(self, model, precision: str, calibration: Any = None):
-        """torch / .onnx -> pnnx -> ncnn by the conversion graph (fp32 weights on disk; fp16
-        is a run option, so the agreement check takes the tolerance of the precision asked)."""
-        from edgeprof.backends.native_runtimes import build_checked
-
-        return build_checked(self, model, precision, tolerance=lambda _stored: precision)
-
-    @staticmethod
-    def _executed(precision: str) -> tuple[str, str | None]:
-        from edgeprof.backends.native_runtimes import fp16_executed
-
-        return fp16_executed(precision, "ncnn ran the fp16 request in fp32")
 
     def load(self, artifact, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
         """An ncnn Net on the artifact's .param/.bin (imports only ncnn and numpy)."""
@@ -254,7 +247,7 @@ class NcnnBackend(OfferedPrecisions, Backend):
         def to_numpy(outputs) -> list:
             return [np.array(y)[None] for y in outputs]
 
-        executed, note = self._executed(config.precision)
+        executed, note = self.executed(config.precision)
         notes = [note] if note else []
         notes.append("per-layer times: the ncnn wheel is built without NCNN_BENCHMARK, so ncnn "
                      "exposes none")
@@ -275,22 +268,8 @@ class NcnnBackend(OfferedPrecisions, Backend):
         describe_artifact(prepared, artifact, self.name)
         return prepared
 
-    def operator_profile(self, prepared: PreparedModel, runs: int = 10,
-                         trace_path: str | None = None):
-        """None: ncnn times layers only when built with NCNN_BENCHMARK; the wheel is not."""
-        return None
 
 
-@hookimpl
-def edgeprof_register_formats():
-    return list(FORMATS)
-
-
-@hookimpl
-def edgeprof_register_converters():
-    return list(CONVERTERS)
-
-
-@hookimpl
-def edgeprof_register_backends():
-    return [NcnnBackend]
+edgeprof_register_formats = registers(FORMATS)
+edgeprof_register_converters = registers(CONVERTERS)
+edgeprof_register_backends = registers([NcnnBackend])

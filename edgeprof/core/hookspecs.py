@@ -38,6 +38,20 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
+
+def registers(values: Any) -> Any:
+    """A registration hook's implementation that returns ``values`` (a new list each call),
+    for a plugin module whose hook only lists what the module defines:
+    ``edgeprof_register_backends = registers([MyBackend])`` is the ``@hookimpl`` function
+    returning that list. pluggy finds it by the name it is assigned to."""
+    items = list(values)
+
+    @hookimpl
+    def registration() -> list[Any]:
+        return list(items)
+
+    return registration
+
 @hookspec
 def edgeprof_register_backends() -> list[type]:
     """Return backend classes (subclasses of ``edgeprof.Backend``).

@@ -405,10 +405,14 @@ class GenerativeBackend(Backend):
         if fmt not in self.formats:
             return (f"{self.name} does not make format '{fmt}'; it makes "
                     f"{', '.join(self.formats)}")
+        return self.board_reason(fmt, device) or self.architecture_reason(model, fmt)
+
+    def board_reason(self, fmt: str, device: str) -> str | None:
+        """Why a board's ``device`` can't take ``fmt`` from this runtime (None if it can)."""
         if device not in self.board_devices:
             return (f"{self.name} runs on a board's {', '.join(self.board_devices)}, "
                     f"not '{device}'")
-        return self.architecture_reason(model, fmt)
+        return None
 
     def architecture_reason(self, model: LLMModel, fmt: str) -> str | None:
         """Why the runtime can't run this model's architecture or source in ``fmt`` (None if

@@ -89,11 +89,12 @@ def resolve_spec(spec: str, folder: Path) -> str:
     return spec
 
 
-def csv_rows(path: Path, columns: tuple[str, ...], optional: tuple[str, ...],
-             empty: str) -> list[tuple[int, dict[str, str]]]:
+def csv_rows(path: Path, columns: tuple[str, ...], optional: tuple[str, ...], empty: str,
+             models: str) -> list[tuple[int, dict[str, str]]]:
     """(line, {column: stripped cell}) of a measurements CSV's non-blank rows, after its
     header is checked: unreadable, empty (``empty`` says what to give), a missing or an
-    unknown column are :class:`MeasurementsError` naming the file (and line 1)."""
+    unknown column, a row without a model (``models`` says which specs to give) are
+    :class:`MeasurementsError` naming the file and line."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as e:
@@ -113,6 +114,8 @@ def csv_rows(path: Path, columns: tuple[str, ...], optional: tuple[str, ...],
     for i, raw in enumerate(reader, start=2):
         r = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None}
         if any(r.values()):
+            if not r.get("model"):
+                raise bad_line(path, i, f"empty model; give {models}")
             out.append((i, r))
     return out
 
@@ -143,16 +146,14 @@ def read_measurements(path: str | os.PathLike, target, family: str, *,
 
     path = Path(path)
     lines = csv_rows(path, COLUMNS, OPTIONAL, "give a header 'model,latency_ms' and one row "
-                                              "per timed model")
+                                              "per timed model",
+                     "a model spec edgeprof accepts (builtin:NAME, file.onnx, file.py:factory ...)")
     if precision is not None:
         get_precision(precision)
     rows: list[Row] = []
     seen: dict[tuple, int] = {}
     for i, r in lines:
-        model = r.get("model", "")
-        if not model:
-            raise bad_line(path, i, "empty model; give a model spec edgeprof accepts "
-                                    "(builtin:NAME, file.onnx, file.py:factory ...)")
+        model = r["model"]
         try:
             lat = float(r.get("latency_ms", ""))
         except ValueError:

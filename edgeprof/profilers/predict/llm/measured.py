@@ -61,14 +61,12 @@ def read_llm_measurements(path: str | os.PathLike, *, precision: str | None = No
     filling an empty cell and contradicting a different one."""
     path = Path(path)
     lines = csv_rows(path, COLUMNS, OPTIONAL, "give a header 'model,test,tokens_per_s' and "
-                                              "one row per llama-bench test (pp512, tg128 ...)")
+                                              "one row per llama-bench test (pp512, tg128 ...)",
+                     "llm:NAME, a .gguf file or a Hugging Face model folder")
     rows: list[LLMRow] = []
     seen: dict[tuple, int] = {}
     for i, r in lines:
-        model = r.get("model", "")
-        if not model:
-            raise bad_line(path, i, "empty model; give llm:NAME, a .gguf file or a Hugging Face "
-                                    "model folder")
+        model = r["model"]
         m = TEST.match(r.get("test", "").lower())
         if m is None:
             raise bad_line(path, i, f"test {r.get('test')!r} is not a llama-bench test: ppN "
