@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.api.common import Progress, check_out, resolve_target, save_artifacts, split_names
-from edgeprof.core.errors import EdgeprofError, UserError
+from edgeprof.core.errors import EdgeprofError, OutputError, UserError
 from edgeprof.core.plugins import Registry, get_registry
 from edgeprof.profilers.measure.environment import host_info as _host_info
 from edgeprof.profilers.measure.measure import measure
+from edgeprof.profilers.report.generative import GenerativeReport
 
 
 # ------------------------------------------------------------------ generative models
@@ -302,23 +303,23 @@ def _llm_target(target: Any, targets_dir=None, plugins=None) -> Any:
     return resolve_target(target, targets_dir, plugins)
 
 
-def estimate_llm(model: Any, target: Any = None, *, backends: Sequence[str] | str | None =
-                 "llama_cpp", precisions: Sequence[str] | str | None = None,
-                 prompt_tokens: int = 512, gen_tokens: int = 128,
-                 depths: Sequence[int] | int = (0,), device: str | None = None,
-                 plugins=None, targets_dir=None, threads: int | None = None,
-                 build: str | None = None,
-                 calibration: str | os.PathLike | None = None) -> dict[str, Any]:
+def estimate_generative(model: Any, target: Any = None, *,
+                        backends: Sequence[str] | str | None = "llama_cpp",
+                        precisions: Sequence[str] | str | None = None,
+                        prompt_tokens: int = 512, gen_tokens: int = 128,
+                        depths: Sequence[int] | int = (0,), device: str | None = None,
+                        plugins=None, targets_dir=None, threads: int | None = None,
+                        build: str | None = None,
+                        calibration: str | os.PathLike | None = None) -> GenerativeReport:
     """A generative model's estimate and, for a ``target``, its prediction (with interval)
     and fit verdict, per backend and format: no build, no run, no runtime imported. Returns
-    the LLM payload (``edgeprof.profilers.report.llm_payload``). ``device``: the board's
+    a :class:`GenerativeReport` (``command`` "estimate"). ``device``: the board's
     processor (default, as ``recommend_llm`` and ``predict``: the one the backends would use
     there, a Jetson's GPU; cpu without a target); ``threads``: the board's (default: all its
     big cores); ``build``: the runtime build to predict for (default: the one installed
     here, else the newest the calibration knows); ``calibration``: an LLM calibration file
     (``calibrate --measurements --out FILE``) used before the search."""
     from edgeprof.profilers.measure.generate import check_context
-    from edgeprof.profilers.report.llm_payload import build_payload
 
     if calibration is not None and target is None:
         raise UserError("a calibration is for a board's prediction: give --target BOARD too")
@@ -339,9 +340,10 @@ def estimate_llm(model: Any, target: Any = None, *, backends: Sequence[str] | st
     estimates, predictions = _llm_estimates(llm, pairs, config, tgt, device, notes,
                                             threads=threads, build=build, classes=chosen,
                                             calibration=calibration)
-    return build_payload(llm, target=tgt, device=device, config=config,
-                         parameters=_llm_parameters(llm), estimates=estimates,
-                         predictions=predictions, notes=[llm.note, *notes], command="estimate")
+    return GenerativeReport.create(llm, target=tgt, device=device, config=config,
+                                   parameters=_llm_parameters(llm), estimates=estimates,
+                                   predictions=predictions, notes=[llm.note, *notes],
+                                   command="estimate")
 
 
 def _llm_parameters(model: Any) -> int | None:
@@ -350,20 +352,20 @@ def _llm_parameters(model: Any) -> int | None:
     return int(parameter_count(model.spec))
 
 
-def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp",
-                precisions: Sequence[str] | str | None = None, prompt_tokens: int = 512,
-                gen_tokens: int = 128, depths: Sequence[int] | int = (0,),
-                repetitions: int = 5, warmup: int = 1, threads: int | None = None,
-                target: Any = None, device: str | None = None,
-                out: str | os.PathLike | None = None,
-                plugins=None, targets_dir=None, workdir: str | os.PathLike | None = None,
-                progress: Progress | None = None, isolate: bool = False,
-                timeout_s: float | None = None, fleet: Any = None,
-                calibration: str | os.PathLike | None = None) -> dict[str, Any]:
+def profile_generative(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp",
+                       precisions: Sequence[str] | str | None = None, prompt_tokens: int = 512,
+                       gen_tokens: int = 128, depths: Sequence[int] | int = (0,),
+                       repetitions: int = 5, warmup: int = 1, threads: int | None = None,
+                       target: Any = None, device: str | None = None,
+                       out: str | os.PathLike | None = None, plugins=None, targets_dir=None,
+                       workdir: str | os.PathLike | None = None,
+                       progress: Progress | None = None, isolate: bool = False,
+                       timeout_s: float | None = None, fleet: Any = None,
+                       calibration: str | os.PathLike | None = None) -> GenerativeReport:
     """Measure a generative model per backend and format (llama-bench's pp/tg, TTFT, TPOT,
     load time, peak RSS), beside its estimate and, with a ``target``, the target's
-    prediction. Writes ``out`` as a whole when given. Returns the LLM payload;
-    :func:`llm_exit_code` gives the CLI's exit status.
+    prediction. Writes ``out`` as a whole when given. Returns a :class:`GenerativeReport`
+    (``exit_code``: the CLI's exit status).
 
     Each (backend, format) is one ``MeasureRequest`` through ``measure()``, as a tensor run:
     in this process, in a worker process (``isolate``, or a ``timeout_s``: a crash inside
@@ -376,7 +378,6 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
     would use there (a Jetson's GPU, as :func:`estimate_llm`), which a note names.
     ``calibration``: an LLM calibration file the target's figures use before the search."""
     from edgeprof.profilers.measure.generate import check_context
-    from edgeprof.profilers.report.llm_payload import build_payload
 
     if calibration is not None and target is None:
         raise UserError("a calibration is for a board's prediction: give --target BOARD too")
@@ -431,16 +432,42 @@ def profile_llm(model: Any, *, backends: Sequence[str] | str | None = "llama_cpp
             host["target"] = resolve_target("host", targets_dir, plugins).to_dict()
         except EdgeprofError as e:
             notes.append(f"this host's roof is left out of the report: {e}")
-    payload = build_payload(llm, target=tgt, device=config.device, config=config,
-                            parameters=_llm_parameters(llm), estimates=estimates,
-                            predictions=predictions, runs=runs, notes=[llm.note, *notes],
-                            recommendation=recommendation, host=host, command="profile")
+    report = GenerativeReport.create(
+        llm, target=tgt, device=config.device, config=config,
+        parameters=_llm_parameters(llm), estimates=estimates, predictions=predictions,
+        runs=runs, notes=[llm.note, *notes], recommendation=recommendation, host=host,
+        command="profile")
     if out is not None:
         say(f"writing artifacts to {out}")
-        from edgeprof.profilers.report.generative import GenerativeReport
+        save_artifacts(report, lambda: report.save(out))
+    return report
 
-        save_artifacts(payload, lambda: GenerativeReport.from_dict(payload).save(out))
-    return payload
+
+def _as_document(make: Any, name: str) -> Any:
+    """``make`` (a function returning a :class:`GenerativeReport`) as one returning the
+    report's document (``to_dict``: profile.json as a dict), its signature kept; an
+    ``OutputError`` carries the document too."""
+    import functools
+
+    @functools.wraps(make)
+    def document(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return make(*args, **kwargs).to_dict()
+        except OutputError as e:
+            if isinstance(e.result, GenerativeReport):
+                e.result = e.result.to_dict()
+            raise
+
+    document.__name__ = document.__qualname__ = name
+    document.__doc__ = (f"{make.__name__}'s report as its document (profile.json as a dict); "
+                        f"see :func:`{make.__name__}`.")
+    return document
+
+
+#: the generative estimate and profile as documents (dicts), as edgeprof 1.x returned them;
+#: ``edgeprof.estimate`` / ``edgeprof.profile`` return the reports
+estimate_llm = _as_document(estimate_generative, "estimate_llm")
+profile_llm = _as_document(profile_generative, "profile_llm")
 
 
 def llm_exit_code(payload: dict[str, Any]) -> int:
@@ -511,12 +538,12 @@ def optimize_llm(model: Any, target: Any, *, shortlist: int = 3, repetitions: in
                          + (avail.reason if avail is not None else "backend not registered"))
             continue
         say(f"measuring {c.label} here")
-        payload = profile_llm(model, backends=c.backend, precisions=c.format,
-                              prompt_tokens=choose.get("prompt_tokens", 512),
-                              gen_tokens=choose.get("gen_tokens", 128),
-                              repetitions=repetitions, threads=threads,
-                              plugins=choose.get("plugins"), progress=progress)
-        runs.extend(payload.get("runs") or [])
+        measured = profile_generative(model, backends=c.backend, precisions=c.format,
+                                      prompt_tokens=choose.get("prompt_tokens", 512),
+                                      gen_tokens=choose.get("gen_tokens", 128),
+                                      repetitions=repetitions, threads=threads,
+                                      plugins=choose.get("plugins"), progress=progress)
+        runs.extend(r.to_dict() for r in measured.runs)
     choice.measured_here = runs
     choice.notes = list(choice.notes) + notes + [
         "measured_here: figures measured on this machine (provenance measured, where "
@@ -531,7 +558,6 @@ def _write_optimize_llm(out: str | os.PathLike, doc: dict[str, Any]) -> list[Pat
     """Replace ``out`` as a whole (core.io.publish_staged) with optimize.json and, when formats
     were measured here, their llama-bench rows (llm_bench.csv, ``where`` this host)."""
     from edgeprof.core.io import publish_staged, write_csv, write_json
-    from edgeprof.profilers.report.generative import GenerativeReport
     from edgeprof.profilers.report.llm_outputs import bench_frame
 
     def write(stage: Path) -> list[str]:

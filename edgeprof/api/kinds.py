@@ -4,7 +4,7 @@ does (``cli/common.resolve_kind``): ``profile``, ``predict`` and ``calibrate``.
 A tensor model (``builtin:NAME``, ``package.module:factory``, .onnx, .tflite, IR ...) goes to
 the tensor implementation (``profiling.profile``, ``predictions.predict``, the kernel
 calibration); a generative one (``llm:NAME``, a .gguf file, a Hugging Face folder, an
-``LLMModel``) to the generative one (``generative.profile_llm``, ``estimate_llm``,
+``LLMModel``) to the generative one (``generative.profile_generative``, ``estimate_generative``,
 ``calibrate_llm``). The options both kinds take (target, backends, precisions, threads,
 device, isolate, timeout_s, out, fleet, calibration ...) mean the same for both; an option of
 one kind given for the other kind's model is a one-line ``UserError`` naming it.
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.api.common import Progress
-from edgeprof.core.errors import OutputError, UnsupportedError, UserError
+from edgeprof.core.errors import UnsupportedError, UserError
 
 from edgeprof.core.kinds import GENERATIVE, KIND_WORDS, TENSOR, model_kind
 
@@ -75,10 +75,10 @@ def profile(model: Any, target: Any = None, backends: Sequence[str] | str | None
       ``backends`` default ``torch_eager``, ``precisions`` default ``fp32``); a
       :class:`~edgeprof.profilers.report.tensor_report.TensorReport`. ``device``, ``warmup``,
       ``isolate`` and ``timeout_s`` are its ``run_options`` of those names.
-    * A generative model: :func:`edgeprof.api.generative.profile_llm` (``target`` default
+    * A generative model: :func:`edgeprof.api.generative.profile_generative` (``target`` default
       none, ``backends`` default ``llama_cpp``, ``precisions`` default each backend's
       format; ``prompt_tokens``, ``gen_tokens``, ``depths``, ``repetitions``, ``warmup``
-      its test shape, default profile_llm's); a
+      its test shape, default profile_generative's); a
       :class:`~edgeprof.profilers.report.generative.GenerativeReport`.
 
     An option of the other kind (``batch_size`` for a generative model, ``prompt_tokens``
@@ -128,22 +128,14 @@ def _profile_generative(model: Any, *, target: Any, backends: Any, precisions: A
                         warmup: int | None, prompt_tokens: int | None,
                         gen_tokens: int | None, depths: Any, repetitions: int | None,
                         **options: Any) -> Any:
-    """``profile_llm`` with profile_llm's own defaults for what was not given; its payload
-    as a :class:`GenerativeReport`."""
-    from edgeprof.api.generative import profile_llm
-    from edgeprof.profilers.report.generative import GenerativeReport
+    """``profile_generative`` with its own defaults for what was not given."""
+    from edgeprof.api.generative import profile_generative
 
     shape = {k: v for k, v in (("prompt_tokens", prompt_tokens), ("gen_tokens", gen_tokens),
                                ("depths", depths), ("repetitions", repetitions),
                                ("warmup", warmup)) if v is not None}
-    try:
-        payload = profile_llm(model, backends="llama_cpp" if backends is None else backends,
+    return profile_generative(model, backends="llama_cpp" if backends is None else backends,
                               precisions=precisions, target=target, **shape, **options)
-    except OutputError as e:  # measured, but out could not be written: the report travels
-        if isinstance(e.result, dict):
-            e.result = GenerativeReport.from_dict(e.result)
-        raise
-    return GenerativeReport.from_dict(payload)
 
 
 # --------------------------------------------------------------------------- predict
@@ -163,7 +155,7 @@ def predict(model: Any, target: Any, backend: str, precision: str | None = None,
 
     * A tensor model: :func:`edgeprof.api.predictions.predict` (``precision`` default fp32):
       a :class:`~edgeprof.profilers.predict.Prediction` (latency with its interval).
-    * A generative model: ``estimate_llm(model, target, backends=backend, ...)``'s one
+    * A generative model: ``estimate_generative(model, target, backends=backend, ...)``'s one
       prediction (``precision``: the weight format, default the backend's; ``prompt_tokens``
       / ``gen_tokens`` default 512 / 128, ``depth`` the tokens already cached, default 0;
       ``runtime_version`` the runtime build): a
@@ -201,15 +193,14 @@ def _one(value: Any, name: str) -> Any:
     names = split_names(value, name)
     if len(names) != 1:
         raise UserError(f"{name} names one for a prediction, got {', '.join(names) or 'none'}; "
-                        "estimate_llm (edgeprof estimate) predicts several at once")
+                        "edgeprof estimate predicts several at once")
     return names[0]
 
 
 def _predict_generative(model: Any, target: Any, backend: str, precision: str | None, *,
                         prompt_tokens: int | None, gen_tokens: int | None,
                         depth: int | None, **options: Any) -> Any:
-    from edgeprof.api.generative import estimate_llm
-    from edgeprof.profilers.report.generative import GenerativePrediction
+    from edgeprof.api.generative import estimate_generative
 
     if target is None:
         raise UserError(f"predict {model} needs a target board (e.g. raspberry_pi_5): a "
@@ -218,17 +209,16 @@ def _predict_generative(model: Any, target: Any, backend: str, precision: str | 
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
                               or depth < 0):
         raise UserError(f"depth must be 0 or more tokens, got {depth!r}")
-    payload = estimate_llm(model, target, backends=_one(backend, "backend"),
-                           precisions=_one(precision, "precision"),
-                           prompt_tokens=512 if prompt_tokens is None else prompt_tokens,
-                           gen_tokens=128 if gen_tokens is None else gen_tokens,
-                           depths=(depth or 0,), **options)
-    predictions = payload.get("predictions") or []
-    if not predictions:
-        why = [n for n in payload.get("notes") or [] if "no prediction" in n]
+    report = estimate_generative(model, target, backends=_one(backend, "backend"),
+                                 precisions=_one(precision, "precision"),
+                                 prompt_tokens=512 if prompt_tokens is None else prompt_tokens,
+                                 gen_tokens=128 if gen_tokens is None else gen_tokens,
+                                 depths=(depth or 0,), **options)
+    if not report.predictions:
+        why = [n for n in report.notes if "no prediction" in n]
         raise UnsupportedError("; ".join(why) or f"no prediction of {model} on {target} with "
                                f"{backend}", backend=backend, precision=precision)
-    return GenerativePrediction(dict(predictions[0]))
+    return report.predictions[0]
 
 
 # ---------------------------------------------------- estimate, recommend, optimize
@@ -276,7 +266,7 @@ def estimate(model: Any, target: Any = None, precision: Any = None, **options: A
       :class:`~edgeprof.core.results.Estimate`, per layer; with ``backend`` (and
       ``threads``, ``device``, ``calibration``, ``runtime_version``) it carries the board's
       prediction for that runtime (``.prediction``).
-    * A generative model: :func:`edgeprof.api.generative.estimate_llm` (``target`` default
+    * A generative model: :func:`edgeprof.api.generative.estimate_generative` (``target`` default
       none: the estimate alone; ``precision``: one format or several, default the
       backend's; ``backend``/``backends`` default llama_cpp; ``prompt_tokens``,
       ``gen_tokens``, ``depths``, ``device``, ``threads``, ``calibration``,
@@ -286,13 +276,12 @@ def estimate(model: Any, target: Any = None, precision: Any = None, **options: A
 
     An option of the other kind is a ``UserError`` naming it."""
     if model_kind(model) == GENERATIVE:
-        from edgeprof.api.generative import estimate_llm
-        from edgeprof.profilers.report.generative import GenerativeReport
+        from edgeprof.api.generative import estimate_generative
 
         if precision is not None:
             options["precision"] = precision
-        return GenerativeReport.from_dict(_call(estimate_llm, model, GENERATIVE, "estimate",
-                                                target, **_generative_names(options)))
+        return _call(estimate_generative, model, GENERATIVE, "estimate", target,
+                     **_generative_names(options))
     return _call(_estimate_tensor, model, TENSOR, "estimate", "host" if target is None
                  else target, "fp32" if precision is None else precision, **options)
 

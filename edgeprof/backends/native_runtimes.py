@@ -105,6 +105,8 @@ class NativeRuntime:
     ``operator_profile`` stays the base class's None: none of their Python APIs times
     operators, and each backend's ``load`` notes why."""
 
+    name: str  # the Backend's
+    capabilities: Any
     unoffered: Mapping[str, str] = {}
     native: str | None = None
     one_sample: bool = False
@@ -114,16 +116,16 @@ class NativeRuntime:
     def check_precision(cls, precision: str) -> None:
         reason = cls.unoffered.get(precision)
         if reason is not None:
-            raise UnsupportedError(f"backend '{cls.name}' does not offer {precision}: {reason}; "  # type: ignore[attr-defined]
-                                   f"it runs {', '.join(cls.capabilities.precisions)}",  # type: ignore[attr-defined]
-                                   backend=cls.name, precision=precision)  # type: ignore[attr-defined]
-        super().check_precision(precision)  # type: ignore[misc]
+            raise UnsupportedError(f"backend '{cls.name}' does not offer {precision}: {reason}; "
+                                   f"it runs {', '.join(cls.capabilities.precisions)}",
+                                   backend=cls.name, precision=precision)
+        super().check_precision(precision)
 
     @classmethod
     def check_request(cls, model: Any, config: Any) -> None:
-        super().check_request(model, config)  # type: ignore[misc]
+        super().check_request(model, config)
         if cls.one_sample:
-            single_batch(model, cls.name)  # type: ignore[attr-defined]
+            single_batch(model, cls.name)
 
     @staticmethod
     def agreement(stored: str, requested: str) -> str:
@@ -142,15 +144,15 @@ class NativeRuntime:
         self.check_precision(precision)
         if calibration is not None:
             model = replace(model, calibration=Path(calibration))
-        route = self.route(model.format, precision)  # type: ignore[attr-defined]
-        artifact = get_graph().convert(model, route, backend=self.name,  # type: ignore[attr-defined]
+        route = self.route(model.format, precision)
+        artifact = get_graph().convert(model, route, backend=self.name,
                                        requested_precision=precision)
         stored = artifact.manifest.stored_precision or "fp32"
         if self.native and not artifact.manifest.route and precision != "fp32":
             raise UnsupportedError(f"'{Path(model.path).name}' is {self.native}; edgeprof does "
                                    "not re-quantize it, ask for fp32 (or give the source model)",
-                                   backend=self.name, precision=precision)  # type: ignore[attr-defined]
-        artifact.manifest.backend = self.name  # type: ignore[attr-defined]
+                                   backend=self.name, precision=precision)
+        artifact.manifest.backend = self.name
         artifact.manifest.requested_precision = precision
         ensure_agreement(self, artifact, model, self.agreement(stored, precision))
         return artifact

@@ -98,7 +98,7 @@ def generative_document(report: Any, model: str, target: str, batch_size: int | 
     from edgeprof.optimize.sweep_store import SweepStore
     from edgeprof.profilers.estimate.llm import parameter_count
     from edgeprof.profilers.measure.llm_runs import run_dicts
-    from edgeprof.profilers.report.llm_payload import build_payload
+    from edgeprof.profilers.report.generative import GenerativeReport
 
     if batch_size is not None:
         raise UserError(f"'{model}' is a generative model: its jobs have no batch size (give "
@@ -139,9 +139,10 @@ def generative_document(report: Any, model: str, target: str, batch_size: int | 
                               threads=threads)
     note = (f"measured by the sweep {spec.path} ({len(rows)} of {len(keys)} job(s) in its "
             "store): measurements only, no estimate or prediction")
-    return build_payload(llm, target=_target_dict(target), device=config.device,
-                         config=config, parameters=int(parameter_count(llm.spec)), runs=runs,
-                         notes=[llm.note, note], command="profile")
+    return GenerativeReport.create(
+        llm, target=_target_dict(target), device=config.device, config=config,
+        parameters=int(parameter_count(llm.spec)), runs=runs, notes=[llm.note, note],
+        command="profile").to_dict()
 
 
 #: per workload, the profile document of one model's jobs

@@ -1,9 +1,10 @@
 """The generative report: a generative ``profile.json`` (or ``estimate --json``) as a typed
 object, with its figures as attributes instead of keys to search for.
 
-:class:`GenerativeReport` is the payload of :func:`~edgeprof.profilers.report.llm_payload.
-build_payload` (``schema`` ``edgeprof.llm/1``, ``schema_version`` "1.0", validated by the
-generative branch of ``edgeprof/schema/profile.schema.json``), the generative member of the
+:class:`GenerativeReport` is what ``profile`` and ``estimate`` return for a generative model
+(made by :meth:`GenerativeReport.create`; its ``to_dict`` is the document, ``schema``
+``edgeprof.llm/1``, ``schema_version`` "1.0", validated by the generative branch of
+``edgeprof/schema/profile.schema.json``), the generative member of the
 profile-report family (:mod:`~edgeprof.profilers.report.family`): ``ProfileReport.from_dict``
 reads one, ``to_dict`` gives it back unchanged (keys this version does not know are kept),
 ``save`` writes the output folder atomically (profile.json, llm_bench.csv, estimate.csv,
@@ -32,21 +33,25 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from edgeprof.core.llm import GenerationConfig, GenerationRecord
+from edgeprof.core.llm import GenerationConfig, GenerationRecord, LLMModel
+from edgeprof.core.results import clean
 from edgeprof.profilers.report.family import ProfileReport
-from edgeprof.profilers.report.llm_payload import SCHEMA, SCHEMA_VERSION, find_figure
+from edgeprof.profilers.report.llm_payload import SCHEMA, SCHEMA_VERSION, figure, find_figure
 
 #: the payload's ``kind``
 KIND = "llm"
-#: top-level keys in the order build_payload writes them
-_TOP = ("schema", "schema_version", "kind", "command", "edgeprof_version", "created_utc",
-        "model", "target", "device", "config", "host", "estimates", "predictions", "runs",
-        "recommendation", "notes")
+#: top-level keys in the order the document is written (``command_line``: the CLI command
+#: that ran, as typed, kept with the keys this version reads as they are)
+_TOP = ("schema", "schema_version", "kind", "command", "command_line", "edgeprof_version",
+        "created_utc", "model", "target", "device", "config", "host", "estimates",
+        "predictions", "runs", "recommendation", "notes")
+#: the keys read into the report's fields (the rest, ``command_line`` included, in ``extra``)
+_FIELDS = tuple(k for k in _TOP if k != "command_line")
 #: the per-stage figures a run, an estimate and a prediction all carry: name -> (unit,
 #: higher is better)
 STAGE_FIGURES: dict[str, tuple[str, bool]] = {
@@ -402,10 +407,41 @@ class GenerativeReport(ProfileReport):
     #: top-level keys this version does not know (kept for ``to_dict``)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def create(cls, model: LLMModel, *, target: Any = None, device: str = "cpu",
+               config: GenerationConfig | None = None, parameters: int | None = None,
+               estimates: Sequence[Mapping[str, Any]] = (),
+               predictions: Sequence[Mapping[str, Any]] = (),
+               runs: Iterable[GenerationRecord | Mapping[str, Any]] = (),
+               recommendation: Any = None, notes: Iterable[str] = (),
+               command: str = "profile", host: Mapping[str, Any] | None = None
+               ) -> GenerativeReport:
+        """A new report of ``model``, stamped now with this edgeprof and the command that
+        ran (``command_line``, None from Python: the page's Reproduce line); every figure
+        made JSON-ready (:func:`~edgeprof.core.results.clean`), ``notes`` without repeats."""
+        from edgeprof._version import __version__
+        from edgeprof.core.artifact import created_utc
+        from edgeprof.core.invocation import command as invocation_command
+
+        def doc(x: Any) -> Any:
+            return clean(x.to_dict() if hasattr(x, "to_dict") else x)
+
+        m = doc(model)
+        m["parameters"] = figure(parameters, "parameters", "analytic")
+        return cls(
+            model=m, command=command, target=doc(target), device=device, config=doc(config),
+            host=doc(dict(host)) if host else None,
+            estimates=[GenerativeEstimate(doc(dict(e))) for e in estimates],
+            predictions=[GenerativePrediction(doc(dict(p))) for p in predictions],
+            runs=[GenerativeRun.from_dict(doc(r)) for r in runs],
+            recommendation=doc(recommendation),
+            notes=list(dict.fromkeys(n for n in notes if n)), edgeprof_version=__version__,
+            created_utc=created_utc(), extra={"command_line": invocation_command()})
+
     # ---------------------------------------------------------------- dict form
     @classmethod
     def _read(cls, d: Mapping[str, Any]) -> GenerativeReport:
-        """The report of a payload (``build_payload``'s dict or a profile.json read back)."""
+        """The report of a document (a profile.json read back, or its dict)."""
         version = d.get("schema_version")
         return cls(
             model=dict(d.get("model") or {}), command=d.get("command") or "profile",
@@ -418,10 +454,11 @@ class GenerativeReport(ProfileReport):
             edgeprof_version=d.get("edgeprof_version"), created_utc=d.get("created_utc"),
             schema_version=None if version is None else str(version),
             schema=d.get("schema") or SCHEMA, kind=d.get("kind") or KIND,
-            extra={k: v for k, v in d.items() if k not in _TOP})
+            extra={k: v for k, v in d.items() if k not in _FIELDS})
 
     def to_dict(self) -> dict[str, Any]:
-        """The payload (profile.json), key for key as ``build_payload`` writes it."""
+        """The document (profile.json): its keys in :data:`_TOP`'s order, then those this
+        version does not know, as they were read."""
         d: dict[str, Any] = {
             "schema": self.schema, "schema_version": self.schema_version, "kind": self.kind,
             "command": self.command, "edgeprof_version": self.edgeprof_version,
@@ -433,7 +470,8 @@ class GenerativeReport(ProfileReport):
             "recommendation": self.recommendation, "notes": list(self.notes)}
         if self.schema_version is None:
             del d["schema_version"]
-        return {**d, **self.extra}
+        merged = {**d, **self.extra}
+        return {**{k: merged[k] for k in _TOP if k in merged}, **merged}
 
     def save(self, out_dir: str | os.PathLike) -> list[Path]:
         """Write ``out_dir`` as a whole, atomically: profile.json, llm_bench.csv, estimate.csv,

@@ -1,19 +1,15 @@
-"""The generative profile's payload as data: its schema name and version, the figure form
-(``{"value", "unit", "provenance"}``), finding figures, where each run was measured, and
-assembling the payload (:func:`build_payload`). Pure functions of dicts: the files it is
-written to are :mod:`edgeprof.profilers.report.llm_outputs`'s, the page
-:mod:`edgeprof.profilers.report.llm_html`'s, its typed form
-:class:`edgeprof.profilers.report.generative.GenerativeReport`.
+"""The generative profile's document as data: its schema name and version, the figure form
+(``{"value", "unit", "provenance"}``), finding figures, where each run was measured. Pure
+functions of dicts, which the page (:mod:`edgeprof.profilers.report.llm_html`) reads as the
+tensor page reads its document; the report itself is
+:class:`edgeprof.profilers.report.generative.GenerativeReport`, its files
+:mod:`edgeprof.profilers.report.llm_outputs`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
-
-from edgeprof.core.artifact import created_utc
-from edgeprof.core.llm import GenerationConfig, GenerationRecord, LLMModel
-from edgeprof.core.results import clean
 
 SCHEMA = "edgeprof.llm/1"
 #: the version of the payload's layout (``schema_version``; a 1.x reader reads every 1.y)
@@ -95,41 +91,5 @@ def measured_on_target(payload: Mapping[str, Any]) -> dict[tuple[Any, Any, int],
             for r in runs}
 
 
-def build_payload(model: LLMModel, *, target: Any = None, device: str = "cpu",
-                  config: GenerationConfig | None = None, parameters: int | None = None,
-                  estimates: Sequence[Mapping[str, Any]] = (),
-                  predictions: Sequence[Mapping[str, Any]] = (),
-                  runs: Iterable[GenerationRecord | Mapping[str, Any]] = (),
-                  recommendation: Any = None, notes: Iterable[str] = (),
-                  command: str = "profile", host: Mapping[str, Any] | None = None
-                  ) -> dict[str, Any]:
-    """The LLM JSON payload (the shape docs and the HTML report read)."""
-    from edgeprof._version import __version__
-    from edgeprof.core.invocation import command as invocation_command
-
-    m = model.to_dict()
-    m["parameters"] = figure(parameters, "parameters", "analytic")
-    if recommendation is not None and hasattr(recommendation, "to_dict"):
-        recommendation = recommendation.to_dict()
-    return clean({
-        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "kind": "llm", "command": command,
-        # the CLI command that ran, as typed (None from Python): the page's Reproduce line
-        "command_line": invocation_command(),
-        "edgeprof_version": __version__,
-        "created_utc": created_utc(),
-        "model": m,
-        "target": target.to_dict() if hasattr(target, "to_dict") else target,
-        "device": device,
-        "config": config.to_dict() if config is not None else None,
-        "host": dict(host) if host else None,
-        "estimates": [dict(e) for e in estimates],
-        "predictions": [dict(p) for p in predictions],
-        "runs": [r.to_dict() if isinstance(r, GenerationRecord) else dict(r) for r in runs],
-        "recommendation": recommendation,
-        "notes": list(dict.fromkeys(n for n in notes if n)),
-    })
-
-
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "BENCH_COLUMNS", "FIGURES", "figure", "find_figure",
-           "run_place", "payload_target_id", "runs_by_place", "measured_on_target",
-           "build_payload"]
+           "run_place", "payload_target_id", "runs_by_place", "measured_on_target"]

@@ -308,15 +308,15 @@ def gen_run(backend="llama_cpp", fmt="q4_0", depth=0, *, prefill_s=0.040, decode
 
 
 def gen_doc(*runs, prompt_tokens=16, gen_tokens=4, target=None, model="llm:smollm2-135m"):
-    """A generative profile.json payload (build_payload), from records."""
+    """A generative profile.json document (GenerativeReport.create), from records."""
     from edgeprof.core.llm import GenerationConfig
-    from edgeprof.profilers.report.llm_payload import build_payload
+    from edgeprof.profilers.report.generative import GenerativeReport
     from edgeprof.zoo.llm import resolve_llm
 
     config = GenerationConfig(prompt_tokens=prompt_tokens, gen_tokens=gen_tokens,
                               repetitions=max((r.repetitions for r in runs), default=1))
-    return json.loads(json.dumps(build_payload(resolve_llm(model), config=config, runs=runs,
-                                               target=target)))
+    report = GenerativeReport.create(resolve_llm(model), config=config, runs=runs, target=target)
+    return json.loads(json.dumps(report.to_dict()))
 
 
 def by_figure(rows):
