@@ -208,7 +208,6 @@ class ExecuTorchBackend(NativeRuntime, Backend):
         return prepared
 
 
-
 edgeprof_register_formats = registers(FORMATS)
 edgeprof_register_converters = registers(CONVERTERS)
 edgeprof_register_backends = registers([ExecuTorchBackend])

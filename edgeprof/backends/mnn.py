@@ -178,7 +178,6 @@ class MnnBackend(NativeRuntime, Backend):
         return prepared
 
 
-
 def _model_io(path: Path) -> dict[str, Any]:
     """Input and output names of an .mnn file (MNN's own reader)."""
     import MNN.nn as nn

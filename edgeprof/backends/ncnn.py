@@ -269,7 +269,6 @@ class NcnnBackend(NativeRuntime, Backend):
         return prepared
 
 
-
 edgeprof_register_formats = registers(FORMATS)
 edgeprof_register_converters = registers(CONVERTERS)
 edgeprof_register_backends = registers([NcnnBackend])
