@@ -375,7 +375,7 @@ def profile_generative(model: Any, *, backends: Sequence[str] | str | None = "ll
 
     ``device``: the processor the runs use and the target's figures are for; None: the runs
     on the CPU and, without a ``fleet``, the target's figures for the processor the backends
-    would use there (a Jetson's GPU, as :func:`estimate_llm`), which a note names.
+    would use there (a Jetson's GPU, as :func:`estimate_generative`), which a note names.
     ``calibration``: an LLM calibration file the target's figures use before the search."""
     from edgeprof.profilers.measure.generate import check_context
 
