@@ -42,6 +42,7 @@ RUNS = [
     ("llm_overhead", ["llm_overhead.py", "--model", "llm:smollm2-135m,llm:tinyllama-1.1b",
                       "--format", "q4_k_m,q4_0", "--threads", "1", "--pairs", "20"]),
     ("llm_runtimes", ["llm_runtimes.py"]),
+    ("gguf_resolve", ["gguf_resolve.py"]),
 ]
 
 

@@ -165,7 +165,7 @@ def build_commit() -> str:
 
 def gguf_file_format(path: str | os.PathLike) -> str | None:
     """The edgeprof name of a GGUF's file type (``general.file_type``), or None."""
-    from edgeprof.backends.gguf_write import read_gguf_header
+    from edgeprof.core.gguf import read_gguf_header
 
     try:
         header = read_gguf_header(path)

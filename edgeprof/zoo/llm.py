@@ -4,8 +4,9 @@ folders, each resolved to an :class:`~edgeprof.core.llm.LLMModel` (an
 
 * Presets are data (``llm_presets.toml``): the published shape of each model, its published
   parameter count and where both come from. They are built with random weights.
-* A ``.gguf`` file is read with the ``gguf`` package's ``GGUFReader`` (metadata and tensor
-  table only; no weight is loaded): llama.cpp's keys are mapped to LLMSpec (a mixture of
+* A ``.gguf`` file's header is read by ``core.gguf`` (metadata and tensor table only; no
+  weight is loaded, no vocabulary string decoded; the ``gguf`` package gives the tensor
+  types' sizes): llama.cpp's keys are mapped to LLMSpec (a mixture of
   experts' ``{arch}.expert_count``, ``expert_used_count``, ``expert_feed_forward_length``).
 * A Hugging Face folder is read from its ``config.json``; the mixtures of experts
   (:data:`MOE_MODEL_TYPES`: ``mixtral``, ``qwen3_moe``, ``qwen2_moe``) are read as the dense
@@ -21,6 +22,7 @@ Imports only ``edgeprof.core`` (and ``gguf`` inside the function that reads a GG
 from __future__ import annotations
 
 import json
+import math
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -368,15 +370,6 @@ def _hf_moe_config(spec: LLMSpec, *, random_weights: bool) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------- GGUF
-def _gguf_value(field: Any) -> Any:
-    """A GGUFReader field's value (scalar or string); None for arrays."""
-    from gguf import GGUFValueType
-
-    if not field.types or field.types[0] == GGUFValueType.ARRAY:
-        return None
-    return field.contents()
-
-
 def _f32(v: float) -> float:
     """A GGUF float32 as the decimal it was written from (1e-05, not 9.99999974e-06)."""
     return float(f"{float(v):.7g}")
@@ -400,22 +393,28 @@ def spec_from_gguf(path: Path) -> tuple[LLMSpec, str | None, bool]:
                          f"bytes); give a .gguf model file written by llama.cpp or gguf-py",
                          spec=str(path))
     try:
-        from gguf import GGUFReader
+        from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
     except ImportError:  # pragma: no cover - gguf is a dependency of the llm extra
         raise ModelError("reading a GGUF needs the 'gguf' package: pip install gguf",
                          spec=str(path)) from None
+    from edgeprof.core.gguf import read_gguf_header
+
     try:
-        reader = GGUFReader(str(path), "r")
-        fields = {name: _gguf_value(fld) for name, fld in reader.fields.items()}
-        tensors = {t.name: t for t in reader.tensors}
-        ends = [int(t.data_offset) + int(t.n_bytes) for t in reader.tensors]
-    except Exception as e:  # noqa: BLE001 - gguf raises many kinds on a damaged file
+        header = read_gguf_header(path)
+        ends = []
+        for dims, kind, offset in header.tensors.values():
+            block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
+            ends.append(header.data_start + offset + math.prod(dims) // block * type_size)
+    except Exception as e:  # noqa: BLE001 - a damaged file fails in many ways
         detail = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ModelError(f"GGUF file '{path}' is truncated or corrupt ({detail[:120]}); "
                          f"{what_to_do}", spec=str(path)) from None
     if ends and max(ends) > size:
         raise ModelError(f"GGUF file '{path}' is truncated: its tensors need {max(ends):,} bytes "
                          f"but the file has {size:,}; {what_to_do}", spec=str(path))
+    # scalars and strings; an array (per-layer values) is not one number
+    fields = {k: None if isinstance(v, tuple) else v for k, v in header.kv.items()}
+    tensors = header.tensors
     arch = fields.get("general.architecture")
     if arch not in GGUF_ARCHES:
         raise ModelError(f"GGUF file '{path}': architecture {arch!r} is not supported; edgeprof "
@@ -435,10 +434,10 @@ def spec_from_gguf(path: Path) -> tuple[LLMSpec, str | None, bool]:
     head_dim = fields.get(f"{arch}.attention.key_length") or hidden // heads
     vocab = fields.get(f"{arch}.vocab_size")
     if not vocab:
-        tok = reader.fields.get("tokenizer.ggml.tokens")
+        tok = header.kv.get("tokenizer.ggml.tokens")
         emb = tensors.get("token_embd.weight")
-        vocab = (len(tok.data) if tok is not None else
-                 int(emb.shape[1]) if emb is not None else 0)
+        vocab = (int(tok[1]) if isinstance(tok, tuple) else
+                 int(emb[0][1]) if emb is not None and len(emb[0]) > 1 else 0)
     window = fields.get(f"{arch}.attention.sliding_window") or None
     pattern = 0
     if family in _DEFAULT_PATTERN and window:

@@ -10,9 +10,9 @@ import pytest
 from gguf import GGUFReader
 
 import llama_cpp  # noqa: F401 - `make test` installs it: a missing runtime must fail here
-from edgeprof.backends.gguf_write import (EOS_ID, read_gguf_header, tensor_plan,
-                                          write_random_gguf)
+from edgeprof.backends.gguf_write import EOS_ID, tensor_plan, write_random_gguf
 from edgeprof.backends.llama_cpp import LlamaCppBackend, gguf_file_format, quantize_gguf
+from edgeprof.core.gguf import read_gguf_header
 from edgeprof.core.errors import ModelError, UnsupportedError, UserError
 from edgeprof.core.llm import LLMModel, LLMSpec
 

@@ -13,7 +13,8 @@ import pytest
 from gguf import GGUFReader
 
 import llama_cpp  # noqa: F401 - `make test` installs it: a missing runtime must fail here
-from edgeprof.backends.gguf_write import read_gguf_header, tensor_plan, write_random_gguf
+from edgeprof.backends.gguf_write import tensor_plan, write_random_gguf
+from edgeprof.core.gguf import read_gguf_header
 from edgeprof.backends.llama_cpp import LlamaCppBackend
 from edgeprof.core.errors import UnsupportedError
 from edgeprof.core.llm import LLMModel, LLMSpec

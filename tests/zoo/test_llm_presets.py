@@ -249,6 +249,36 @@ def test_gguf_metadata_maps_to_the_spec(tmp_path):
     assert not resolve_llm(str(write_gguf(tmp_path / "r.gguf", random=False))).random_weights
 
 
+def test_a_gguf_resolves_from_its_header_without_decoding_the_vocabulary(tmp_path, monkeypatch):
+    """gguf's GGUFReader decodes every metadata array item by item: 15 s for SmolLM2's
+    49,152-token vocabulary on a 2-core host, to read a few numbers. The spec is read from the
+    header alone (core.gguf), the vocabulary size from the tokens array's length."""
+    import gguf
+    import numpy as np
+    from gguf import GGUFWriter
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("GGUFReader decodes the whole vocabulary")
+
+    path = tmp_path / "vocab.gguf"
+    w = GGUFWriter(str(path), "llama")
+    for add, value in ((w.add_context_length, 64), (w.add_embedding_length, 32),
+                       (w.add_block_count, 1), (w.add_feed_forward_length, 64),
+                       (w.add_head_count, 2)):
+        add(value)
+    w.add_token_list([f"t{i}" for i in range(50)])  # no vocab_size key: the array says 50
+    w.add_tensor("token_embd.weight", np.zeros((50, 32), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    monkeypatch.setattr(gguf, "GGUFReader", refuse)
+    monkeypatch.setattr(gguf.gguf_reader, "GGUFReader", refuse)
+    s = resolve_llm(str(path)).spec
+    assert (s.vocab_size, s.hidden_size, s.num_layers, s.num_kv_heads) == (50, 32, 1, 2)
+    assert s.tie_word_embeddings  # no output.weight in the table
+
+
 @pytest.mark.parametrize("keep", [0.5, 0.97, 20])
 def test_truncated_gguf_is_a_one_line_error(tmp_path, keep):
     path = write_gguf(tmp_path / "cut.gguf")
