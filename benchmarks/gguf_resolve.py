@@ -18,20 +18,11 @@ import platform
 import statistics
 import sys
 import tempfile
-import time
+import timeit
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-def _times(fn, rounds: int) -> list[float]:
-    out = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
 
 
 def main() -> int:
@@ -54,8 +45,9 @@ def main() -> int:
         {t.name: t for t in reader.tensors}
 
     rows = [("resolve_llm: the header alone (core.gguf)",
-             _times(lambda: resolve_llm(str(path)), args.rounds)),
-            ("gguf.GGUFReader: fields and tensor table", _times(old, args.rounds))]
+             timeit.repeat(lambda: resolve_llm(str(path)), number=1, repeat=args.rounds)),
+            ("gguf.GGUFReader: fields and tensor table",
+             timeit.repeat(old, number=1, repeat=args.rounds))]
     new_med = statistics.median(rows[0][1])
     lines = [f"`.venv/bin/python benchmarks/gguf_resolve.py --rounds {args.rounds}` "
              f"({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "

@@ -38,7 +38,6 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
-
 def registers(values: Any) -> Any:
     """A registration hook's implementation that returns ``values`` (a new list each call),
     for a plugin module whose hook only lists what the module defines:
@@ -51,6 +50,7 @@ def registers(values: Any) -> Any:
         return list(items)
 
     return registration
+
 
 @hookspec
 def edgeprof_register_backends() -> list[type]:
