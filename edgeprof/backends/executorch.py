@@ -22,13 +22,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from edgeprof.backends.native_runtimes import NativeRuntime
 from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig, add_warning
 from edgeprof.core.errors import InputSpecError, ModelError, UnsupportedError
+from edgeprof.core.importing import dist_version
 from edgeprof.core.formats import Converter, Format
 from edgeprof.core.hookspecs import registers
 
@@ -48,10 +48,7 @@ DELEGATION_FILE = "delegation.json"
 
 
 def executorch_version() -> str:
-    try:
-        return metadata.version("executorch")
-    except metadata.PackageNotFoundError:  # pragma: no cover - availability checks first
-        return "unknown"
+    return dist_version("executorch", "unknown")
 
 
 def _quiet_imports():

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from edgeprof.backends.llama_cpp_formats import LLAMA_CPP_FORMATS, MADE
 from edgeprof.core.errors import EdgeprofError, ModelError, UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
+from edgeprof.core.importing import dist_version
 from edgeprof.core.llm import FormatInfo, GenerativeBackend, LLMModel, check_room
 from edgeprof.zoo.llm import GGUF_FILE_TYPES
 
@@ -143,12 +144,7 @@ def _last_error(log: Sequence[str], default: str) -> str:
 
 
 def package_version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("llama-cpp-python")
-    except metadata.PackageNotFoundError:  # pragma: no cover - requires says it is there
-        return ""
+    return dist_version("llama-cpp-python")
 
 
 def build_commit() -> str:
@@ -379,12 +375,10 @@ class LlamaCppBackend(GenerativeBackend):
 
     def _random_base(self, model: LLMModel, dtype: str) -> Artifact:
         """The random-weight F16/F32 GGUF written from the spec (cached)."""
-        from importlib import metadata
-
         from edgeprof.backends.gguf_write import write_random_gguf
         from edgeprof.core.cache import cached_entry, key_digest
 
-        gguf_version = metadata.version("gguf")
+        gguf_version = dist_version("gguf")
         key = {"spec": model.spec.to_dict(), "precision": dtype, "seed": 0,
                "writer": WRITER_VERSION, "gguf": gguf_version}
         step = {"src": "llm-spec", "dst": f"gguf-{dtype}", "converter": "edgeprof gguf_write",

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from edgeprof.backends.native_runtimes import NativeRuntime
 from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig
 from edgeprof.core.errors import InputSpecError, ModelError, UnsupportedError
+from edgeprof.core.importing import dist_version
 from edgeprof.core.formats import Converter, Format
 from edgeprof.core.hookspecs import registers
 
@@ -50,10 +50,7 @@ _CONVERT = ("import sys, _tools; ok = _tools.mnnconvert(['MNNConvert'] + sys.arg
 
 
 def mnn_version() -> str:
-    try:
-        return metadata.version("mnn")
-    except metadata.PackageNotFoundError:  # pragma: no cover - availability checks first
-        return "unknown"
+    return dist_version("mnn", "unknown")
 
 
 def onnx_to_mnn(source: Any, out: Path, precision: str) -> dict[str, Any]:

@@ -28,13 +28,13 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from edgeprof.backends.native_runtimes import NativeRuntime
 from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig
 from edgeprof.core.errors import ModelError, UnsupportedError
+from edgeprof.core.importing import dist_version
 from edgeprof.core.formats import Converter, Format
 from edgeprof.core.hookspecs import registers
 
@@ -54,10 +54,7 @@ _NOT_LAYERS = {"Input", "Split"}
 
 
 def ncnn_version() -> str:
-    try:
-        return metadata.version("ncnn")
-    except metadata.PackageNotFoundError:  # pragma: no cover - availability checks first
-        return "unknown"
+    return dist_version("ncnn", "unknown")
 
 
 # -------------------------------------------------------------------------- conversion

@@ -33,8 +33,9 @@ from edgeprof.backends.llm_layout import GENERIC_FORMATS, groupwise_bytes
 from edgeprof.core.backend import Capabilities
 from edgeprof.core.errors import UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
+from edgeprof.core.importing import dist_version
 from edgeprof.core.llm import FormatInfo, GenerativeBackend, LLMModel, LLMSpec, WeightTensor, \
-    check_room, dist_version
+    check_room
 
 #: model_type -> what the builder calls it (checked against its dispatch table)
 FAMILIES = ("llama", "qwen2", "gemma", "gemma2", "gemma3_text", "phi3")

@@ -47,8 +47,9 @@ from edgeprof.backends.llm_layout import FLOAT, groupwise_bytes
 from edgeprof.core.backend import Capabilities
 from edgeprof.core.errors import UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
+from edgeprof.core.importing import dist_version
 from edgeprof.core.llm import FormatInfo, GenerativeBackend, LLMModel, LLMSpec, WeightTensor, \
-    check_room, dist_version
+    check_room
 
 FORMATS = ("int4", "int8", "fp16")
 #: families whose transformers implementation exports with a DynamicCache of plain layers

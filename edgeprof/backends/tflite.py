@@ -25,22 +25,19 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig
 from edgeprof.core.errors import InputSpecError, ModelError, UnsupportedError
+from edgeprof.core.importing import dist_version
 from edgeprof.core.hookspecs import hookimpl
 
 _QUANTIZED = ("int8", "uint8", "int16")
 
 
 def litert_version() -> str:
-    try:
-        return metadata.version("ai-edge-litert")
-    except metadata.PackageNotFoundError:  # pragma: no cover - availability checks first
-        return "unknown"
+    return dist_version("ai-edge-litert", "unknown")
 
 
 def file_precision(path: str | Path) -> str:

@@ -19,12 +19,12 @@ import importlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from edgeprof.core.artifact import Artifact
 from edgeprof.core.errors import MeasurementError, PluginError, UnsupportedError
+from edgeprof.core.importing import dist_version, modules_present
 
 
 @dataclass(frozen=True)
@@ -70,15 +70,10 @@ class Converter:
 
     def missing(self) -> str | None:
         """The first required module that cannot be imported, or None."""
-        from edgeprof.core.importing import modules_present
-
         return modules_present(*(self.modules or (self.package.replace("-", "_"),)))
 
     def version(self) -> str | None:
-        try:
-            return metadata.version(self.package)
-        except metadata.PackageNotFoundError:
-            return None
+        return dist_version(self.package, None)
 
     def hint(self) -> str:
         return self.install_hint or f"pip install {self.package}"

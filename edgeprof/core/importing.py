@@ -1,6 +1,7 @@
 """Importing Python code, the two ways the core needs: whether modules are importable at
 all (cheap, ``find_spec``: a runtime's or a converter's availability) and importing a
-user's ``.py`` file as a module (a model factory, a plugin). Below every other core module:
+user's ``.py`` file as a module (a model factory, a plugin); and an installed distribution's
+version (``dist_version``). Below every other core module:
 it imports nothing of edgeprof's."""
 
 from __future__ import annotations
@@ -19,6 +20,17 @@ def modules_present(*names: str) -> str | None:
         except (ImportError, ValueError):
             return name
     return None
+
+
+def dist_version(dist: str, default: str | None = "") -> str | None:
+    """An installed distribution's version, read from its metadata (not by importing it);
+    ``default`` when it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return default
 
 
 def import_python_file(path: Path, module_name: str):

@@ -32,6 +32,7 @@ from typing import (TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol, S
 
 from edgeprof.core.backend import Backend, Capabilities
 from edgeprof.core.errors import UnsupportedError, UserError
+from edgeprof.core.importing import dist_version
 from edgeprof.core.results import GenerationRecord  # noqa: F401 - its home is results; named here too
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -458,18 +459,8 @@ class GenerativeBackend(Backend):
         raise NotImplementedError
 
 
-def dist_version(dist: str) -> str:
-    """An installed distribution's version ("" when it is not installed)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return ""
-
-
 __all__ = ["DeclaresFormats", "FormatInfo", "GenerationConfig", "GenerationRecord",
            "GenerativeBackend", "GenerativeSession", "LLMModel", "LLMSpec", "LLM_PREFIX",
            "MOE_FIELDS",
            "RANDOM_WEIGHTS_NOTE", "WeightLayout", "WeightTensor",
-           "check_room", "dist_version", "is_llm_spec"]
+           "check_room", "is_llm_spec"]

@@ -108,15 +108,10 @@ def _detect_frequency(info: dict[str, str]) -> tuple[float | None, str]:
 
 
 def _library_versions() -> dict[str, str | None]:
-    from importlib import metadata
+    from edgeprof.core.importing import dist_version
 
-    out: dict[str, str | None] = {"python": platform.python_version()}
-    for dist in ("numpy", "torch"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
-    return out
+    return {"python": platform.python_version(),
+            **{dist: dist_version(dist, None) for dist in ("numpy", "torch")}}
 
 
 def detect_host() -> dict[str, Any]:

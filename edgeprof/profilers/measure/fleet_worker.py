@@ -18,6 +18,7 @@ from typing import Any
 
 from edgeprof._version import __version__
 from edgeprof.core.errors import EdgeprofError, UserError
+from edgeprof.core.importing import dist_version
 from edgeprof.core.results import BenchmarkResult
 from edgeprof.profilers.measure.fleet_shipment import measure_shipment
 from edgeprof.profilers.measure.fleet_spec import BACKEND_RESOURCE, FleetSpec, one_line
@@ -65,15 +66,6 @@ def board_contradiction(target: Any, fp: dict[str, Any]) -> str | None:
     return None
 
 
-def _dist_version(dist: str) -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 @functools.lru_cache(maxsize=8)
 def _fingerprint(target_id: str, board: str, emulate: bool) -> dict[str, Any]:
     import psutil
@@ -95,7 +87,7 @@ def _fingerprint(target_id: str, board: str, emulate: bool) -> dict[str, Any]:
                               **({} if a.available else {"reason": a.reason})}
     except EdgeprofError as e:  # a broken plugins file: the board still reports itself
         backends = {"error": {"available": False, "reason": str(e)}}
-    runtimes = {d: v for d in RUNTIME_DISTRIBUTIONS if (v := _dist_version(d))}
+    runtimes = {d: v for d in RUNTIME_DISTRIBUTIONS if (v := dist_version(d))}
     return {
         "board": board, "target": target_id, "emulating": bool(emulate),
         "hostname": socket.gethostname(), "cpu_model": cpu_model(),

@@ -139,11 +139,10 @@ def installed_build(runtime: str) -> dict[str, Any] | None:
     imported); None otherwise."""
     if runtime != "llama_cpp":
         return None
-    from importlib import metadata
+    from edgeprof.core.importing import dist_version
 
-    try:
-        v = metadata.version("llama-cpp-python")
-    except metadata.PackageNotFoundError:
+    v = dist_version("llama-cpp-python", None)
+    if v is None:
         return None
     return normalize_build(runtime, f"llama-cpp-python {v}")
 
