@@ -43,6 +43,7 @@ RUNS = [
                       "--format", "q4_k_m,q4_0", "--threads", "1", "--pairs", "20"]),
     ("llm_runtimes", ["llm_runtimes.py"]),
     ("gguf_resolve", ["gguf_resolve.py"]),
+    ("tflite_convert_worker", ["tflite_convert_worker.py"]),
 ]
 
 

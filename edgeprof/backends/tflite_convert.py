@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -290,45 +291,135 @@ def _rebuild(recipe: dict[str, Any]):
     return handle
 
 
+class _ConverterWorker:
+    """The spawned interpreter that converts torch models to .tflite for this process, kept
+    for its next conversion: importing torch, litert-torch and TensorFlow costs ~9 s an
+    interpreter on a 2-core host, which three precisions of one model paid three times.
+
+    One request a line on its stdin, one JSON reply a line on a pipe of its own (the
+    converters' prints go to its stderr, a file whose tail names a crash). It is replaced
+    when it died, when this process's working folder or environment changed since it
+    started (the spec it rebuilds may depend on them), and after a converter called
+    ``sys.exit``; it closes at this process's exit (``atexit``), when its stdin closes (this
+    process died), or after :data:`_IDLE_S` idle."""
+
+    def __init__(self) -> None:
+        import atexit
+        import subprocess
+        import sys
+        import tempfile
+
+        self.key = _worker_key()
+        self.log = tempfile.TemporaryFile(mode="w+b", prefix="edgeprof-tflite-convert-")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from edgeprof.backends.tflite_convert import _child_main; "
+             f"_child_main({_IDLE_S})"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self.log, text=True)
+        self.lock = threading.Lock()
+        atexit.register(self.close)
+
+    def usable(self) -> bool:
+        return self.proc.poll() is None and self.key == _worker_key()
+
+    def ask(self, request: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+        """The reply to ``request``; (None, the log's new lines) when the worker ended first."""
+        import json
+
+        with self.lock:
+            self.log.seek(0, 2)
+            start = self.log.tell()
+            try:
+                self.proc.stdin.write(json.dumps(request) + "\n")
+                self.proc.stdin.flush()
+                line = self.proc.stdout.readline()
+            except BrokenPipeError:
+                line = ""
+            except BaseException:  # Ctrl-C: the worker, in this process group, got it too
+                self.proc.kill()
+                self.close()
+                raise
+            if line:
+                return json.loads(line), ""
+            self.proc.wait()
+            self.log.seek(start)
+            return None, self.log.read().decode("utf-8", "replace")
+
+    def close(self) -> None:
+        import subprocess
+
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def _worker_key() -> tuple[Any, ...]:
+    """What a worker inherited that a rebuilt spec may depend on: this process (a fork
+    starts its own), its working folder and its environment."""
+    import os
+
+    return os.getpid(), os.getcwd(), tuple(sorted(os.environ.items()))
+
+
+#: seconds a converter worker waits for its next conversion before it exits
+_IDLE_S = 300
+_WORKERS: list[_ConverterWorker] = []
+_WORKERS_LOCK = threading.Lock()
+
+
+def _ask_worker(request: dict[str, Any]) -> tuple[dict[str, Any] | None, str,
+                                                  _ConverterWorker]:
+    """The reply of this process's converter worker (started, or replaced, as needed), the
+    log it left when it ended first, and the worker."""
+    retry = True
+    while True:
+        if _WORKERS and not _WORKERS[0].usable():
+            _WORKERS.pop().close()
+        if not _WORKERS:
+            _WORKERS.append(_ConverterWorker())
+        worker = _WORKERS[0]
+        reply, log = worker.ask(request)
+        if reply is None:
+            _WORKERS.remove(worker)
+            worker.close()
+            if retry and worker.proc.returncode == 0:
+                retry = False  # it left idle as this request came: a fresh one takes it
+                continue
+        return reply, log, worker
+
+
 def _convert_in_child(recipe: dict[str, Any], source, out: Path, precision: str
                       ) -> dict[str, Any]:
-    """Run the conversion in a spawned interpreter; its crash is this conversion's error."""
-    import json
-    import os
+    """Run the conversion in the converter worker (:class:`_ConverterWorker`); its crash is
+    this conversion's error."""
     import signal
-    import subprocess
-    import sys
-    import tempfile
 
     from edgeprof.core.cache import model_fingerprint
     from edgeprof.core.errors import MeasurementError
 
-    fd, result_path = tempfile.mkstemp(prefix="edgeprof-tflite-convert-", suffix=".json")
-    os.close(fd)
     request = {"recipe": recipe, "out": str(out), "precision": precision,
-               "result": result_path, "fingerprint": model_fingerprint(source)}
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", "from edgeprof.backends.tflite_convert import _child_main; "
-             "_child_main()"], input=json.dumps(request), capture_output=True, text=True)
-        text = Path(result_path).read_text() if os.path.getsize(result_path) else ""
-    finally:
-        os.unlink(result_path)
-    if not text:  # died before reporting: a crash, an abort, a kill
-        if proc.returncode < 0:
+               "fingerprint": model_fingerprint(source)}
+    with _WORKERS_LOCK:
+        reply, log, worker = _ask_worker(request)
+    if reply is None:  # died before replying: a crash, an abort, a kill
+        code = worker.proc.returncode
+        if code < 0:
             try:
-                how = f"was killed by {signal.Signals(-proc.returncode).name}"
+                how = f"was killed by {signal.Signals(-code).name}"
             except ValueError:
-                how = f"was killed by signal {-proc.returncode}"
+                how = f"was killed by signal {-code}"
         else:
-            how = f"exited with status {proc.returncode}"
+            how = f"exited with status {code}"
         # the last error line it printed, if any (not the libraries' warnings)
-        last = next((ln.strip() for ln in reversed(proc.stderr.splitlines())
+        last = next((ln.strip() for ln in reversed(log.splitlines())
                      if re.search(r"Error|error:|Fatal|Abort", ln)), "")
         raise MeasurementError(f"converter {_TORCH_CONVERTER} crashed on '{source.spec}' at "
                                f"{precision}: its subprocess {how}"
                                + (f" ({last[:160]})" if last else ""))
-    reply = json.loads(text)
     if reply["status"] == "ok":
         return reply["result"]
     if reply["status"] == "mismatch":  # the spec rebuilt another model (unseeded weights ...)
@@ -336,7 +427,11 @@ def _convert_in_child(recipe: dict[str, Any], source, out: Path, precision: str
         result["notes"].append("converted in this process: the model rebuilt from its spec in "
                                "a subprocess differed from this one (unseeded weights?)")
         return result
-    if reply["status"] == "exit":
+    if reply["status"] == "exit":  # the worker ended after it: its state is the converter's
+        with _WORKERS_LOCK:
+            if worker in _WORKERS:
+                _WORKERS.remove(worker)
+        worker.close()
         raise MeasurementError(f"converter {_TORCH_CONVERTER} called sys.exit({reply['code']}) "
                                f"on '{source.spec}' at {precision}")
     kind, message = reply["type"], reply["message"]
@@ -349,35 +444,50 @@ def _convert_in_child(recipe: dict[str, Any], source, out: Path, precision: str
     raise RuntimeError(f"{kind}: {message}")
 
 
-def _child_main() -> None:
-    """The subprocess side of :func:`_convert_in_child`: request on stdin, reply in a file."""
+def _child_main(idle_s: float | None = None) -> None:
+    """The worker side of :class:`_ConverterWorker`: a request a line on stdin, a reply a
+    line on the process's original stdout (the converters' own prints go to stderr); ends
+    when stdin closes, after ``idle_s`` without a request, or after a converter's
+    ``sys.exit``."""
     import json
+    import os
+    import select
     import sys
 
     from edgeprof.core.cache import model_fingerprint
 
-    request = json.loads(sys.stdin.read())
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # print() and C code writing to fd 1 land in the log, not in a reply
+    sys.stdout = sys.stderr
 
     def reply(status: str, **fields: Any) -> None:
-        Path(request["result"]).write_text(json.dumps({"status": status, **fields}))
+        replies.write(json.dumps({"status": status, **fields}) + "\n")
+        replies.flush()
 
-    try:
-        handle = _rebuild(request["recipe"])
-        if model_fingerprint(handle) != request["fingerprint"]:
-            reply("mismatch")
-            return
-        result = _torch_to_tflite_here(handle, Path(request["out"]), request["precision"])
-    except SystemExit as e:
-        reply("exit", code=e.code if isinstance(e.code, int) else str(e.code))
-        return
-    except Exception as e:  # every error is reported to the parent; Ctrl-C ends the child
-        if isinstance(e, BackendUnavailableError):
-            message = getattr(e, "reason", None) or str(e)
-        else:
-            message = str(e)
-        reply("error", type=type(e).__name__, message=message)
-        return
-    reply("ok", result=result)
+    while True:
+        if idle_s and os.name == "posix" and not select.select([sys.stdin], [], [], idle_s)[0]:
+            os._exit(0)  # idle: the parent starts another when it needs one
+        line = sys.stdin.readline()
+        if not line:  # the parent closed it or died; no teardown (TF's can crash)
+            os._exit(0)
+        request = json.loads(line)
+        try:
+            handle = _rebuild(request["recipe"])
+            if model_fingerprint(handle) != request["fingerprint"]:
+                reply("mismatch")
+                continue
+            result = _torch_to_tflite_here(handle, Path(request["out"]), request["precision"])
+        except SystemExit as e:
+            reply("exit", code=e.code if isinstance(e.code, int) else str(e.code))
+            os._exit(0)
+        except Exception as e:  # every error is reported to the parent; Ctrl-C ends the child
+            if isinstance(e, BackendUnavailableError):
+                message = getattr(e, "reason", None) or str(e)
+            else:
+                message = str(e)
+            reply("error", type=type(e).__name__, message=message)
+            continue
+        reply("ok", result=result)
 
 
 def _torch_to_tflite_here(source, out: Path, precision: str) -> dict[str, Any]:

@@ -114,3 +114,49 @@ def test_which_models_convert_in_a_subprocess():
     # an nn.Module object (Python API) has no spec to rebuild it from: converted in-process
     module = torch.nn.Sequential(torch.nn.Linear(4, 2))
     assert _child_recipe(resolve_model(module, input_shapes=[[1, 4]])) is None
+
+
+# ---------------------------------------------------------------- the converter worker
+def test_one_worker_converts_each_precision_and_a_dead_one_is_replaced(empty_cache):
+    """Each precision of one model goes to the interpreter the first conversion started
+    (importing torch, litert-torch and TensorFlow again cost ~9 s a conversion); a worker
+    that died between conversions is replaced, not asked."""
+    from edgeprof.backends import tflite_convert as tc
+    from edgeprof.backends.tflite import TFLiteBackend
+    from edgeprof.core.backend import RunConfig
+    from edgeprof.core.models import resolve_model
+
+    handle, backend = resolve_model("builtin:mlp"), TFLiteBackend()
+
+    def convert(precision: str):
+        pm = backend.prepare(handle, RunConfig(precision=precision, threads=1),
+                             handle.make_inputs(0))
+        assert not any("in this process" in n for n in pm.notes), pm.notes
+        pm.close()
+        return tc._WORKERS[0].proc
+
+    first = convert("fp32")
+    assert convert("fp16") is first and first.poll() is None
+    first.kill()
+    first.wait()
+    second = convert("int8_dynamic")
+    assert second is not first and second.poll() is None
+
+
+def test_a_worker_is_not_reused_once_the_environment_or_folder_changed(monkeypatch, tmp_path):
+    """A spec is rebuilt in the worker with the environment (plugins, caches) and working
+    folder (relative paths) it started with: another one starts a fresh worker."""
+    from edgeprof.backends.tflite_convert import _ConverterWorker
+
+    worker = _ConverterWorker()
+    try:
+        assert worker.usable()
+        monkeypatch.setenv("EDGEPROF_TEST_CHANGED", "1")
+        assert not worker.usable()
+        monkeypatch.delenv("EDGEPROF_TEST_CHANGED")
+        assert worker.usable()
+        monkeypatch.chdir(tmp_path)
+        assert not worker.usable()
+    finally:
+        worker.close()
+    assert worker.proc.returncode == 0  # it ended when its stdin closed
