@@ -315,34 +315,32 @@ class _ConverterWorker:
             [sys.executable, "-c", "from edgeprof.backends.tflite_convert import _child_main; "
              f"_child_main({_IDLE_S})"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self.log, text=True)
-        self.lock = threading.Lock()
         atexit.register(self.close)
 
     def usable(self) -> bool:
         return self.proc.poll() is None and self.key == _worker_key()
 
     def ask(self, request: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
-        """The reply to ``request``; (None, the log's new lines) when the worker ended first."""
+        """The reply to ``request``; (None, the log's new lines) when the worker ended first.
+        One request at a time (the caller holds :data:`_WORKERS_LOCK`)."""
         import json
 
-        with self.lock:
-            self.log.seek(0, 2)
-            start = self.log.tell()
-            try:
-                self.proc.stdin.write(json.dumps(request) + "\n")
-                self.proc.stdin.flush()
-                line = self.proc.stdout.readline()
-            except BrokenPipeError:
-                line = ""
-            except BaseException:  # Ctrl-C: the worker, in this process group, got it too
-                self.proc.kill()
-                self.close()
-                raise
-            if line:
-                return json.loads(line), ""
-            self.proc.wait()
-            self.log.seek(start)
-            return None, self.log.read().decode("utf-8", "replace")
+        start = self.log.seek(0, 2)
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        except BaseException:  # Ctrl-C: the worker, in this process group, got it too
+            self.proc.kill()
+            self.close()
+            raise
+        if line:
+            return json.loads(line), ""
+        self.proc.wait()
+        self.log.seek(start)
+        return None, self.log.read().decode("utf-8", "replace")
 
     def close(self) -> None:
         import subprocess
