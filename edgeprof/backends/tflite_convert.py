@@ -343,8 +343,10 @@ class _ConverterWorker:
         return None, self.log.read().decode("utf-8", "replace")
 
     def close(self) -> None:
+        import atexit
         import subprocess
 
+        atexit.unregister(self.close)
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.close()
