@@ -42,6 +42,7 @@ from edgeprof.core.artifact import created_utc
 
 import argparse
 import csv
+import math
 import re
 import statistics
 import sys
@@ -318,11 +319,14 @@ def cross_board_sigma(fitted: dict[str, dict[str, Any]], target_id: str
 
 def build_board(target_id: str, device: str | None = None, *, targets_dir=None,
                 fitted: dict[str, Any] | None = None, prior_sigma: float | None = None,
-                prior_rows: int = 0) -> tuple[Any, list[dict[str, Any]]]:
+                prior_rows: int = 0, transfer: dict[str, Any] | None = None
+                ) -> tuple[Any, list[dict[str, Any]]]:
     """Fit one board processor's calibration (with its nested leave-one-out error); returns
     (calibration, left-out rows). ``prior_sigma`` (the other boards' calibrated spread,
     :func:`cross_board_sigma`) is pooled into the calibrated interval spread, in the shipped
-    fit and in every nested fold alike."""
+    fit and in every nested fold alike; ``transfer`` (the runtimes' factors on the other
+    boards of its processor kind, :func:`cross_board_factors`) gives a runtime without rows
+    here its factor, in the shipped fit and in every nested fold alike."""
     from edgeprof._version import __version__
     from edgeprof.profilers.predict.calibration import Calibration
     from edgeprof.profilers.predict.fit import (PRIOR_SIGMA_WEIGHT, cv_summary, fit,
@@ -333,7 +337,7 @@ def build_board(target_id: str, device: str | None = None, *, targets_dir=None,
     f = fitted or fit_board(target_id, device, targets_dir=targets_dir)
     target, samples, skipped, ranges = f["target"], f["samples"], f["skipped"], f["ranges"]
     grouping, shrink, loo = f["grouping"], f["shrink"], f["loo"]
-    params = fit(samples, grouping, shrink=shrink)
+    params = fit(samples, grouping, shrink=shrink, transfer=transfer)
     params["grouping_spreads"] = f["spreads"]
     shares = f.get("serial_shares") or {}
     params["serial_share"] = {fam: v["serial_share"] for fam, v in shares.items()}
@@ -342,7 +346,8 @@ def build_board(target_id: str, device: str | None = None, *, targets_dir=None,
               "source": "rows of one build, precision and model at 1 thread and at all the "
                         "big cores (Amdahl: serial = (P / speedup - 1) / (P - 1), median "
                         "speedup over the pairs)"} for fam, v in shares.items()}
-    nested = nested_leave_one_out(samples, winograd=f["winograd"], prior_sigma=prior_sigma)
+    nested = nested_leave_one_out(samples, winograd=f["winograd"], prior_sigma=prior_sigma,
+                                  transfer=transfer)
     cv = cv_summary(samples, nested["predicted"], nested["methods"])
     cv["method"] = ("nested leave-one-out" if nested["folds"] == "leave-one-out"
                     else f"nested {nested['folds']} cross-validation")
@@ -385,6 +390,20 @@ def build_board(target_id: str, device: str | None = None, *, targets_dir=None,
               + (" (and the same for the others)" if len(skipped) > 1 else "")
               + "); runtime versions as published (see samples)"))
     return cal, skipped
+
+
+def cross_board_factors(fitted: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per calibration, its runtimes' factors on the other boards with a processor of the
+    same kind (``fit.transfer_factors``), each board's factors from its full fit."""
+    from edgeprof.profilers.predict.fit import fit, transfer_factors
+    from edgeprof.profilers.predict.predictor import processor_kind_of
+
+    factors = {name: {k: v["factor"] for k, v in fit(f["samples"], f["grouping"],
+                                                     shrink=f["shrink"])["factors"].items()}
+               for name, f in fitted.items()}
+    kinds = {name: processor_kind_of(f["target"]) for name, f in fitted.items()}
+    return {name: transfer_factors({o: factors[o] for o in fitted if kinds[o] == kinds[name]},
+                                   name) for name in fitted}
 
 
 def nested_coverage(samples: list[dict[str, Any]], nested: dict[str, Any]) -> dict[str, Any]:
@@ -442,10 +461,12 @@ def build_all(write: bool = False, *, targets_dir=None) -> dict[str, tuple[Any, 
         f = fit_board(t, device, targets_dir=targets_dir)
         fitted[calibration_name(get_registry_target(t, targets_dir), device)] = f
     out = {}
+    transfers = cross_board_factors(fitted)
     for name, f in fitted.items():
         prior, rows = cross_board_sigma(fitted, name)
         out[name] = build_board(f["target"].base_id, f["device"], targets_dir=targets_dir,
-                                fitted=f, prior_sigma=prior, prior_rows=rows)
+                                fitted=f, prior_sigma=prior, prior_rows=rows,
+                                transfer=transfers[name])
     if write:
         folder = DATA / "calibrations"
         for old_file in folder.glob("*--published*.json"):
@@ -530,6 +551,28 @@ def table(built) -> str:
             lines.append(f"  {t:30s} {fam:12s} serial share "
                          f"{cal.parameters['serial_share'][fam]:.3f} from {v['n_pairs']} "
                          f"pairs (median speedup {v['median_speedup']:.2f}x)")
+    lines.append("")
+    lines.append("runtime transfer: a runtime without rows on a board takes its factor on the "
+                 "other boards of the processor kind (geometric mean); checked on the runtimes "
+                 "that have rows on several: each board's own factor against the others' and "
+                 "against 1 (the board's shared efficiencies, before)")
+    base, moved = [], []
+    for t, (cal, _) in built.items():
+        table = cal.parameters.get("transfer_factors") or {}
+        for key, entry in sorted(cal.runtimes.items()):
+            if key in table:
+                own, other = float(entry["factor"]), float(table[key]["factor"])
+                base.append(abs(math.log(own)))
+                moved.append(abs(math.log(own / other)))
+                lines.append(f"  {t:30s} {key:22s} own {own:6.3f}  other boards' {other:6.3f} "
+                             f"({', '.join(table[key]['boards'])})")
+    if moved:
+        def near(errs: list[float]) -> int:  # within +-25 % either way
+            return sum(e <= math.log(1.25) for e in errs)
+        lines.append(f"  median |log(own / transferred)| over {len(moved)} board-runtime pairs: "
+                     f"{statistics.median(moved):.2f} from the other boards "
+                     f"({near(moved)} within +-25 %), {statistics.median(base):.2f} with a "
+                     f"factor of 1 ({near(base)})")
     lines.append("")
     lines.append("fit per board (all rows; chosen by leave-one-out): grouping, shrink, "
                  "per-inference ms, per-layer ms compute/memory, theta per class")

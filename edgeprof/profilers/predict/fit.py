@@ -61,6 +61,7 @@ prediction is clamped to the roofline: yes on a board's datasheet peaks, no on t
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
 import numpy as np
@@ -321,9 +322,12 @@ def fit_work(samples: list[dict[str, Any]], floor: bool = False,
 
 def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
         basis: str = "roofline", floor: bool = True,
-        cache_mb: float | None = None, shrink: float | None = None) -> dict[str, Any]:
+        cache_mb: float | None = None, shrink: float | None = None,
+        transfer: dict[str, Any] | None = None) -> dict[str, Any]:
     """Fitted parameters (the calibration's ``parameters`` and ``runtimes`` factors);
-    ``shrink``: the family factors' prior weight in rows (default :data:`SHRINK`)."""
+    ``shrink``: the family factors' prior weight in rows (default :data:`SHRINK`);
+    ``transfer``: the runtimes' factors on the other boards of the processor kind
+    (:func:`transfer_factors`), kept as ``transfer_factors`` for a runtime without rows."""
     from scipy.optimize import nnls
 
     if not samples:
@@ -373,7 +377,28 @@ def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
            "factors": {k: {"factor": float(v), "n": counts[k]} for k, v in factors.items()}}
     if merged:
         out["merged_groups"] = merged
+    if transfer:
+        out["transfer_factors"] = transfer
     return out
+
+
+def transfer_factors(factors_by_board: dict[str, dict[str, float]], board: str
+                     ) -> dict[str, dict[str, Any]]:
+    """Each runtime's factor (``family/precision``, its current build's: keys of an older
+    build, ``ncnn@2020-05``, are left out) on the boards of ``factors_by_board`` other than
+    ``board`` (boards with a processor of the same kind): the geometric mean over those
+    boards, with the boards it rests on. A runtime's
+    factor is the speed of its kernels against the board's shared efficiencies, and it
+    carries across boards better than 1 does (TorchScript 2.4 and 3.0 on the Raspberry Pi 4
+    and 5): ``tools/build_board_calibrations.py`` checks it on every runtime with rows on
+    several boards (benchmarks/results/predict_boards.txt, "runtime transfer")."""
+    pooled: dict[str, dict[str, float]] = {}
+    for other, factors in factors_by_board.items():
+        for key, f in factors.items():
+            if other != board and "@" not in key:
+                pooled.setdefault(key, {})[other] = float(f)
+    return {key: {"factor": math.exp(statistics.fmean(math.log(f) for f in per.values())),
+                  "boards": sorted(per)} for key, per in sorted(pooled.items())}
 
 
 def kernel_ms(params: dict[str, Any], kclass: str, roofline_ms: float, macs: float,
@@ -445,11 +470,38 @@ def resolve_factor_key(params: dict[str, Any], sample: dict[str, Any]
     return None, "runtime transfer"
 
 
+def transferred_factor(params: dict[str, Any], family: str, precision: str
+                       ) -> tuple[float, list[str]]:
+    """A runtime without rows on this board: its factor on the other boards of the kind
+    (``transfer_factors``, :func:`transfer_factors`) at ``precision``, else at the precision
+    nearest in bytes, with the boards it rests on; (1, []) where no board has its rows: the
+    board's shared efficiencies."""
+    from edgeprof.core.precision import get_precision
+
+    table = params.get("transfer_factors") or {}
+    runtime = family.split("@", 1)[0]
+    keys = [k for k in table if k.split("/", 1)[0] == runtime]
+    if not keys:
+        return 1.0, []
+
+    def distance(k: str) -> tuple[bool, float]:
+        p = k.split("/", 1)[1]
+        try:
+            return p != precision, abs(get_precision(p).weight_bytes
+                                       - get_precision(precision).weight_bytes)
+        except Exception:  # an unknown precision name: the farthest
+            return p != precision, float("inf")
+    entry = table[min(sorted(keys), key=distance)]
+    return float(entry["factor"]), list(entry["boards"])
+
+
 def resolve_factor(params: dict[str, Any], sample: dict[str, Any]) -> tuple[float, str]:
     """(family factor, method) the predictor would use for ``sample``
-    (:func:`resolve_factor_key`)."""
+    (:func:`resolve_factor_key`; a runtime transfer: :func:`transferred_factor`)."""
     key, method = resolve_factor_key(params, sample)
-    return (1.0 if key is None else float(params["factors"][key]["factor"])), method
+    if key is None:
+        return transferred_factor(params, sample["family"], sample["precision"])[0], method
+    return float(params["factors"][key]["factor"]), method
 
 
 def factor_gap(factor: float, n: int | None, shrink: float | None) -> float:
@@ -603,8 +655,8 @@ NESTED_FOLDS = 10
 
 def nested_leave_one_out(samples: list[dict[str, Any]], *, winograd: bool = False,
                          shrinks: tuple[float, ...] = SHRINKS,
-                         prior_sigma: float | None = None,
-                         folds: int | None = None) -> dict[str, Any]:
+                         prior_sigma: float | None = None, folds: int | None = None,
+                         transfer: dict[str, Any] | None = None) -> dict[str, Any]:
     """Each row predicted by the model :func:`select_model` chooses *without it* (the
     grouping and shrink chosen again on the other rows), with the method the predictor would
     use, and the 90 % interval the predictor would give it: the log spreads of that inner
@@ -613,7 +665,9 @@ def nested_leave_one_out(samples: list[dict[str, Any]], *, winograd: bool = Fals
     out one at a time, or ``folds`` at a time above ``NESTED_FOLDS_ABOVE`` rows (default
     ``NESTED_FOLDS``; row i in fold i mod folds): each is still predicted by a fit and a
     choice that never saw it. Returns ``{"predicted", "methods", "sigmas", "choices",
-    "gaps", "folds"}`` per row."""
+    "gaps", "folds"}`` per row. ``transfer`` (:func:`transfer_factors`) gives a held-out row
+    whose runtime has no other row its factor on the other boards, as the shipped fit does;
+    the choice and the spreads are made without it, as the shipped ones are."""
     n = len(samples)
     if folds is None:
         folds = NESTED_FOLDS if n > NESTED_FOLDS_ABOVE else n
@@ -623,7 +677,7 @@ def nested_leave_one_out(samples: list[dict[str, Any]], *, winograd: bool = Fals
         held = [i for i in range(n) if i % folds == k]
         rest = [s for i, s in enumerate(samples) if i % folds != k]
         g, sh, _, inner = select_model(rest, winograd=winograd, shrinks=shrinks)
-        params = fit(rest, g, shrink=sh)
+        params = fit(rest, g, shrink=sh, transfer=transfer)
         sigmas = method_sigmas(rest, inner["predicted"], inner["methods"], prior_sigma)
         for i in held:
             p, m = predict_sample_method(params, samples[i])

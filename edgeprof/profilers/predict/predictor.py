@@ -59,7 +59,8 @@ from edgeprof.profilers.predict.calibration import (Calibration, calibrations_fo
                                                      load_calibration)
 from edgeprof.profilers.predict.fit import (PRECISION_TRANSFER_WIDENING,
                                            THREAD_TRANSFER_WIDENING, Z90, base_ms,
-                                           factor_gap, interval_bounds, kernel_ms)
+                                           factor_gap, interval_bounds, kernel_ms,
+                                           transferred_factor)
 from edgeprof.profilers.predict.kernels import CLASSES, features, kernels_of
 from edgeprof.profilers.predict.threads import (big_cores, family_info, is_gpu_family,
                                                 work_scale)
@@ -267,9 +268,11 @@ def _resolve(calibration, target, family: str, compute: str,
         known = sorted({f"{e.get('family')}/{e.get('precision')}" for e in cands[0].runtimes.values()})
         raise UserError(f"calibration '{cands[0].name}' has no rows for {family}; it holds "
                         + ", ".join(known) + "; give --backend accordingly")
-    for cal in cands:  # runtime transfer: the board's shared efficiencies, a factor of 1
+    for cal in cands:  # runtime transfer: the board's shared efficiencies, with the
+        # runtime's factor on the other boards of the kind (else 1: several runtimes' rows)
         families = {e.get("family") for e in cal.runtimes.values()}
-        if cal.parameters.get("basis", "roofline") == "roofline" and len(families) >= 3:
+        if cal.parameters.get("basis", "roofline") == "roofline" and (
+                len(families) >= 3 or transferred_factor(cal.parameters, family, compute)[1]):
             return cal, None
     return None, None
 
@@ -326,6 +329,9 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
     params = dict(cal.parameters)
     factors = {k: float(v["factor"]) for k, v in cal.runtimes.items()}
     factor = factors.get(f"{backend}/{src}", 1.0)
+    moved_from: list[str] = []
+    if runtime_transfer:  # its kernels' speed on the other boards of the kind, where known
+        factor, moved_from = transferred_factor(params, backend, compute)
     notes: list[str] = []
     method = ("runtime transfer" if runtime_transfer else
               "calibrated" if src == compute else "precision transfer")
@@ -431,8 +437,11 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
                f"roofline ({roof:.4g} ms, on peaks measured here) is no lower bound"))
     if runtime_transfer:
         notes.append(f"runtime transfer: {cal.name} has no rows of {backend}; its shared "
-                     f"per-class efficiencies and overheads with a runtime factor of 1, the "
-                     f"interval widened by the spread of the board's runtime factors (log sd "
+                     f"per-class efficiencies and overheads with "
+                     + (f"{runtime}'s factor on {', '.join(moved_from)} ({factor:.3g}, the "
+                        f"speed of its kernels against those boards' shared efficiencies)"
+                        if moved_from else "a runtime factor of 1")
+                     + f", the interval widened by the spread of the board's runtime factors (log sd "
                      f"{spread:.2f})"
                      + (f", at least what its rows missed by when their runtime was left out "
                         f"(log sd {float(sigma_rt):.2f})" if sigma_rt is not None else "")

@@ -16,7 +16,7 @@ from edgeprof.profilers.predict.fit import (CONV3X3, WINOGRAD_GAIN, Z90, base_ms
                                             factor_gap, fit,
                                             nested_leave_one_out,
                                             predict_sample_method, resolve_factor,
-                                            select_model)
+                                            sample_gap, select_model, transfer_factors)
 from edgeprof.profilers.predict.kernels import features, kernels_of
 from edgeprof.targets import get_target
 
@@ -168,6 +168,27 @@ def test_rows_are_predicted_by_the_method_the_predictor_would_use():
     assert resolve_factor(params, dict(row, precision="fp32")) == (3.0, "precision transfer")
     assert resolve_factor(params, dict(row, family="ncnn")) == (1.0, "runtime transfer")
     assert predict_sample_method(params, row) == (2.0, "calibrated")
+    # a runtime without rows here takes its factor on the other boards of the kind, at the
+    # precision nearest in bytes; the board's own runtimes keep theirs
+    params["transfer_factors"] = {"ncnn/fp32": {"factor": 1.3, "boards": ["a"]},
+                                  "ncnn/int8": {"factor": 2.5, "boards": ["a", "b"]},
+                                  "tvm/int8": {"factor": 9.0, "boards": ["a"]}}
+    assert resolve_factor(params, dict(row, family="ncnn")) == (2.5, "runtime transfer")
+    assert resolve_factor(params, dict(row, family="ncnn@2020-05", precision="fp32")) == (
+        1.3, "runtime transfer")
+    assert resolve_factor(params, row) == (2.0, "calibrated")
+    assert sample_gap(params, dict(row, family="ncnn")) == 1.0
+
+
+def test_a_runtimes_transferred_factor_is_its_geometric_mean_on_the_other_boards():
+    by_board = {"pi4": {"torchscript/fp32": 2.4, "ncnn/fp32": 1.2, "ncnn@2020-05/fp32": 1.9},
+                "pi5": {"torchscript/fp32": 3.0, "ncnn/fp32": 0.9},
+                "nano": {"ncnn/fp32": 1.3, "opencv/fp32": 1.28}}
+    out = transfer_factors(by_board, "pi4")
+    assert out["torchscript/fp32"] == {"factor": pytest.approx(3.0), "boards": ["pi5"]}
+    assert out["ncnn/fp32"]["factor"] == pytest.approx(math.sqrt(0.9 * 1.3))
+    assert out["ncnn/fp32"]["boards"] == ["nano", "pi5"]
+    assert "ncnn@2020-05/fp32" not in transfer_factors(by_board, "pi5")  # an older build's
 
 
 # --------------------------------------------------------------------- the shipped fits

@@ -135,14 +135,22 @@ def test_the_order_the_hardware_implies_holds(target_id, registry, user_dir):
 
 
 def test_a_runtime_without_rows_is_estimated_from_the_board(pi, registry, user_dir):
-    """The board's shared efficiencies with a runtime factor of 1: estimated, not predicted,
-    wider than the calibrated runtimes' interval."""
+    """The board's shared efficiencies with the runtime's factor on the other boards of the
+    kind (OpenVINO has rows on the Raspberry Pi 5 alone): estimated, not predicted, wider
+    than the calibrated runtimes' interval."""
     est = _est("builtin:small_cnn", pi, "fp32", registry)
     p = predict_latency(est, pi, "openvino")
     assert p.provenance == "estimated" and p.method == "runtime transfer"
     assert "--measurements" in p.note and p.value_ms >= p.roofline_ms
+    assert "openvino's factor on raspberry_pi_5--published" in p.note
     cal = predict_latency(est, pi, "tflite")
     assert p.high_ms / p.low_ms > cal.high_ms / cal.low_ms
+    (pi5,) = [c for c in calibrations_for("raspberry_pi_5", [SHIPPED_DIR])
+              if c.fingerprint.get("device") in (None, "cpu")]
+    moved = calibrations_for("raspberry_pi_4", [SHIPPED_DIR])[0].parameters[
+        "transfer_factors"]["openvino/fp32"]
+    assert moved["boards"] == ["raspberry_pi_5--published"]
+    assert moved["factor"] == pytest.approx(pi5.runtimes["openvino/fp32"]["factor"])
 
 
 def test_a_board_without_calibration_stays_uncalibrated(registry, user_dir):
@@ -152,11 +160,18 @@ def test_a_board_without_calibration_stays_uncalibrated(registry, user_dir):
 
 
 def test_a_gpu_calibration_says_nothing_of_the_cpu(registry, user_dir):
+    """ONNX Runtime on the Nano's CPU, which has rows of ncnn and OpenCV only: the CPU's
+    calibration with ONNX Runtime's factor on the other CPU boards (the Raspberry Pis), never
+    the GPU's calibration; a runtime no CPU board has rows of stays uncalibrated there."""
     from edgeprof.api import on_device
 
     cpu = on_device(get_target("jetson_nano"), "cpu")
-    p = predict_latency(_est("builtin:small_cnn", cpu, "fp32", registry), cpu, "onnxruntime")
-    assert p.provenance == "uncalibrated" and p.threads == 4
+    est = _est("builtin:small_cnn", cpu, "fp32", registry)
+    p = predict_latency(est, cpu, "onnxruntime")
+    assert p.provenance == "estimated" and p.method == "runtime transfer" and p.threads == 4
+    assert "jetson_nano--published-cpu" in p.note and "raspberry_pi_4--published" in p.note
+    assert "jetson_nano--published " not in p.note + " "
+    assert predict_latency(est, cpu, "armnn").provenance == "uncalibrated"
 
 
 # ------------------------------------------------------------------------------ fusion
