@@ -387,11 +387,11 @@ def transfer_factors(factors_by_board: dict[str, dict[str, float]], board: str
     """Each runtime's factor (``family/precision``, its current build's: keys of an older
     build, ``ncnn@2020-05``, are left out) on the boards of ``factors_by_board`` other than
     ``board`` (boards with a processor of the same kind): the geometric mean over those
-    boards, with the boards it rests on. A runtime's
-    factor is the speed of its kernels against the board's shared efficiencies, and it
-    carries across boards better than 1 does (TorchScript 2.4 and 3.0 on the Raspberry Pi 4
-    and 5): ``tools/build_board_calibrations.py`` checks it on every runtime with rows on
-    several boards (benchmarks/results/predict_boards.txt, "runtime transfer")."""
+    boards, with the boards it rests on. A runtime's factor is the speed of its kernels
+    against the board's shared efficiencies, and it carries across boards better than 1
+    does (TorchScript 2.4 and 3.0 on the Raspberry Pi 4 and 5):
+    ``tools/build_board_calibrations.py`` checks it on every runtime with rows on several
+    boards (benchmarks/results/predict_boards.txt, "runtime transfer")."""
     pooled: dict[str, dict[str, float]] = {}
     for other, factors in factors_by_board.items():
         for key, f in factors.items():

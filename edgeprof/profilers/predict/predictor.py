@@ -441,8 +441,8 @@ def predict_with(cal: Calibration, estimate, target, backend: str, compute: str,
                      + (f"{runtime}'s factor on {', '.join(moved_from)} ({factor:.3g}, the "
                         f"speed of its kernels against those boards' shared efficiencies)"
                         if moved_from else "a runtime factor of 1")
-                     + f", the interval widened by the spread of the board's runtime factors (log sd "
-                     f"{spread:.2f})"
+                     + f", the interval widened by the spread of the board's runtime factors "
+                     f"(log sd {spread:.2f})"
                      + (f", at least what its rows missed by when their runtime was left out "
                         f"(log sd {float(sigma_rt):.2f})" if sigma_rt is not None else "")
                      + "; labelled estimated, not predicted; time a few models and "
