@@ -383,10 +383,10 @@ def _ask_worker(request: dict[str, Any]) -> tuple[dict[str, Any] | None, str,
             _WORKERS.append(_ConverterWorker())
         worker = _WORKERS[0]
         reply, log = worker.ask(request)
-        if reply is None:
+        if reply is None or reply["status"] == "exit":  # it ended (after a converter's exit)
             _WORKERS.remove(worker)
             worker.close()
-            if retry and worker.proc.returncode == 0:
+            if reply is None and retry and worker.proc.returncode == 0:
                 retry = False  # it left idle as this request came: a fresh one takes it
                 continue
         return reply, log, worker
@@ -427,11 +427,7 @@ def _convert_in_child(recipe: dict[str, Any], source, out: Path, precision: str
         result["notes"].append("converted in this process: the model rebuilt from its spec in "
                                "a subprocess differed from this one (unseeded weights?)")
         return result
-    if reply["status"] == "exit":  # the worker ended after it: its state is the converter's
-        with _WORKERS_LOCK:
-            if worker in _WORKERS:
-                _WORKERS.remove(worker)
-        worker.close()
+    if reply["status"] == "exit":
         raise MeasurementError(f"converter {_TORCH_CONVERTER} called sys.exit({reply['code']}) "
                                f"on '{source.spec}' at {precision}")
     kind, message = reply["type"], reply["message"]

@@ -452,22 +452,28 @@ def resolve_factor_key(params: dict[str, Any], sample: dict[str, Any]
     factor at its precision (``calibrated``); else the same runtime's at the precision
     nearest in bytes (``precision transfer``; the roofline at the sample's precision carries
     the peaks); else none, 1 on the board's shared efficiencies (``runtime transfer``)."""
-    from edgeprof.core.precision import get_precision
-
     factors = params["factors"]
     key = key_of(sample["family"], sample["precision"])
     if key in factors:
         return key, "calibrated"
-    others = sorted(k for k in factors if k.split("/", 1)[0] == sample["family"])
-    if others:
-        def distance(k: str) -> float:
-            try:
-                return abs(get_precision(k.split("/", 1)[1]).weight_bytes
-                           - get_precision(sample["precision"]).weight_bytes)
-            except Exception:  # an unknown precision name: the farthest
-                return float("inf")
-        return min(others, key=distance), "precision transfer"
-    return None, "runtime transfer"
+    near = nearest_key(factors, sample["family"], sample["precision"])
+    return (near, "precision transfer") if near else (None, "runtime transfer")
+
+
+def nearest_key(table: dict[str, Any], family: str, precision: str) -> str | None:
+    """The key of ``table`` (``family/precision``) of ``family`` whose precision is nearest
+    ``precision`` in bytes per weight (an unknown precision name: the farthest); None where
+    ``family`` has none."""
+    from edgeprof.core.precision import get_precision
+
+    def distance(k: str) -> float:
+        try:
+            return abs(get_precision(k.split("/", 1)[1]).weight_bytes
+                       - get_precision(precision).weight_bytes)
+        except Exception:  # an unknown precision name: the farthest
+            return float("inf")
+    keys = sorted(k for k in table if k.split("/", 1)[0] == family)
+    return min(keys, key=distance) if keys else None
 
 
 def transferred_factor(params: dict[str, Any], family: str, precision: str
@@ -476,23 +482,13 @@ def transferred_factor(params: dict[str, Any], family: str, precision: str
     (``transfer_factors``, :func:`transfer_factors`) at ``precision``, else at the precision
     nearest in bytes, with the boards it rests on; (1, []) where no board has its rows: the
     board's shared efficiencies."""
-    from edgeprof.core.precision import get_precision
-
     table = params.get("transfer_factors") or {}
     runtime = family.split("@", 1)[0]
-    keys = [k for k in table if k.split("/", 1)[0] == runtime]
-    if not keys:
+    key = key_of(runtime, precision)
+    key = key if key in table else nearest_key(table, runtime, precision)
+    if key is None:
         return 1.0, []
-
-    def distance(k: str) -> tuple[bool, float]:
-        p = k.split("/", 1)[1]
-        try:
-            return p != precision, abs(get_precision(p).weight_bytes
-                                       - get_precision(precision).weight_bytes)
-        except Exception:  # an unknown precision name: the farthest
-            return p != precision, float("inf")
-    entry = table[min(sorted(keys), key=distance)]
-    return float(entry["factor"]), list(entry["boards"])
+    return float(table[key]["factor"]), list(table[key]["boards"])
 
 
 def resolve_factor(params: dict[str, Any], sample: dict[str, Any]) -> tuple[float, str]:
