@@ -25,7 +25,7 @@ ISSUE_PRESETS = ("tinyllama-1.1b", "smollm-135m", "smollm2-135m", "smollm2-360m"
                  "qwen2.5-3b", "gemma-3-270m", "phi-4-mini", "llama-2-7b",
                  # issue 30, represented as llama (llm_presets.toml: architecture)
                  "qwen3-0.6b", "qwen3-1.7b", "granite-4.0-350m", "ministral-3-3b",
-                 "smollm3-3b", "olmo-2-1b", "internlm2-1.8b",
+                 "smollm3-3b", "olmo-2-1b", "internlm2-1.8b", "minicpm4-0.5b",
                  # issue 30, a mixture of experts represented as llama with experts
                  "qwen3-30b-a3b")
 #: issue 30's presets and the size each is published as (model page / model card, rounded)
@@ -58,11 +58,13 @@ def test_analytic_count_equals_the_published_figure(name):
 REPRESENTED = {"qwen3-0.6b": ("qwen3", 7_168), "qwen3-1.7b": ("qwen3", 7_168),
                "granite-4.0-350m": ("granitemoehybrid", 0), "ministral-3-3b": ("ministral3", 0),
                "smollm3-3b": ("smollm3", 0), "olmo-2-1b": ("olmo2", 65_536),
-               "internlm2-1.8b": ("internlm2", 0), "qwen3-30b-a3b": ("qwen3_moe", 12_288)}
+               "internlm2-1.8b": ("internlm2", 0), "minicpm4-0.5b": ("minicpm", 0),
+               "qwen3-30b-a3b": ("qwen3_moe", 12_288)}
 #: their published sizes (model cards / measured safetensors, rounded as published)
 REPRESENTED_PUBLISHED = {"qwen3-0.6b": 0.596e9, "qwen3-1.7b": 1.72e9, "granite-4.0-350m": 352e6,
                          "ministral-3-3b": 3.4e9, "smollm3-3b": 3.08e9, "olmo-2-1b": 1.48e9,
-                         "internlm2-1.8b": 1.89e9, "qwen3-30b-a3b": 30.5e9}
+                         "internlm2-1.8b": 1.89e9, "minicpm4-0.5b": 434e6,
+                         "qwen3-30b-a3b": 30.5e9}
 
 
 @pytest.mark.parametrize("name", sorted(REPRESENTED))
