@@ -59,6 +59,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 import edgeprof.profilers.predict as _predict  # noqa: E402
+from edgeprof.profilers.predict.fit import SHRINKS  # noqa: E402
 
 #: the package's data folder: the training rows and rules read here, the files written here
 DATA = Path(_predict.__file__).parent / "data"
@@ -330,7 +331,7 @@ def build_board(target_id: str, device: str | None = None, *, targets_dir=None,
     from edgeprof._version import __version__
     from edgeprof.profilers.predict.calibration import Calibration
     from edgeprof.profilers.predict.fit import (PRIOR_SIGMA_WEIGHT, cv_summary, fit,
-                                                method_sigmas, nested_leave_one_out)
+                                                method_sigmas)
     from edgeprof.profilers.predict.predictor import fingerprint_of
     from edgeprof.targets import get_target_registry
 
@@ -394,8 +395,8 @@ def build_board(target_id: str, device: str | None = None, *, targets_dir=None,
 
 def cross_board_factors(fitted: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per calibration, its runtimes' factors on the other boards with a processor of the
-    same kind (``fit.transfer_factors``), each board's factors from its full fit."""
-    from edgeprof.profilers.predict.fit import fit, transfer_factors
+    same kind (:func:`transfer_factors`), each board's factors from its full fit."""
+    from edgeprof.profilers.predict.fit import fit
     from edgeprof.profilers.predict.predictor import processor_kind_of
 
     factors = {name: {k: v["factor"] for k, v in fit(f["samples"], f["grouping"],
@@ -404,6 +405,72 @@ def cross_board_factors(fitted: dict[str, dict[str, Any]]) -> dict[str, dict[str
     kinds = {name: processor_kind_of(f["target"]) for name, f in fitted.items()}
     return {name: transfer_factors({o: factors[o] for o in fitted if kinds[o] == kinds[name]},
                                    name) for name in fitted}
+
+
+def transfer_factors(factors_by_board: dict[str, dict[str, float]], board: str
+                     ) -> dict[str, dict[str, Any]]:
+    """Each runtime's factor (``family/precision``, its current build's: keys of an older
+    build, ``ncnn@2020-05``, are left out) on the boards of ``factors_by_board`` other than
+    ``board`` (boards with a processor of the same kind): the geometric mean over those
+    boards, with the boards it rests on. A runtime's factor is the speed of its kernels
+    against the board's shared efficiencies, and it carries across boards better than 1
+    does (TorchScript 2.4 and 3.0 on the Raspberry Pi 4 and 5):
+    the build checks it on every runtime with rows on several
+    boards (benchmarks/results/predict_boards.txt, "runtime transfer")."""
+    pooled: dict[str, dict[str, float]] = {}
+    for other, factors in factors_by_board.items():
+        for key, f in factors.items():
+            if other != board and "@" not in key:
+                pooled.setdefault(key, {})[other] = float(f)
+    return {key: {"factor": math.exp(statistics.fmean(math.log(f) for f in per.values())),
+                  "boards": sorted(per)} for key, per in sorted(pooled.items())}
+
+
+
+#: above this many rows the nested cross-validation holds out a tenth at a time (rows i,
+#: i + 10, ... together) instead of one row: the inner choice is a leave-one-out over the
+#: rest, so nested leave-one-out costs n^3 fits (an 80-row board: about twenty minutes)
+NESTED_FOLDS_ABOVE = 30
+NESTED_FOLDS = 10
+
+
+def nested_leave_one_out(samples: list[dict[str, Any]], *, winograd: bool = False,
+                         shrinks: tuple[float, ...] = SHRINKS,
+                         prior_sigma: float | None = None, folds: int | None = None,
+                         transfer: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Each row predicted by the model ``fit.select_model`` chooses *without it* (the
+    grouping and shrink chosen again on the other rows), with the method the predictor would
+    use, and the 90 % interval the predictor would give it: the log spreads of that inner
+    leave-one-out (``fit.row_sigma``; its calibrated spread pooled with ``prior_sigma``
+    where given), reaching to the family factor's gap (``fit.sample_gap``). Rows are held
+    out one at a time, or ``folds`` at a time above ``NESTED_FOLDS_ABOVE`` rows (default
+    ``NESTED_FOLDS``; row i in fold i mod folds): each is still predicted by a fit and a
+    choice that never saw it. Returns ``{"predicted", "methods", "sigmas", "choices",
+    "gaps", "folds"}`` per row. ``transfer`` (:func:`transfer_factors`) gives a held-out row
+    whose runtime has no other row its factor on the other boards, as the shipped fit does;
+    the choice and the spreads are made without it, as the shipped ones are."""
+    from edgeprof.profilers.predict.fit import (fit, method_sigmas, predict_sample_method,
+                                                row_sigma, sample_gap, select_model)
+
+    n = len(samples)
+    if folds is None:
+        folds = NESTED_FOLDS if n > NESTED_FOLDS_ABOVE else n
+    folds = max(1, min(folds, n))
+    out: dict[int, tuple] = {}
+    for k in range(folds):
+        held = [i for i in range(n) if i % folds == k]
+        rest = [s for i, s in enumerate(samples) if i % folds != k]
+        g, sh, _, inner = select_model(rest, winograd=winograd, shrinks=shrinks)
+        params = fit(rest, g, shrink=sh, transfer=transfer)
+        sigmas = method_sigmas(rest, inner["predicted"], inner["methods"], prior_sigma)
+        for i in held:
+            p, m = predict_sample_method(params, samples[i])
+            out[i] = (p, m, row_sigma(sigmas, m, params["factors"], samples[i].get("family")),
+                      sample_gap(params, samples[i]), f"{g} shrink {sh:g}")
+    cols = list(zip(*(out[i] for i in range(n)))) if n else [()] * 5
+    return {"predicted": list(cols[0]), "methods": list(cols[1]), "sigmas": list(cols[2]),
+            "gaps": list(cols[3]), "choices": list(cols[4]),
+            "folds": "leave-one-out" if folds == n else f"{folds}-fold"}
 
 
 def nested_coverage(samples: list[dict[str, Any]], nested: dict[str, Any]) -> dict[str, Any]:

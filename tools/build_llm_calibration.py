@@ -1,12 +1,13 @@
 """Builds the shipped LLM calibration (``edgeprof/profilers/predict/data/llm/llm--published.json``)
 from the published training rows only (``data/llm/llm_measurements_train.csv``, each read as
-``data/llm/rows.toml`` says: :func:`~edgeprof.profilers.predict.llm.published_samples`).
+``data/llm/rows.toml`` says: :func:`published_samples`).
 
 Build-only: not installed (the wheel carries ``edgeprof/`` alone). It imports edgeprof's
 run-time pieces -- the per-board fit and the prior (``llm.fit``), the leave-one-out and the
 intervals' sigmas (``llm.crossval``, which ``edgeprof calibrate`` also runs on a host's
-records) -- and adds what only the shipped file needs: the nested leave-one-out that holds a
-row's twins out with it (:func:`same_measurement`), the file's assembly
+records) -- and adds what only the shipped file needs: how each published row is read
+(``rows.toml``: :func:`map_row`, :func:`published_samples`), the nested leave-one-out that
+holds a row's twins out with it (:func:`same_measurement`), the file's assembly
 (:func:`build_calibration`, :func:`write_calibration`) and the tables printed. Run from the
 repository root::
 
@@ -20,9 +21,14 @@ prints the same and, with ``--write``, also saves them to benchmarks/results/pre
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
+import re
 import sys
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -30,21 +36,161 @@ if __package__ in (None, ""):  # run as a script: the repository root, for edgep
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from edgeprof.core.artifact import created_utc
-from edgeprof.profilers.predict.llm.builds import BUILD_ERAS, learned_builds  # noqa: E402
+from edgeprof.profilers.predict.llm.builds import (BUILD_ERAS, learned_builds,  # noqa: E402
+                                                   normalize_build)
 from edgeprof.profilers.predict.llm.constants import (ASSUMED_GEN,  # noqa: E402
-                                                      ASSUMED_PROMPT, FORMAT,
+                                                      ASSUMED_PROMPT, DATA, FORMAT,
                                                       FORMAT_VERSION, INTERVAL_GOAL,
                                                       MAX_SPREAD, PRIOR_SPREAD_ROWS,
-                                                      SHIPPED_FILE)
+                                                      SHIPPED_FILE, TRAIN_CSV)
 from edgeprof.profilers.predict.llm.crossval import (fit_all, attach_cv,  # noqa: E402
                                                      cv_table, interval_report,
                                                      leave_one_out)
 from edgeprof.profilers.predict.llm.files import strip_samples, edgeprof_version  # noqa: E402
+from edgeprof.profilers.predict.llm.formats import row_format  # noqa: E402
 from edgeprof.profilers.predict.llm.inputs import (DECODE_SATURATION_PRIOR,  # noqa: E402
                                                    DECODE_SATURATION_SOURCE,
                                                    PREFILL_SERIAL_PRIOR,
-                                                   PREFILL_SERIAL_SOURCE)
-from edgeprof.profilers.predict.llm.rows import published_samples  # noqa: E402
+                                                   PREFILL_SERIAL_SOURCE, board_of,
+                                                   registry_target, sample_from)
+
+#: how each published row is read
+ROWS_FILE = DATA / "rows.toml"
+#: the CSV's metric -> the stage it measures (ttft_ms: the prompt's prefill, read as a rate)
+METRICS = {"prefill_tok_s": "prefill", "decode_tok_s": "decode", "ttft_ms": "prefill"}
+
+
+# ------------------------------------------------------------------ the published rows
+@dataclass(frozen=True)
+class RowMap:
+    """How one published row is read (a ``[[row]]`` of ``rows.toml``): the target (and
+    mode) and device it measured, the runtime, the preset and format that rebuild its bytes
+    (None: left out, ``note`` says why), its build where ``runtime_version`` is not one, its
+    threads where the CSV states none."""
+
+    match: tuple[tuple[str, str], ...]
+    target: str
+    device: str
+    runtime: str
+    preset: str | None
+    fmt: str | None
+    note: str = ""
+    build: str | None = None
+    threads: str | int | None = None
+
+    def matches(self, row: dict[str, str]) -> bool:
+        return all(row.get(k) == v for k, v in self.match)
+
+
+@lru_cache(maxsize=4)
+def _row_maps(path: str) -> tuple[RowMap, ...]:
+    raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    out = []
+    for i, r in enumerate(raw.get("row") or []):
+        if not isinstance(r.get("match"), dict) or not r["match"]:
+            raise ValueError(f"{path}: [[row]] {i + 1} has no match table")
+        left = r.get("left_out")
+        out.append(RowMap(match=tuple(sorted((str(k), str(v)) for k, v in r["match"].items())),
+                          target=r["target"], device=r["device"], runtime=r["runtime"],
+                          preset=None if left else r["preset"],
+                          fmt=None if left else r["format"],
+                          note=f"left out: {left}" if left else r.get("note", ""),
+                          build=r.get("build"), threads=r.get("threads")))
+    return tuple(out)
+
+
+def row_maps(path: str | os.PathLike = ROWS_FILE) -> tuple[RowMap, ...]:
+    """The ``[[row]]`` tables of ``rows.toml``."""
+    return _row_maps(str(path))
+
+
+def map_row(row: dict[str, str], maps: tuple[RowMap, ...] | None = None) -> RowMap:
+    """The one ``[[row]]`` whose match the CSV row satisfies (ValueError: none or several)."""
+    maps = row_maps() if maps is None else maps
+    hits = [m for m in maps if m.matches(row)]
+    if len(hits) != 1:
+        key = {k: row.get(k) for k in ("device", "model", "quant_format", "runtime_version",
+                                       "metric")}
+        raise ValueError(f"{'no' if not hits else len(hits)} [[row]] of {ROWS_FILE.name} "
+                         f"match{'es' if len(hits) == 1 else ''} the training row {key}")
+    return hits[0]
+
+
+def training_rows() -> list[dict[str, str]]:
+    with TRAIN_CSV.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def row_key(row: dict[str, str]) -> str:
+    """A row's identity, from its content (what the fit's samples and leave-one-out name)."""
+    return " | ".join(row.get(k, "") for k in ("device", "model", "quant_format",
+                                                 "runtime_version", "metric"))
+
+
+def _row_threads(row: dict[str, str], m: RowMap, board: dict[str, Any]) -> int | None:
+    if board["kind"] != "cpu":
+        return None
+    cell = (row.get("threads") or "").strip()
+    if cell:
+        return int(re.search(r"\d+", cell).group(0))
+    if m.threads in (None, "cores"):
+        return board["n_ref"]
+    return int(m.threads)
+
+
+def _tokens(cell: str | None, assumed: int) -> int:
+    """A CSV token count: the cell where it is a whole number, else the assumption
+    (llama-bench's pp512 / tg128 where a source states none, or hedges: '512?')."""
+    cell = (cell or "").strip()
+    return int(cell) if cell.isdigit() and int(cell) > 0 else assumed
+
+
+def row_rate(row: dict[str, str], prompt_tokens: int) -> tuple[str, float]:
+    """(stage, tokens/s) of a CSV row: prefill_tok_s and decode_tok_s as they are; ttft_ms,
+    a time to first token, as the prompt's prefill rate (prompt tokens / TTFT: the first token
+    is sampled from the prefill's logits, as edgeprof's TTFT is)."""
+    metric, value = row["metric"], float(row["value"])
+    if metric not in METRICS:
+        raise ValueError(f"training row metric {metric!r} is not one of {', '.join(METRICS)}")
+    if metric == "ttft_ms":
+        return "prefill", prompt_tokens / (value / 1e3)
+    return METRICS[metric], value
+
+
+def published_samples() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(samples, left-out rows) of the training file, figures from the estimator (for the
+    row's prompt and generated tokens where it states them, else pp512 / tg128)."""
+    from edgeprof.profilers.estimate.llm import estimate_llm
+    from edgeprof.zoo.llm import PRESETS
+
+    rows = training_rows()
+    maps = row_maps()
+    samples, skipped = [], []
+    for i, row in enumerate(rows):
+        m = map_row(row, maps)
+        if m.preset is None:
+            skipped.append({"id": i, "key": row_key(row), "model": row["model"],
+                            "device": row["device"], "reason": m.note})
+            continue
+        target = registry_target(m.target)
+        board = board_of(target, m.device)
+        prompt = _tokens(row.get("prompt_tokens"), ASSUMED_PROMPT)
+        est = estimate_llm(PRESETS[m.preset], row_format(m.fmt), prompt_tokens=prompt,
+                           gen_tokens=_tokens(row.get("gen_tokens"), ASSUMED_GEN), depth=0,
+                           target=target, device=m.device)
+        stage, rate = row_rate(row, prompt)
+        build = normalize_build(m.runtime, m.build or row["runtime_version"])
+        build["raw"] = row["runtime_version"]
+        samples.append(sample_from(
+            sid=i, target=target, device=m.device, runtime=m.runtime, stage=stage,
+            rate=rate, estimate=est, threads=_row_threads(row, m, board), build=build,
+            key=row_key(row),
+            model=m.preset, published_model=row["model"], published_device=row["device"],
+            version=row["runtime_version"], source=row["source"], quote=row["quote"],
+            metric=row["metric"], published_value=float(row["value"]), note=m.note))
+    return samples, skipped
+
+
 
 
 # ------------------------------------------------------------------ the shipped file

@@ -35,8 +35,8 @@ one theta inside a *group* when samples are few (``GROUPINGS``); a group that ca
 (:func:`supported_groups`: nothing pins its theta down). The grouping and the
 family factors' ``shrink`` are chosen per board by leave-one-out (:func:`select_model`:
 the smallest log-error spread over every row), and the error a calibration reports is
-*nested* leave-one-out (:func:`nested_leave_one_out`: the choice made again without the
-row held out), each row predicted as the predictor would (:func:`resolve_factor`: its
+*nested* leave-one-out (``nested_leave_one_out`` of tools/build_board_calibrations.py, the
+build: the choice made again without the row held out), each row predicted as the predictor would (:func:`resolve_factor`: its
 runtime's factor, that runtime's at another precision, or the board's shared efficiencies
 with a factor of 1), so the figure is what a new model can expect. Its log errors give the
 prediction intervals, one spread for the calibrated method and one for transfers.
@@ -61,7 +61,6 @@ prediction is clamped to the roofline: yes on a board's datasheet peaks, no on t
 from __future__ import annotations
 
 import math
-import statistics
 from typing import Any
 
 import numpy as np
@@ -327,7 +326,8 @@ def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
     """Fitted parameters (the calibration's ``parameters`` and ``runtimes`` factors);
     ``shrink``: the family factors' prior weight in rows (default :data:`SHRINK`);
     ``transfer``: the runtimes' factors on the other boards of the processor kind
-    (:func:`transfer_factors`), kept as ``transfer_factors`` for a runtime without rows."""
+    (``transfer_factors`` of tools/build_board_calibrations.py), kept as ``transfer_factors``
+    for a runtime without rows."""
     from scipy.optimize import nnls
 
     if not samples:
@@ -380,25 +380,6 @@ def fit(samples: list[dict[str, Any]], grouping: str | None = None, *,
     if transfer:
         out["transfer_factors"] = transfer
     return out
-
-
-def transfer_factors(factors_by_board: dict[str, dict[str, float]], board: str
-                     ) -> dict[str, dict[str, Any]]:
-    """Each runtime's factor (``family/precision``, its current build's: keys of an older
-    build, ``ncnn@2020-05``, are left out) on the boards of ``factors_by_board`` other than
-    ``board`` (boards with a processor of the same kind): the geometric mean over those
-    boards, with the boards it rests on. A runtime's factor is the speed of its kernels
-    against the board's shared efficiencies, and it carries across boards better than 1
-    does (TorchScript 2.4 and 3.0 on the Raspberry Pi 4 and 5):
-    ``tools/build_board_calibrations.py`` checks it on every runtime with rows on several
-    boards (benchmarks/results/predict_boards.txt, "runtime transfer")."""
-    pooled: dict[str, dict[str, float]] = {}
-    for other, factors in factors_by_board.items():
-        for key, f in factors.items():
-            if other != board and "@" not in key:
-                pooled.setdefault(key, {})[other] = float(f)
-    return {key: {"factor": math.exp(statistics.fmean(math.log(f) for f in per.values())),
-                  "boards": sorted(per)} for key, per in sorted(pooled.items())}
 
 
 def kernel_ms(params: dict[str, Any], kclass: str, roofline_ms: float, macs: float,
@@ -479,7 +460,7 @@ def nearest_key(table: dict[str, Any], family: str, precision: str) -> str | Non
 def transferred_factor(params: dict[str, Any], family: str, precision: str
                        ) -> tuple[float, list[str]]:
     """A runtime without rows on this board: its factor on the other boards of the kind
-    (``transfer_factors``, :func:`transfer_factors`) at ``precision``, else at the precision
+    (``transfer_factors``, made by the build) at ``precision``, else at the precision
     nearest in bytes, with the boards it rests on; (1, []) where no board has its rows: the
     board's shared efficiencies."""
     table = params.get("transfer_factors") or {}
@@ -640,49 +621,6 @@ def row_sigma(sigmas: dict[str, Any], method: str, factors: dict[str, Any] | Non
     s = math.sqrt(s0 ** 2 + spread ** 2) * THREAD_TRANSFER_WIDENING
     st = sigmas.get("log_sigma_transfer")
     return max(s, float(st)) if st is not None else s
-
-
-#: above this many rows the nested cross-validation holds out a tenth at a time (rows i,
-#: i + 10, ... together) instead of one row: the inner choice is a leave-one-out over the
-#: rest, so nested leave-one-out costs n^3 fits (an 80-row board: about twenty minutes)
-NESTED_FOLDS_ABOVE = 30
-NESTED_FOLDS = 10
-
-
-def nested_leave_one_out(samples: list[dict[str, Any]], *, winograd: bool = False,
-                         shrinks: tuple[float, ...] = SHRINKS,
-                         prior_sigma: float | None = None, folds: int | None = None,
-                         transfer: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Each row predicted by the model :func:`select_model` chooses *without it* (the
-    grouping and shrink chosen again on the other rows), with the method the predictor would
-    use, and the 90 % interval the predictor would give it: the log spreads of that inner
-    leave-one-out (:func:`row_sigma`; its calibrated spread pooled with ``prior_sigma``
-    where given), reaching to the family factor's gap (:func:`sample_gap`). Rows are held
-    out one at a time, or ``folds`` at a time above ``NESTED_FOLDS_ABOVE`` rows (default
-    ``NESTED_FOLDS``; row i in fold i mod folds): each is still predicted by a fit and a
-    choice that never saw it. Returns ``{"predicted", "methods", "sigmas", "choices",
-    "gaps", "folds"}`` per row. ``transfer`` (:func:`transfer_factors`) gives a held-out row
-    whose runtime has no other row its factor on the other boards, as the shipped fit does;
-    the choice and the spreads are made without it, as the shipped ones are."""
-    n = len(samples)
-    if folds is None:
-        folds = NESTED_FOLDS if n > NESTED_FOLDS_ABOVE else n
-    folds = max(1, min(folds, n))
-    out: dict[int, tuple] = {}
-    for k in range(folds):
-        held = [i for i in range(n) if i % folds == k]
-        rest = [s for i, s in enumerate(samples) if i % folds != k]
-        g, sh, _, inner = select_model(rest, winograd=winograd, shrinks=shrinks)
-        params = fit(rest, g, shrink=sh, transfer=transfer)
-        sigmas = method_sigmas(rest, inner["predicted"], inner["methods"], prior_sigma)
-        for i in held:
-            p, m = predict_sample_method(params, samples[i])
-            out[i] = (p, m, row_sigma(sigmas, m, params["factors"], samples[i].get("family")),
-                      sample_gap(params, samples[i]), f"{g} shrink {sh:g}")
-    cols = list(zip(*(out[i] for i in range(n)))) if n else [()] * 5
-    return {"predicted": list(cols[0]), "methods": list(cols[1]), "sigmas": list(cols[2]),
-            "gaps": list(cols[3]), "choices": list(cols[4]),
-            "folds": "leave-one-out" if folds == n else f"{folds}-fold"}
 
 
 def cv_summary(samples: list[dict[str, Any]], predicted: list[float],

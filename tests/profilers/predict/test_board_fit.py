@@ -13,12 +13,11 @@ from edgeprof.profilers.predict import predict_latency
 from edgeprof.profilers.predict.calibration import SHIPPED_DIR, calibrations_for
 from edgeprof.profilers.predict.fit import (CONV3X3, WINOGRAD_GAIN, Z90, base_ms,
                                             candidates_for, empirical_bayes_shrink,
-                                            factor_gap, fit,
-                                            nested_leave_one_out,
-                                            predict_sample_method, resolve_factor,
-                                            sample_gap, select_model, transfer_factors)
+                                            factor_gap, fit, predict_sample_method,
+                                            resolve_factor, sample_gap, select_model)
 from edgeprof.profilers.predict.kernels import features, kernels_of
 from edgeprof.targets import get_target
+from tools.build_board_calibrations import nested_leave_one_out, transfer_factors
 
 
 def _est(model, target, precision, registry):

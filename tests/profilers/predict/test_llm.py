@@ -18,6 +18,7 @@ from edgeprof.profilers.estimate.llm import estimate_llm
 from edgeprof.profilers.predict import llm as L
 from edgeprof.targets import get_target
 from edgeprof.zoo.llm import PRESETS
+from tools import build_llm_calibration as B  # reading the published rows is build-only
 
 FIGS = ("prefill_tokens_per_s", "decode_tokens_per_s", "ttft_ms", "tpot_ms")
 
@@ -47,17 +48,17 @@ def test_training_file_is_the_published_rows_each_mapped_by_content():
     assert len(rows) == 79  # issue 30 grew it from 28
     for r in rows:
         assert "http" in r["source"] and r["quote"].strip() and float(r["value"]) > 0
-    maps = L.row_maps()
-    read = [L.map_row(r, maps) for r in rows]  # exactly one [[row]] each, or ValueError
+    maps = B.row_maps()
+    read = [B.map_row(r, maps) for r in rows]  # exactly one [[row]] each, or ValueError
     left_out = [(r["model"], m.note) for r, m in zip(rows, read) if m.preset is None]
     # the SmolLM2 of unstated size: no preset
     assert sorted(m for m, _ in left_out) == ["SmolLM2 (size not stated)"]
     assert all("size is not stated" in n for _, n in left_out)
     # keyed on content, not position: any order maps each row the same way
     for r, m in zip(reversed(rows), reversed(read)):
-        assert L.map_row(r, maps) is m
+        assert B.map_row(r, maps) is m
     with pytest.raises(ValueError, match="no"):
-        L.map_row({**rows[0], "device": "Raspberry Pi 9"}, maps)
+        B.map_row({**rows[0], "device": "Raspberry Pi 9"}, maps)
 
 
 def test_the_shared_training_file_is_the_packaged_one():
@@ -469,7 +470,7 @@ def test_builds_of_one_era_measured_the_same():
     RKLLM 1.2.1, 1.2.2 and 1.3.0, which have no eras), the rates agree within 7 % (the Nano's
     pairs are llama-cli's average of a short prompt against llama-bench's tg128), where the
     eras' factors are 0.7-1.3."""
-    samples, _ = L.published_samples()
+    samples, _ = B.published_samples()
     groups = {}
     for s in samples:
         key = (s["target_id"], s["device"], s["runtime"], s["model"], s["format"], s["stage"],

@@ -89,14 +89,15 @@ roofline, and nothing depends on this machine's load.
 **Modules.** :func:`predict_llm` is defined here; the rest lives in this package's modules,
 and each public name stays importable from here: ``constants`` (data files, file format,
 the fit's and the intervals' fixed numbers), ``builds`` (runtime versions as builds and
-eras), ``inputs`` (the estimate's numbers, the board's figures, the thread laws), ``rows``
-(the published rows and the samples made of them), ``fit`` (the per-board fit and the
+eras), ``inputs`` (the estimate's numbers, the board's figures, the thread laws, a fitting
+sample), ``fit`` (the per-board fit and the
 prior), ``core`` (one prediction's parameters, times and sigma), ``crossval``
 (leave-one-out, the intervals' sigmas and reports), ``files`` (the helpers of writing
 and reading calibration files), ``host`` (calibrating this machine), ``formats`` (the rows'
-formats no backend makes). Building the shipped file (``build_calibration``,
-``write_calibration``, ``comparable``, ``same_measurement``) is tools/build_llm_calibration.py's
-in the source repository, not installed.
+formats no backend makes). Building the shipped file (reading the published rows as
+rows.toml says, ``published_samples``; ``build_calibration``, ``write_calibration``,
+``comparable``, ``same_measurement``) is tools/build_llm_calibration.py's in the source
+repository, not installed.
 """
 
 from __future__ import annotations
@@ -119,11 +120,8 @@ from edgeprof.profilers.predict.llm.constants import (ASSUMED_GEN, ASSUMED_PROMP
                                                       FORMAT, FORMAT_VERSION, INTERVAL_GOAL,
                                                       MAX_SPREAD, OVERHEAD_SPAN,
                                                       POOLED_WEIGHT, READABLE_VERSIONS,
-                                                      ROWS_FILE, SHIPPED_FILE, SHRINK,
-                                                      SIGMA_FLOOR, SIZE_SPAN,
-                                                      SUPER_MODE_BANDWIDTH,
-                                                      SUPER_MODE_GPU_CLOCK_RATIO,
-                                                      SUPER_MODE_SOURCE, TRAIN_CSV, Z80)
+                                                      SHIPPED_FILE, SHRINK, SIGMA_FLOOR,
+                                                      SIZE_SPAN, TRAIN_CSV, Z80)
 from edgeprof.profilers.predict.llm.core import core_entry, stage_interval, stage_sigma
 from edgeprof.profilers.predict.llm.crossval import (attach_cv, cv_table, interval_report,
                                                      leave_one_out)
@@ -139,9 +137,8 @@ from edgeprof.profilers.predict.llm.inputs import (DECODE_SATURATION_PRIOR,
                                                    PREFILL_SERIAL_PRIOR,
                                                    PREFILL_SERIAL_SOURCE, board_of,
                                                    compute_precision, core_type, decode_speed,
-                                                   estimate_numbers, prefill_speed)
-from edgeprof.profilers.predict.llm.rows import (RowMap, map_row, published_samples, row_key,
-                                                 row_maps, sample_from, training_rows)
+                                                   estimate_numbers, prefill_speed,
+                                                   sample_from)
 
 
 # ------------------------------------------------------------------ the public API
@@ -357,14 +354,11 @@ __all__ = [
     "EXTRAPOLATION_SIGMA", "FILE_PREFIX", "FORMAT", "FORMAT_VERSION", "INTERVAL_GOAL",
     "JETPACK_DATES", "LLAMAFILE_DATES", "LLAMA_CPP_BUILD_DATES", "LLAMA_CPP_PYTHON",
     "LLMCalibrationError", "MAX_SPREAD", "NEON_PIPES", "OVERHEAD_SPAN", "POOLED_WEIGHT",
-    "PREFILL_SERIAL_PRIOR", "PREFILL_SERIAL_SOURCE", "READABLE_VERSIONS", "ROWS_FILE",
-    "ROW_FORMATS", "RowMap", "SHIPPED_FILE", "SHRINK", "SIGMA_FLOOR", "SIZE_SPAN",
-    "SUPER_MODE_BANDWIDTH",
-    "SUPER_MODE_GPU_CLOCK_RATIO", "SUPER_MODE_SOURCE", "TRAIN_CSV", "Z80", "attach_cv",
+    "PREFILL_SERIAL_PRIOR", "PREFILL_SERIAL_SOURCE", "READABLE_VERSIONS", "ROW_FORMATS",
+    "SHIPPED_FILE", "SHRINK", "SIGMA_FLOOR", "SIZE_SPAN", "TRAIN_CSV", "Z80", "attach_cv",
     "board_of", "calibrate_llm_host", "compute_precision",
     "core_type", "cv_table", "decode_speed", "estimate_numbers", "fit_decode", "fit_entries",
     "fit_prefill", "fit_prior", "host_samples", "installed_build", "interval_report",
     "learned_builds", "leave_one_out", "llama_cpp_build_date", "llm_calibrations",
-    "load_llm_calibration", "map_row", "normalize_build", "predict_llm", "prefill_speed",
-    "published_samples", "row_format", "row_key", "row_maps", "sample_from", "training_rows",
-    "validate"]
+    "load_llm_calibration", "normalize_build", "predict_llm", "prefill_speed", "row_format",
+    "sample_from", "validate"]

@@ -8,7 +8,6 @@ from pathlib import Path
 
 DATA = Path(__file__).parent.parent / "data" / "llm"
 TRAIN_CSV = DATA / "llm_measurements_train.csv"
-ROWS_FILE = DATA / "rows.toml"
 SHIPPED_FILE = DATA / "llm--published.json"
 FORMAT = "edgeprof-llm-calibration"
 FORMAT_VERSION = 2
@@ -59,9 +58,3 @@ SIZE_SPAN = 2.0
 #: (llama-bench's defaults pp512 / tg128)
 ASSUMED_PROMPT = 512
 ASSUMED_GEN = 128
-#: Jetson Orin Nano "Super" mode, used only where the target registry has no modes
-#: (``jetson_orin_nano:super`` does not resolve): its bandwidth and GPU clock ratio
-SUPER_MODE_BANDWIDTH = 102e9
-SUPER_MODE_GPU_CLOCK_RATIO = 1020 / 625
-SUPER_MODE_SOURCE = ("NVIDIA, 'Jetson Orin Nano Developer Kit Gets a Super Boost' (Dec 2024): "
-                     "memory bandwidth 68 GB/s -> 102 GB/s, GPU 625 -> 1020 MHz in Super mode")

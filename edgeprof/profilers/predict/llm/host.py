@@ -16,8 +16,7 @@ from edgeprof.profilers.predict.llm.crossval import (fit_all, attach_cv, cv_tabl
                                                      interval_report, leave_one_out)
 from edgeprof.profilers.predict.llm.files import (LLMCalibrationError, edgeprof_version,
                                                   load_llm_calibration, strip_samples)
-from edgeprof.profilers.predict.llm.inputs import board_of
-from edgeprof.profilers.predict.llm.rows import sample_from
+from edgeprof.profilers.predict.llm.inputs import board_of, sample_from
 
 
 def _rate(d: dict[str, float] | None) -> float | None:

@@ -1,12 +1,16 @@
 """What a prediction reads: the numbers of an LLM estimate (:func:`estimate_numbers`), the
 peak its matrix products are measured against (:func:`compute_precision`), the board's
 processor (:func:`board_of`) and the thread laws on its cores (:func:`prefill_speed`,
-:func:`decode_speed`) with their priors."""
+:func:`decode_speed`) with their priors; and what a fit reads, one measured rate with those
+figures (:func:`sample_from`: a host's runs, or a published row in the build,
+``tools/build_llm_calibration.py``)."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+from edgeprof.profilers.predict.llm.builds import normalize_build
 
 # ------------------------------------------------------------------ threads
 #: Amdahl serial share of a CPU prefill (prompt GEMMs) where no rows at several thread
@@ -187,3 +191,29 @@ def registry_target(target_id: str):
     from edgeprof.targets import get_target
 
     return get_target(target_id)
+
+
+def sample_from(*, sid: Any, target, device: str, runtime: str, stage: str, rate: float,
+                estimate: Any, bandwidth: float | None = None, threads: int | None = None,
+                build: dict[str, Any] | None = None, compute_scale: float = 1.0,
+                mode: str | None = None, **extra: Any) -> dict[str, Any]:
+    """One measured (stage, rate) with the figures of its model and the board it ran on: a
+    fitting sample (peaks at the target's mode: a mode row is fitted against its peaks)."""
+    n = estimate_numbers(estimate)
+    b = board_of(target, device)
+    prec = compute_precision(n["format_compute"], b["peaks"], b["kind"])
+    s = {"id": sid, "target": b["base_id"], "target_id": b["id"],
+         "mode": mode if mode is not None else b["mode"], "device": device,
+         "kind": b["kind"], "core_type": b["core_type"], "runtime": runtime, "stage": stage,
+         "rate": float(rate), "format": n["format"], "format_compute": n["format_compute"],
+         "num_layers": n["num_layers"],
+         "prompt_tokens": n["prompt_tokens"], "decode_bytes_per_token": n["decode_bytes_per_token"],
+         "decode_macs_per_token": n["decode_macs_per_token"], "prefill_macs": n["prefill_macs"],
+         "prefill_bytes": n["prefill_bytes"],
+         "peak_bandwidth": float(bandwidth or b["bandwidth"]), "precision": prec,
+         "peak_macs": b["peaks"][prec] * compute_scale * b["big_share"],
+         "threads": threads if b["kind"] == "cpu" else None, "n_ref": b["n_ref"],
+         "cores": b["cores"], "little_ratio": b["little_ratio"],
+         "build": build or normalize_build(runtime, None)}
+    s.update(extra)
+    return s
