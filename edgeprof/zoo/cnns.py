@@ -1,12 +1,30 @@
 """Reference image-classification CNNs (:mod:`edgeprof.zoo.reference` lists their sources):
 ResNet-18/50/50-vd, AlexNet, VGG-16, SqueezeNet 1.1, DenseNet-121, MobileNetV1/V2/V3-Small,
-ShuffleNetV2, and the MLPerf Tiny references (ResNet-8, DS-CNN, FC autoencoder); and the
-conv + batch-norm + activation block they share with the detectors."""
+ShuffleNetV2, and the MLPerf Tiny references (ResNet-8, DS-CNN, FC autoencoder); the
+conv + batch-norm + activation block they share with the detectors; and :func:`factory`, which
+every zoo module's builtin factories are made with (:func:`img` gives their image inputs)."""
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import nn
+
+
+def factory(build, *args, inputs, **kwargs):
+    """A builtin model factory: it seeds torch (``manual_seed(0)``), builds
+    ``build(*args, **kwargs)`` in eval mode and returns it with a copy of ``inputs`` (the input
+    shapes, batch first, or a dict of shapes and dtypes)."""
+    def make():
+        torch.manual_seed(0)
+        return build(*args, **kwargs).eval(), copy.deepcopy(inputs)
+    return make
+
+
+def img(h=224, w=None, c=3):
+    """The input shapes of a one-image network: ``[[1, c, h, w]]`` (``w`` defaults to ``h``)."""
+    return [[1, c, h, h if w is None else w]]
 
 
 def _divisible(v: float, divisor: int = 8) -> int:

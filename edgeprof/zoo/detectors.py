@@ -45,12 +45,13 @@ class SSDMobileNetV2(nn.Module):
         return torch.cat(outs, 1)
 
 
-def _leaky():
+def leaky():
+    """Darknet's activation, LeakyReLU(0.1) (also the NanoDet and Yolo-Fastest one)."""
     return nn.LeakyReLU(0.1)
 
 
 def _dk(cin, cout, k, s=1):
-    return cba(cin, cout, k, s, act=_leaky)
+    return cba(cin, cout, k, s, act=leaky)
 
 
 class DarkRes(nn.Module):

@@ -32,6 +32,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from edgeprof.zoo.cnns import cba, factory, img
+
 #: net -> (published MACs, published parameters): mit-han-lab/mcunet README, model list
 PUBLISHED = {
     "mcunet_in0": (6.4e6, 0.75e6), "mcunet_in1": (12.8e6, 0.64e6),
@@ -81,12 +83,8 @@ _PROXYLESS_MOBILE = [
 ]
 
 
-def _cba(cin, cout, k, stride=1, groups=1, act=True):
-    layers = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False),
-              nn.BatchNorm2d(cout)]
-    if act:
-        layers.append(nn.ReLU6())
-    return nn.Sequential(*layers)
+def _cba(cin, cout, k, stride=1, groups=1, act=nn.ReLU6):
+    return cba(cin, cout, k, stride, groups, act)
 
 
 class MBBlock(nn.Module):
@@ -96,7 +94,7 @@ class MBBlock(nn.Module):
         super().__init__()
         mid = cin * expand
         layers = [] if expand == 1 else [_cba(cin, mid, 1)]
-        layers += [_cba(mid, mid, kernel, stride, groups=mid), _cba(mid, cout, 1, act=False)]
+        layers += [_cba(mid, mid, kernel, stride, groups=mid), _cba(mid, cout, 1, act=None)]
         self.body = nn.Sequential(*layers)
         self.shortcut = stride == 1 and cin == cout
 
@@ -128,42 +126,12 @@ def _up8(v: float) -> int:
     return max(8, -(-int(v) // 8) * 8)
 
 
-def _build(stem, blocks, mix, resolution):
-    torch.manual_seed(0)
-    return TinyNASNet(stem, blocks, mix).eval(), [[1, 3, resolution, resolution]]
+def _factory(stem, blocks, mix, resolution):
+    return factory(TinyNASNet, stem, blocks, mix, inputs=img(resolution))
 
 
-def _in(name):
-    resolution, stem, blocks = _IN[name]
-    return _build(stem, blocks, None, resolution)
-
-
-def mcunet_in0():
-    return _in("mcunet_in0")
-
-
-def mcunet_in1():
-    return _in("mcunet_in1")
-
-
-def mcunet_in2():
-    return _in("mcunet_in2")
-
-
-def mcunet_in3():
-    return _in("mcunet_in3")
-
-
-def mcunet_in4():
-    return _in("mcunet_in4")
-
-
-def mcunet_mbv2_w035():
-    blocks = [(t, c, s if i == 0 else 1, 3) for t, c, n, s in _MBV2_W035 for i in range(n)]
-    return _build(16, blocks, 448, 144)
-
-
-def mcunet_proxyless_w03():
+def _proxyless_blocks():
+    """ProxylessNAS-Mobile's blocks at width 0.3 (skipped blocks dropped)."""
     blocks = []
     for stride, stage in _PROXYLESS_MOBILE:
         kept = [b for b in stage if b is not None]
@@ -171,8 +139,14 @@ def mcunet_proxyless_w03():
             first_of_stride = i == 0 and stride != 1
             blocks.append((expand, 8 if c == 16 else _up8(c * 0.3),
                            stride if first_of_stride else 1, kernel))
-    return _build(16, blocks, 384, 176)
+    return blocks
 
+
+mcunet_in0, mcunet_in1, mcunet_in2, mcunet_in3, mcunet_in4 = (
+    _factory(stem, blocks, None, resolution) for resolution, stem, blocks in _IN.values())
+mcunet_mbv2_w035 = _factory(
+    16, [(t, c, s if i == 0 else 1, 3) for t, c, n, s in _MBV2_W035 for i in range(n)], 448, 144)
+mcunet_proxyless_w03 = _factory(16, _proxyless_blocks(), 384, 176)
 
 #: the factories, by builtin name
 NAMES = tuple(PUBLISHED)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from edgeprof.zoo.cnns import factory
+
 
 class SmallCNN(nn.Module):
     """The seeds' SmallCNN: conv1 1->16, conv2 16->32 (3x3, padding 1), ReLU and 2x2 max
@@ -137,26 +139,8 @@ class TinyTransformer(nn.Module):
         return self.head(self.norm(x).mean(dim=1))
 
 
-def _seeded(cls, *args, **kwargs) -> nn.Module:
-    torch.manual_seed(0)
-    return cls(*args, **kwargs).eval()
-
-
-def small_cnn():
-    return _seeded(SmallCNN), [[1, 1, 28, 28]]
-
-
-def mlp():
-    return _seeded(MLP), [[1, 1, 28, 28]]
-
-
-def small_resnet():
-    return _seeded(SmallResNet), [[1, 3, 32, 32]]
-
-
-def small_mobilenet():
-    return _seeded(SmallMobileNet), [[1, 3, 32, 32]]
-
-
-def tiny_transformer():
-    return _seeded(TinyTransformer), {"shapes": [[1, 32]], "dtypes": ["int64"]}
+small_cnn = factory(SmallCNN, inputs=[[1, 1, 28, 28]])
+mlp = factory(MLP, inputs=[[1, 1, 28, 28]])
+small_resnet = factory(SmallResNet, inputs=[[1, 3, 32, 32]])
+small_mobilenet = factory(SmallMobileNet, inputs=[[1, 3, 32, 32]])
+tiny_transformer = factory(TinyTransformer, inputs={"shapes": [[1, 32]], "dtypes": ["int64"]})

@@ -96,7 +96,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from edgeprof.zoo.cnns import Fire, MobileNetV1, MobileNetV2, ShuffleBlock, SqueezeNet11, cba
+from edgeprof.zoo.cnns import (Fire, MobileNetV1, MobileNetV2, ShuffleBlock, SqueezeNet11, cba,
+                               factory, img)
+from edgeprof.zoo.detectors import leaky
 from edgeprof.zoo.extras import ViT
 
 #: net -> (MACs, parameters) derived from its ncnn .param by hand, independently of the
@@ -228,10 +230,6 @@ def _swap(module: nn.Module, old: type, new) -> nn.Module:
         else:
             _swap(child, old, new)
     return module
-
-
-def _leaky():
-    return nn.LeakyReLU(0.1)
 
 
 def _dw(c, k=3, stride=1, act=nn.ReLU):
@@ -655,7 +653,7 @@ class DarkIR(nn.Module):
 
     def __init__(self, cin, mid, cout, stride=1, residual=False):
         super().__init__()
-        self.body = nn.Sequential(cba(cin, mid, 1, act=_leaky), _dw(mid, 3, stride, _leaky),
+        self.body = nn.Sequential(cba(cin, mid, 1, act=leaky), _dw(mid, 3, stride, leaky),
                                   cba(mid, cout, 1, act=None))
         self.residual = residual
 
@@ -663,7 +661,7 @@ class DarkIR(nn.Module):
         return x + self.body(x) if self.residual else self.body(x)
 
 
-def _sep5(c, act=_leaky):
+def _sep5(c, act=leaky):
     """Two (5x5 depthwise + act, linear 1x1) pairs: Yolo-Fastest(V2)'s head blocks."""
     return nn.Sequential(_dw(c, 5, act=act), cba(c, c, 1, act=None),
                          _dw(c, 5, act=act), cba(c, c, 1, act=None))
@@ -677,7 +675,7 @@ class YoloFastest11(nn.Module):
 
     def __init__(self, num_outputs=255):
         super().__init__()
-        stages, c = [[cba(3, 8, 3, 2, act=_leaky)]], 8
+        stages, c = [[cba(3, 8, 3, 2, act=leaky)]], 8
         for open_mid, cout, s, mid, n in self.PLAN:
             stages[-1].append(DarkIR(c, open_mid, cout, s))
             stages[-1] += [DarkIR(cout, mid, cout, residual=True) for _ in range(n)]
@@ -686,7 +684,7 @@ class YoloFastest11(nn.Module):
         self.to_20 = nn.Sequential(*[m for st in stages[:5] for m in st])  # 24 x 20 x 20
         self.to_10 = nn.Sequential(*[m for st in stages[5:] for m in st])  # 48 x 10 x 10
         self.spp = nn.ModuleList(nn.MaxPool2d(k, 1, k // 2) for k in (9, 5, 3))
-        self.p5 = cba(192, 96, 1, act=_leaky)
+        self.p5 = cba(192, 96, 1, act=leaky)
         self.head10 = nn.Sequential(_sep5(96), nn.Conv2d(96, num_outputs, 1))
         self.up = nn.Upsample(scale_factor=2, mode="nearest")
         self.head20 = nn.Sequential(_sep5(120), nn.Conv2d(120, num_outputs, 1))
@@ -774,12 +772,12 @@ class FastestDet(nn.Module):
 class NanoDetM(nn.Module):
     def __init__(self, num_classes=80, reg_max=7, width=96):
         super().__init__()
-        self.backbone = _ShuffleV2Backbone((116, 232, 464), act=_leaky)
+        self.backbone = _ShuffleV2Backbone((116, 232, 464), act=leaky)
         self.lateral = nn.ModuleList(nn.Conv2d(c, width, 1) for c in (116, 232, 464))
         out = num_classes + 4 * (reg_max + 1)
         self.heads = nn.ModuleList(
-            nn.Sequential(_dw(width, 3, act=_leaky), cba(width, width, 1, act=_leaky),
-                          _dw(width, 3, act=_leaky), cba(width, width, 1, act=_leaky),
+            nn.Sequential(_dw(width, 3, act=leaky), cba(width, width, 1, act=leaky),
+                          _dw(width, 3, act=leaky), cba(width, width, 1, act=leaky),
                           nn.Conv2d(width, out, 1)) for _ in range(3))
 
     def forward(self, x):
@@ -795,143 +793,90 @@ class NanoDetM(nn.Module):
 
 
 # ------------------------------------------------------------------------- factories
-def _seeded(build):
-    torch.manual_seed(0)
-    return build().eval()
-
-
-def _img(n):
-    return [[1, 3, n, n]]
-
-
-def mnasnet():
+def _mnasnet():
     blocks, c = [], 16
     for t, k, cout, n, s in _MNASNET:
         for i in range(n):
             blocks.append((c * t, k, cout, s if i == 0 else 1))
             c = cout
-    return _seeded(lambda: _mobile_classifier(16, blocks)), _img(224)
+    return _mobile_classifier(16, blocks)
 
 
-def proxylessnas():
-    return _seeded(lambda: _mobile_classifier(32, _PROXYLESS)), _img(224)
+def _regnety_400m():
+    layers, c = [cba(3, 32, 3, 2)], 32
+    for w, d in ((48, 1), (104, 3), (208, 6), (440, 6)):
+        for i in range(d):
+            layers.append(RegNetYBlock(c, w, 2 if i == 0 else 1))
+            c = w
+    return _Classifier(nn.Sequential(*layers), nn.Linear(c, 1000))
 
 
-def googlenet():
-    return _seeded(GoogLeNet), _img(224)
-
-
-def regnety_400m():
-    def build():
-        layers, c = [cba(3, 32, 3, 2)], 32
-        for w, d in ((48, 1), (104, 3), (208, 6), (440, 6)):
-            for i in range(d):
-                layers.append(RegNetYBlock(c, w, 2 if i == 0 else 1))
-                c = w
-        return _Classifier(nn.Sequential(*layers), nn.Linear(c, 1000))
-    return _seeded(build), _img(224)
-
-
-def efficientnet_b0():
-    def build():
-        layers, c = [cba(3, 32, 3, 2, act=nn.SiLU)], 32
-        for t, k, s, cout, n in _EFFNET_B0:
-            for i in range(n):
-                layers.append(MBConv(c, c * t, cout, k, s if i == 0 else 1, act=nn.SiLU,
-                                     se=max(1, int(c * 0.25)), se_act=nn.SiLU))
-                c = cout
-        layers.append(cba(c, 1280, 1, act=nn.SiLU))
-        return _Classifier(nn.Sequential(*layers), nn.Sequential(nn.Dropout(0.2),
-                                                                 nn.Linear(1280, 1000)))
-    return _seeded(build), _img(224)
-
-
-def efficientnetv2_b0():
-    def build():
-        layers, c = [cba(3, 32, 3, 2, act=nn.SiLU)], 32
-        for fused, t, s, cout, n in _EFFNETV2_B0:
-            for i in range(n):
-                stride = s if i == 0 else 1
-                if fused:
-                    layers.append(FusedMBConv(c, cout, stride, t))
-                else:
-                    layers.append(MBConv(c, c * t, cout, 3, stride, act=nn.SiLU,
-                                         se=int(c * 0.25), se_act=nn.SiLU))
-                c = cout
-        layers.append(cba(c, 1280, 1, act=nn.SiLU))
-        return _Classifier(nn.Sequential(*layers), nn.Linear(1280, 1000))
-    return _seeded(build), _img(224)
-
-
-def mobilenet_v3():
-    def build():
-        layers, c = [cba(3, 16, 3, 2, act=nn.Hardswish)], 16
-        for k, mid, cout, se, hs, s in _MBV3_NCNN:
-            layers.append(MBConv(c, mid, cout, k, s, act=nn.Hardswish if hs else nn.ReLU,
-                                 se=se, se_act=nn.ReLU, se_gate=nn.Hardsigmoid,
-                                 se_before_act=True))
+def _efficientnet_b0():
+    layers, c = [cba(3, 32, 3, 2, act=nn.SiLU)], 32
+    for t, k, s, cout, n in _EFFNET_B0:
+        for i in range(n):
+            layers.append(MBConv(c, c * t, cout, k, s if i == 0 else 1, act=nn.SiLU,
+                                 se=max(1, int(c * 0.25)), se_act=nn.SiLU))
             c = cout
-        layers.append(cba(c, 960, 1, act=nn.Hardswish))
-        return _Classifier(nn.Sequential(*layers), nn.Sequential(
-            nn.Hardswish(), nn.Linear(960, 1280), nn.Hardswish(), nn.Linear(1280, 1000)))
-    return _seeded(build), _img(224)
+    layers.append(cba(c, 1280, 1, act=nn.SiLU))
+    return _Classifier(nn.Sequential(*layers), nn.Sequential(nn.Dropout(0.2),
+                                                             nn.Linear(1280, 1000)))
 
 
-def shufflenet_v1():
-    return _seeded(ShuffleNetV1), _img(224)
+def _efficientnetv2_b0():
+    layers, c = [cba(3, 32, 3, 2, act=nn.SiLU)], 32
+    for fused, t, s, cout, n in _EFFNETV2_B0:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            if fused:
+                layers.append(FusedMBConv(c, cout, stride, t))
+            else:
+                layers.append(MBConv(c, c * t, cout, 3, stride, act=nn.SiLU,
+                                     se=int(c * 0.25), se_act=nn.SiLU))
+            c = cout
+    layers.append(cba(c, 1280, 1, act=nn.SiLU))
+    return _Classifier(nn.Sequential(*layers), nn.Linear(1280, 1000))
 
 
-def blazeface():
-    return _seeded(BlazeFaceBackbone), _img(128)
+def _mobilenet_v3():
+    layers, c = [cba(3, 16, 3, 2, act=nn.Hardswish)], 16
+    for k, mid, cout, se, hs, s in _MBV3_NCNN:
+        layers.append(MBConv(c, mid, cout, k, s, act=nn.Hardswish if hs else nn.ReLU,
+                             se=se, se_act=nn.ReLU, se_gate=nn.Hardsigmoid,
+                             se_before_act=True))
+        c = cout
+    layers.append(cba(c, 960, 1, act=nn.Hardswish))
+    return _Classifier(nn.Sequential(*layers), nn.Sequential(
+        nn.Hardswish(), nn.Linear(960, 1280), nn.Hardswish(), nn.Linear(1280, 1000)))
 
 
-def mobilenet_ssd():
-    return _seeded(MobileNetSSD), _img(300)
+def _squeezenet_ncnn():
+    m = SqueezeNet11()
+    m.classifier[1].padding = (1, 1)  # the DeepScale prototxt's conv10: 1x1, pad 1
+    return m
 
 
-def squeezenet_ssd():
-    return _seeded(SqueezeNetSSD), _img(300)
-
-
-def mobilenet_yolo():
-    return _seeded(MobileNetYOLO), _img(416)
-
-
-def mobilenetv2_yolov3():
-    return _seeded(MobileNetV2YOLOv3), _img(352)
-
-
-def yolo_fastest_1_1():
-    return _seeded(YoloFastest11), _img(320)
-
-
-def yolo_fastestv2():
-    return _seeded(YoloFastestV2), _img(352)
-
-
-def nanodet_m():
-    return _seeded(NanoDetM), _img(320)
-
-
-def fastestdet():
-    return _seeded(FastestDet), _img(352)
-
-
-def vision_transformer():
-    return _seeded(lambda: ViT(image=384, patch=32, dim=768, depth=12, heads=12,
-                               mlp=3072)), _img(384)
-
-
-def squeezenet_ncnn():
-    def build():
-        m = SqueezeNet11()
-        m.classifier[1].padding = (1, 1)  # the DeepScale prototxt's conv10: 1x1, pad 1
-        return m
-    return _seeded(build), _img(227)
-
-
-def alexnet_ncnn():
-    return _seeded(AlexNetBVLC), _img(227)
+mnasnet = factory(_mnasnet, inputs=img(224))
+proxylessnas = factory(_mobile_classifier, 32, _PROXYLESS, inputs=img(224))
+googlenet = factory(GoogLeNet, inputs=img(224))
+regnety_400m = factory(_regnety_400m, inputs=img(224))
+efficientnet_b0 = factory(_efficientnet_b0, inputs=img(224))
+efficientnetv2_b0 = factory(_efficientnetv2_b0, inputs=img(224))
+mobilenet_v3 = factory(_mobilenet_v3, inputs=img(224))
+shufflenet_v1 = factory(ShuffleNetV1, inputs=img(224))
+blazeface = factory(BlazeFaceBackbone, inputs=img(128))
+mobilenet_ssd = factory(MobileNetSSD, inputs=img(300))
+squeezenet_ssd = factory(SqueezeNetSSD, inputs=img(300))
+mobilenet_yolo = factory(MobileNetYOLO, inputs=img(416))
+mobilenetv2_yolov3 = factory(MobileNetV2YOLOv3, inputs=img(352))
+yolo_fastest_1_1 = factory(YoloFastest11, inputs=img(320))
+yolo_fastestv2 = factory(YoloFastestV2, inputs=img(352))
+nanodet_m = factory(NanoDetM, inputs=img(320))
+fastestdet = factory(FastestDet, inputs=img(352))
+vision_transformer = factory(ViT, image=384, patch=32, dim=768, depth=12, heads=12, mlp=3072,
+                             inputs=img(384))
+squeezenet_ncnn = factory(_squeezenet_ncnn, inputs=img(227))
+alexnet_ncnn = factory(AlexNetBVLC, inputs=img(227))
 
 
 #: the factories, by builtin name, in benchncnn's order

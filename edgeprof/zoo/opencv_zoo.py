@@ -87,7 +87,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from edgeprof.zoo.cnns import VGG16, DenseNet121, ResNet, cba, shuffle_unit_forward
+from edgeprof.zoo.cnns import (VGG16, DenseNet121, MobileNetV1, ResNet, cba, factory, img,
+                               shuffle_unit_forward)
+from edgeprof.zoo.detectors import cbs, leaky
 
 
 # ============================================================================ YuNet
@@ -142,14 +144,11 @@ class YuNet(nn.Module):
 
 
 # ============================================================================ YOLOX
-def _bconv(cin, cout, k, s=1):  # YOLOX BaseConv: conv (no bias) + BN + SiLU
-    return cba(cin, cout, k, s, act=nn.SiLU)
-
-
+# YOLOX's BaseConv (conv without bias + BN + SiLU) is the detectors' cbs
 class _YBottleneck(nn.Module):
     def __init__(self, cin, cout, shortcut=True):
         super().__init__()
-        self.conv1, self.conv2 = _bconv(cin, cout, 1), _bconv(cout, cout, 3)
+        self.conv1, self.conv2 = cbs(cin, cout, 1), cbs(cout, cout, 3)
         self.add = shortcut and cin == cout
 
     def forward(self, x):
@@ -163,8 +162,8 @@ class _CSP(nn.Module):
     def __init__(self, cin, cout, n, shortcut=True):
         super().__init__()
         h = cout // 2
-        self.conv1, self.conv2 = _bconv(cin, h, 1), _bconv(cin, h, 1)
-        self.conv3 = _bconv(2 * h, cout, 1)
+        self.conv1, self.conv2 = cbs(cin, h, 1), cbs(cin, h, 1)
+        self.conv3 = cbs(2 * h, cout, 1)
         self.m = nn.Sequential(*(_YBottleneck(h, h, shortcut) for _ in range(n)))
 
     def forward(self, x):
@@ -175,7 +174,7 @@ class _SPP(nn.Module):
     def __init__(self, cin, cout, ks=(5, 9, 13)):
         super().__init__()
         h = cin // 2
-        self.conv1, self.conv2 = _bconv(cin, h, 1), _bconv(h * (len(ks) + 1), cout, 1)
+        self.conv1, self.conv2 = cbs(cin, h, 1), cbs(h * (len(ks) + 1), cout, 1)
         self.pools = nn.ModuleList(nn.MaxPool2d(k, 1, k // 2) for k in ks)
 
     def forward(self, x):
@@ -189,26 +188,26 @@ class YOLOX(nn.Module):
     def __init__(self, depth=0.33, width=0.50, num_classes=80):
         super().__init__()
         c, d = int(64 * width), max(round(depth * 3), 1)
-        self.stem = _bconv(12, c, 3)  # Focus: space-to-depth, then a 3x3 conv
-        self.dark2 = nn.Sequential(_bconv(c, 2 * c, 3, 2), _CSP(2 * c, 2 * c, d))
-        self.dark3 = nn.Sequential(_bconv(2 * c, 4 * c, 3, 2), _CSP(4 * c, 4 * c, 3 * d))
-        self.dark4 = nn.Sequential(_bconv(4 * c, 8 * c, 3, 2), _CSP(8 * c, 8 * c, 3 * d))
-        self.dark5 = nn.Sequential(_bconv(8 * c, 16 * c, 3, 2), _SPP(16 * c, 16 * c),
+        self.stem = cbs(12, c, 3)  # Focus: space-to-depth, then a 3x3 conv
+        self.dark2 = nn.Sequential(cbs(c, 2 * c, 3, 2), _CSP(2 * c, 2 * c, d))
+        self.dark3 = nn.Sequential(cbs(2 * c, 4 * c, 3, 2), _CSP(4 * c, 4 * c, 3 * d))
+        self.dark4 = nn.Sequential(cbs(4 * c, 8 * c, 3, 2), _CSP(8 * c, 8 * c, 3 * d))
+        self.dark5 = nn.Sequential(cbs(8 * c, 16 * c, 3, 2), _SPP(16 * c, 16 * c),
                                    _CSP(16 * c, 16 * c, d, shortcut=False))
         c3, c4, c5 = 4 * c, 8 * c, 16 * c
-        self.lateral_conv0 = _bconv(c5, c4, 1)
+        self.lateral_conv0 = cbs(c5, c4, 1)
         self.C3_p4 = _CSP(2 * c4, c4, d, False)
-        self.reduce_conv1 = _bconv(c4, c3, 1)
+        self.reduce_conv1 = cbs(c4, c3, 1)
         self.C3_p3 = _CSP(2 * c3, c3, d, False)
-        self.bu_conv2 = _bconv(c3, c3, 3, 2)
+        self.bu_conv2 = cbs(c3, c3, 3, 2)
         self.C3_n3 = _CSP(2 * c3, c4, d, False)
-        self.bu_conv1 = _bconv(c4, c4, 3, 2)
+        self.bu_conv1 = cbs(c4, c4, 3, 2)
         self.C3_n4 = _CSP(2 * c4, c5, d, False)
         hid = int(256 * width)
-        self.stems = nn.ModuleList(_bconv(ci, hid, 1) for ci in (c3, c4, c5))
-        self.cls_convs = nn.ModuleList(nn.Sequential(_bconv(hid, hid, 3), _bconv(hid, hid, 3))
+        self.stems = nn.ModuleList(cbs(ci, hid, 1) for ci in (c3, c4, c5))
+        self.cls_convs = nn.ModuleList(nn.Sequential(cbs(hid, hid, 3), cbs(hid, hid, 3))
                                        for _ in range(3))
-        self.reg_convs = nn.ModuleList(nn.Sequential(_bconv(hid, hid, 3), _bconv(hid, hid, 3))
+        self.reg_convs = nn.ModuleList(nn.Sequential(cbs(hid, hid, 3), cbs(hid, hid, 3))
                                        for _ in range(3))
         self.cls_preds = nn.ModuleList(nn.Conv2d(hid, num_classes, 1) for _ in range(3))
         self.reg_preds = nn.ModuleList(nn.Conv2d(hid, 4, 1) for _ in range(3))
@@ -237,10 +236,6 @@ class YOLOX(nn.Module):
 
 
 # ========================================================================== NanoDet
-def _lrelu():
-    return nn.LeakyReLU(0.1)
-
-
 class _Shuffle(nn.Module):
     """ShuffleNetV2 unit as in NanoDet's backbone (activation after the branch's last 1x1)."""
 
@@ -251,11 +246,11 @@ class _Shuffle(nn.Module):
         if stride > 1:
             self.branch1 = nn.Sequential(
                 nn.Conv2d(cin, cin, 3, stride, 1, groups=cin, bias=False), nn.BatchNorm2d(cin),
-                cba(cin, b, 1, act=_lrelu))
+                cba(cin, b, 1, act=leaky))
         self.branch2 = nn.Sequential(
-            cba(cin if stride > 1 else b, b, 1, act=_lrelu),
+            cba(cin if stride > 1 else b, b, 1, act=leaky),
             nn.Conv2d(b, b, 3, stride, 1, groups=b, bias=False), nn.BatchNorm2d(b),
-            cba(b, b, 1, act=_lrelu))
+            cba(b, b, 1, act=leaky))
 
     def forward(self, x):
         return shuffle_unit_forward(self, x)
@@ -264,14 +259,14 @@ class _Shuffle(nn.Module):
 def _dwmodule(cin, cout, k, s=1):
     """NanoDet DepthwiseConvModule: k x k depthwise + BN + act, 1x1 + BN + act."""
     return nn.Sequential(nn.Conv2d(cin, cin, k, s, k // 2, groups=cin, bias=False),
-                         nn.BatchNorm2d(cin), _lrelu(), cba(cin, cout, 1, act=_lrelu))
+                         nn.BatchNorm2d(cin), leaky(), cba(cin, cout, 1, act=leaky))
 
 
 class _GhostModule(nn.Module):
     def __init__(self, cin, cout, act=True):
         super().__init__()
         init = math.ceil(cout / 2)
-        a = _lrelu if act else None
+        a = leaky if act else None
         self.primary = cba(cin, init, 1, act=a)
         self.cheap = cba(init, cout - init, 3, groups=init, act=a)
 
@@ -302,14 +297,14 @@ class NanoDetPlus(nn.Module):
 
     def __init__(self, stage_out=(116, 232, 464), ch=96, num_classes=80, reg_max=7):
         super().__init__()
-        self.conv1 = cba(3, 24, 3, 2, act=_lrelu)
+        self.conv1 = cba(3, 24, 3, 2, act=leaky)
         stages, cin = [], 24
         for reps, cout in zip((4, 8, 4), stage_out):
             stages.append(nn.Sequential(_Shuffle(cin, cout, 2),
                                         *(_Shuffle(cout, cout, 1) for _ in range(reps - 1))))
             cin = cout
         self.stages = nn.ModuleList(stages)
-        self.reduce = nn.ModuleList(cba(c, ch, 1, act=_lrelu) for c in stage_out)
+        self.reduce = nn.ModuleList(cba(c, ch, 1, act=leaky) for c in stage_out)
         self.top_down = nn.ModuleList(_GhostBottleneck(2 * ch, ch, ch) for _ in range(2))
         self.downsamples = nn.ModuleList(_dwmodule(ch, ch, 5, 2) for _ in range(2))
         self.bottom_up = nn.ModuleList(_GhostBottleneck(2 * ch, ch, ch) for _ in range(2))
@@ -679,12 +674,6 @@ class VGG13(VGG16):
     CFG = (64, 64, "M", 128, 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
 
 
-def DenseNet(init=96, growth=48, blocks=(6, 12, 36, 24), num_classes=1000):
-    """torchvision DenseNet-161: the zoo's DenseNet with 96 initial features, growth 48,
-    (6, 12, 36, 24)."""
-    return DenseNet121(num_classes=num_classes, growth=growth, blocks=blocks, init=init)
-
-
 # ============================================================ MobileNet-YOLOv3-Lite
 def _cr(cin, cout, k=1, s=1, groups=1):  # Caffe conv with bias (BN merged) + ReLU
     return nn.Sequential(nn.Conv2d(cin, cout, k, s, k // 2, groups=groups), nn.ReLU())
@@ -697,13 +686,10 @@ def _dwsep(cin, cout, s=1):
 class MobileNetYOLOv3Lite(nn.Module):
     """eric612/MobileNet-YOLO benchmark/mobilenet_yolov3_lite_deploy.prototxt (VOC, 20 classes)."""
 
-    BLOCKS = ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1), (512, 1),
-              (512, 1), (512, 1), (512, 1), (1024, 2), (1024, 1))
-
     def __init__(self, num_classes=20, anchors=3):
         super().__init__()
         layers, c = [_cr(3, 32, 3, 2)], 32
-        for cout, s in self.BLOCKS:
+        for cout, s in MobileNetV1.BLOCKS:
             layers.append(_dwsep(c, cout, s))
             c = cout
         self.to16 = nn.Sequential(*layers[:12])  # conv0 .. conv11: 512 x /16
@@ -753,67 +739,27 @@ PUBLISHED_FLOPS = {
 }
 
 
-def _seeded(cls, *args, **kwargs):
-    torch.manual_seed(0)
-    return cls(*args, **kwargs).eval()
-
-
-def _img(h, w=None, c=3):
-    return [[1, c, h, h if w is None else w]]
-
-
 def yunet(width=160, height=120):
     """YuNet at the benchmark's 160 x 120, padded (as FaceDetectorYN does) to 160 x 128."""
     pad = lambda v: (v - 1) // 32 * 32 + 32  # noqa: E731
-    return _seeded(YuNet), _img(pad(height), pad(width))
+    return factory(YuNet, inputs=img(pad(height), pad(width)))()
 
 
-def yolox_s():
-    return _seeded(YOLOX, 0.33, 0.50), _img(640)
-
-
-def nanodet_plus_m():
-    return _seeded(NanoDetPlus), _img(416)
-
-
-def mp_handpose():
-    return _seeded(MPHandLandmark, 0.6), _img(224)
-
-
-def mp_persondet():
-    return _seeded(MPPersonDetector), _img(224)
-
-
-def pphumanseg():
-    return _seeded(HRNetFCN), _img(192)
-
-
-def mobilefacenet_fer():
-    return _seeded(MobileFaceNet, 512, 7), _img(112)
-
-
-def efficientformer_l3():
-    return _seeded(EfficientFormer), _img(224)
-
-
-def resnet101():
-    return _seeded(ResNet, "bottleneck", (3, 4, 23, 3)), _img(224)
-
-
-def resnet152():
-    return _seeded(ResNet, "bottleneck", (3, 8, 36, 3)), _img(224)
-
-
-def densenet161():
-    return _seeded(DenseNet), _img(224)
-
-
-def vgg13():
-    return _seeded(VGG13), _img(224)
+yolox_s = factory(YOLOX, 0.33, 0.50, inputs=img(640))
+nanodet_plus_m = factory(NanoDetPlus, inputs=img(416))
+mp_handpose = factory(MPHandLandmark, 0.6, inputs=img(224))
+mp_persondet = factory(MPPersonDetector, inputs=img(224))
+pphumanseg = factory(HRNetFCN, inputs=img(192))
+mobilefacenet_fer = factory(MobileFaceNet, 512, 7, inputs=img(112))
+efficientformer_l3 = factory(EfficientFormer, inputs=img(224))
+resnet101 = factory(ResNet, "bottleneck", (3, 4, 23, 3), inputs=img(224))
+resnet152 = factory(ResNet, "bottleneck", (3, 8, 36, 3), inputs=img(224))
+densenet161 = factory(DenseNet121, growth=48, blocks=(6, 12, 36, 24), init=96, inputs=img(224))
+vgg13 = factory(VGG13, inputs=img(224))
 
 
 def mobilenet_yolov3_lite(size=320):
-    return _seeded(MobileNetYOLOv3Lite), _img(size)
+    return factory(MobileNetYOLOv3Lite, inputs=img(size))()
 
 
 #: the factories, by builtin name

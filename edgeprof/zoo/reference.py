@@ -27,126 +27,43 @@ networks are defined in :mod:`edgeprof.zoo.cnns`, :mod:`edgeprof.zoo.detectors` 
 
 from __future__ import annotations
 
-import torch
-
 from edgeprof.zoo.cnns import (DSCNN, VGG16, AlexNet, BasicBlock, Bottleneck, DenseLayer,
                                DenseNet121, FCAutoencoder, Fire, InvertedResidual, MBv3Block,
                                MobileNetV1, MobileNetV2, MobileNetV3Small, ResNet, ResNet8,
-                               ShuffleBlock, ShuffleNetV2, SqueezeExcite, SqueezeNet11)
+                               ShuffleBlock, ShuffleNetV2, SqueezeExcite, SqueezeNet11, factory,
+                               img)
 from edgeprof.zoo.detectors import (C2f, CSPTiny, DarkRes, SPPF, SSDMobileNetV2, V8Bottleneck,
                                     YOLOv3, YOLOv4Tiny, YOLOv8n)
 from edgeprof.zoo.extras import ViT, GRUClassifier, LSTMClassifier, WideMLP
 
 
 # ---------------------------------------------------------------------- factories
-def _seeded(cls, *args, **kwargs):
-    torch.manual_seed(0)
-    return cls(*args, **kwargs).eval()
-
-
-def _img(n=224, c=3):
-    return [[1, c, n, n]]
-
-
-def resnet18():
-    return _seeded(ResNet, "basic", (2, 2, 2, 2)), _img()
-
-
-def resnet50():
-    return _seeded(ResNet, "bottleneck", (3, 4, 6, 3)), _img()
-
-
-def resnet50_vd():
-    return _seeded(ResNet, "bottleneck", (3, 4, 6, 3), vd=True), _img()
-
-
-def alexnet():
-    return _seeded(AlexNet), _img()
-
-
-def vgg16():
-    return _seeded(VGG16), _img()
-
-
-def squeezenet1_1():
-    return _seeded(SqueezeNet11), _img()
-
-
-def densenet121():
-    return _seeded(DenseNet121), _img()
-
-
-def shufflenet_v2():
-    return _seeded(ShuffleNetV2), _img()
-
-
-def mobilenet_v1():
-    return _seeded(MobileNetV1), _img()
-
-
-def mobilenet_v1_025_160():
-    return _seeded(MobileNetV1, 0.25, 1001), _img(160)
-
-
-def mobilenet_v2():
-    return _seeded(MobileNetV2), _img()
-
-
-def mobilenet_v3_small():
-    return _seeded(MobileNetV3Small), _img()
-
-
-def tiny_resnet8():
-    return _seeded(ResNet8), _img(32)
-
-
-def tiny_ds_cnn():
-    return _seeded(DSCNN), [[1, 1, 49, 10]]
-
-
-def tiny_vww_mobilenet():
-    return _seeded(MobileNetV1, 0.25, 2), _img(96)
-
-
-def tiny_fc_autoencoder():
-    return _seeded(FCAutoencoder), [[1, 640]]
-
-
-def ssd_mobilenet_v2():
-    return _seeded(SSDMobileNetV2), _img(300)
-
-
-def yolov3():
-    return _seeded(YOLOv3), _img(416)
-
-
-def yolov4_tiny():
-    return _seeded(YOLOv4Tiny), _img(416)
-
-
-def yolov8n():
-    return _seeded(YOLOv8n), _img(640)
-
-
-def vit_tiny():
-    return _seeded(ViT), _img()
-
-
-def vit_tiny_112():
-    """ViT-Tiny (patch 16, dim 192, depth 12) at 112 x 112: 50 tokens (host-zoo size)."""
-    return _seeded(ViT, image=112), _img(112)
-
-
-def lstm():
-    return _seeded(LSTMClassifier), [[1, 50, 64]]
-
-
-def wide_mlp():
-    return _seeded(WideMLP), [[1, 1024]]
-
-
-def gru():
-    return _seeded(GRUClassifier), [[1, 49, 40]]
+resnet18 = factory(ResNet, "basic", (2, 2, 2, 2), inputs=img())
+resnet50 = factory(ResNet, "bottleneck", (3, 4, 6, 3), inputs=img())
+resnet50_vd = factory(ResNet, "bottleneck", (3, 4, 6, 3), vd=True, inputs=img())
+alexnet = factory(AlexNet, inputs=img())
+vgg16 = factory(VGG16, inputs=img())
+squeezenet1_1 = factory(SqueezeNet11, inputs=img())
+densenet121 = factory(DenseNet121, inputs=img())
+shufflenet_v2 = factory(ShuffleNetV2, inputs=img())
+mobilenet_v1 = factory(MobileNetV1, inputs=img())
+mobilenet_v1_025_160 = factory(MobileNetV1, 0.25, 1001, inputs=img(160))
+mobilenet_v2 = factory(MobileNetV2, inputs=img())
+mobilenet_v3_small = factory(MobileNetV3Small, inputs=img())
+tiny_resnet8 = factory(ResNet8, inputs=img(32))
+tiny_ds_cnn = factory(DSCNN, inputs=[[1, 1, 49, 10]])
+tiny_vww_mobilenet = factory(MobileNetV1, 0.25, 2, inputs=img(96))
+tiny_fc_autoencoder = factory(FCAutoencoder, inputs=[[1, 640]])
+ssd_mobilenet_v2 = factory(SSDMobileNetV2, inputs=img(300))
+yolov3 = factory(YOLOv3, inputs=img(416))
+yolov4_tiny = factory(YOLOv4Tiny, inputs=img(416))
+yolov8n = factory(YOLOv8n, inputs=img(640))
+vit_tiny = factory(ViT, inputs=img())
+# ViT-Tiny (patch 16, dim 192, depth 12) at 112 x 112: 50 tokens (host-zoo size)
+vit_tiny_112 = factory(ViT, image=112, inputs=img(112))
+lstm = factory(LSTMClassifier, inputs=[[1, 50, 64]])
+wide_mlp = factory(WideMLP, inputs=[[1, 1024]])
+gru = factory(GRUClassifier, inputs=[[1, 49, 40]])
 
 
 __all__ = [

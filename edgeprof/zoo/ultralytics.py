@@ -55,7 +55,7 @@ import math
 import torch
 from torch import nn
 
-from edgeprof.zoo.cnns import cba
+from edgeprof.zoo.cnns import cba, factory, img
 from edgeprof.zoo.detectors import C2f, SPPF, cbs, split_chain_forward, v8_neck_forward
 
 #: net -> (published FLOPs, published parameters), Ultralytics' docs tables at 640 x 640:
@@ -339,42 +339,13 @@ class YOLO11Family(nn.Module):
 
 
 # ----------------------------------------------------------------------------- factories
-def _build(cls, *args):
-    torch.manual_seed(0)
-    return cls(*args).eval(), [[1, 3, 640, 640]]
+def _factory(cls, *args):
+    return factory(cls, *args, inputs=img(640))
 
 
-def yolov8s():
-    return _build(YOLOv8, "s")
-
-
-def yolo11n():
-    return _build(YOLO11Family, "n", 11)
-
-
-def yolo11s():
-    return _build(YOLO11Family, "s", 11)
-
-
-def yolo11m():
-    return _build(YOLO11Family, "m", 11)
-
-
-def yolo26n():
-    return _build(YOLO11Family, "n", 26)
-
-
-def yolo26s():
-    return _build(YOLO11Family, "s", 26)
-
-
-def yolo26m():
-    return _build(YOLO11Family, "m", 26)
-
-
-def yolo26x():
-    return _build(YOLO11Family, "x", 26)
-
+yolov8s = _factory(YOLOv8, "s")
+yolo11n, yolo11s, yolo11m = (_factory(YOLO11Family, scale, 11) for scale in "nsm")
+yolo26n, yolo26s, yolo26m, yolo26x = (_factory(YOLO11Family, scale, 26) for scale in "nsmx")
 
 #: the factories, by builtin name
 NAMES = tuple(PUBLISHED)
