@@ -59,7 +59,10 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 import edgeprof.profilers.predict as _predict  # noqa: E402
-from edgeprof.profilers.predict.fit import SHRINKS  # noqa: E402
+from edgeprof.profilers.predict.fit import (GROUPINGS, PRECISION_TRANSFER_WIDENING,  # noqa: E402
+                                            THREAD_TRANSFER_WIDENING, factor_gap,
+                                            family_sigma, fit, pooled_sigma,
+                                            predict_sample_method, resolve_factor_key)
 
 #: the package's data folder: the training rows and rules read here, the files written here
 DATA = Path(_predict.__file__).parent / "data"
@@ -68,6 +71,18 @@ RULES_FILE = DATA / "board_rows.toml"
 #: (rules table, the CSV column its patterns read)
 TABLES = (("board", "device"), ("runtime", "framework"), ("precision", "precision"),
           ("model", "model"))
+
+#: the family factors' shrink a board's fit chooses among by leave-one-out (a family's rows
+#: count as n against a prior worth ``shrink`` rows at a factor of 1)
+SHRINKS = (0.25, 0.5, 1.0)
+#: the groupings a board's fit chooses among by leave-one-out (``select_model``)
+CANDIDATE_GROUPINGS = ("tied", "compute_memory", "split", "split_linear")
+#: offered besides on a GPU board, whose runtimes run 3x3 stride-1 convolutions by Winograd
+#: (cuDNN's and TensorRT's WINOGRAD algorithms, ncnn's Vulkan winograd shaders), and on a CPU
+#: where one of the rows' runtimes does (ncnn, MNN: runtimes.toml ``winograd``); others
+#: have none (XNNPACK, ONNX Runtime's MLAS and QNNPACK, MCU kernels), and their kernels stay
+#: in ``conv`` (kernels.runs_winograd)
+WINOGRAD_GROUPINGS = tuple(f"{g}+winograd" for g in CANDIDATE_GROUPINGS)
 
 
 def training_rows() -> list[dict[str, str]]:
@@ -279,12 +294,173 @@ def winograd_board(target, samples: list[dict[str, Any]] | None = None) -> bool:
                for s in samples or ())
 
 
+# ------------------------------------------------------------------ the model choice
+# Which grouping of kernel classes and which shrink of the runtime factors a board's rows
+# carry, chosen by leave-one-out, and the intervals' spreads of that leave-one-out: the
+# shipped calibrations' choices (fit.py fits a given choice; the predictor reads the spreads
+# a calibration stores).
+def candidates_for(n_samples: int, *, winograd: bool = False,
+                   shrinks: tuple[float, ...] = SHRINKS) -> list[tuple[str, float]]:
+    """(grouping, shrink) pairs the samples can carry: below 10 samples two groups at most
+    (one efficiency for all, one for compute and one for memory kernels, or, where
+    ``winograd``, one for 3x3 convolutions and one for the rest); simplest first (ties go to
+    the earlier)."""
+    names = CANDIDATE_GROUPINGS + (WINOGRAD_GROUPINGS if winograd else ())
+    out = []
+    for g in names:
+        if n_samples < 10 and len(GROUPINGS[g]) > 2:
+            continue
+        out.extend((g, float(sh)) for sh in shrinks)
+    return out
+
+
+def selection_spread(samples: list[dict[str, Any]], predicted: list[float],
+                     methods: list[str] | None = None) -> float:
+    """The log-error spread a choice minimises: over every row, each predicted by the
+    method the predictor would use for it (``methods`` is for the record)."""
+    logs = [math.log(s["latency_ms"] / p) for s, p in zip(samples, predicted)]
+    return float(math.sqrt(sum(x * x for x in logs) / len(logs)))
+
+
+def select_model(samples: list[dict[str, Any]], *, winograd: bool = False,
+                 shrinks: tuple[float, ...] = SHRINKS
+                 ) -> tuple[str, float, dict[str, float], dict[str, Any]]:
+    """The (grouping, shrink) among :func:`candidates_for` whose leave-one-out spread
+    (:func:`selection_spread`) is smallest; returns them, every candidate's spread (for the
+    record) and the winner's leave-one-out ``{"predicted", "methods"}``."""
+    spreads: dict[str, float] = {}
+    runs: dict[str, dict[str, Any]] = {}
+    cands = candidates_for(len(samples), winograd=winograd, shrinks=shrinks)
+    for g, sh in cands:
+        pred, meth = leave_one_out_methods(samples, g, shrink=sh)
+        key = f"{g} shrink {sh:g}"
+        spreads[key] = selection_spread(samples, pred, meth)
+        runs[key] = {"grouping": g, "shrink": sh, "predicted": pred, "methods": meth}
+    order = list(spreads)
+    best = min(order, key=lambda k: (round(spreads[k], 6), order.index(k)))
+    r = runs[best]
+    sig = method_sigmas(samples, r["predicted"], r["methods"])
+    s_cal = sig["log_sigma_calibrated"] if sig["log_sigma_calibrated"] is not None \
+        else sig["log_sigma"]
+    eb = empirical_bayes_shrink(fit(samples, r["grouping"], shrink=r["shrink"]), s_cal)
+    if eb is not None and eb < r["shrink"]:
+        pred, meth = leave_one_out_methods(samples, r["grouping"], shrink=eb)
+        r = {"grouping": r["grouping"], "shrink": eb, "predicted": pred, "methods": meth}
+        spreads[f"{r['grouping']} shrink {eb:.3g} (empirical Bayes cap)"] = \
+            selection_spread(samples, pred, meth)
+    return r["grouping"], r["shrink"], spreads, {"predicted": r["predicted"],
+                                                 "methods": r["methods"]}
+
+
+
+def empirical_bayes_shrink(params: dict[str, Any], sigma: float | None) -> float | None:
+    """The shrink the rows themselves imply, ``sigma^2 / tau^2`` (a random-effects model of
+    the runtime factors: a family's mean log residual over its n rows scatters by tau^2 +
+    sigma^2 / n around 1, so the posterior mean of its log factor is ``sum / (n + sigma^2 /
+    tau^2)``); None where it cannot be told (fewer than two families, no spread between
+    them beyond the noise).
+
+    ``sigma``: the calibrated rows' leave-one-out spread (the noise of one row). Leave-one-out
+    cannot see the shrink a family seen once needs (held out, it has no factor at all); this
+    estimate can. On the published rows it agrees with leave-one-out's choice where
+    leave-one-out sees the families (Pi 4: 0.51 against 0.5; Jetson Nano: 0.19 against 0.25)
+    and caps it on the MCU (0.02 against 1), where TF-Lite Micro's reference kernels, seen
+    once, are 15x slower than the board's shared efficiencies and a shrink of 1 kept only
+    their square root."""
+    if not sigma:
+        return None
+    sh = float(params.get("shrink") or 0.0)
+    means = [(math.log(float(v["factor"])) * (v["n"] + sh) / v["n"], int(v["n"]))
+             for v in params["factors"].values() if v.get("n") and float(v["factor"]) > 0]
+    if len(means) < 2:
+        return None
+    s2 = float(sigma) ** 2
+    tau2 = sum(m * m - s2 / n for m, n in means) / len(means)
+    return s2 / tau2 if tau2 > 0 else None
+
+
+
+def sample_gap(params: dict[str, Any], sample: dict[str, Any]) -> float:
+    """:func:`factor_gap` of the factor :func:`resolve_factor` gives ``sample``."""
+    key, _ = resolve_factor_key(params, sample)
+    if key is None:
+        return 1.0
+    entry = params["factors"][key]
+    return factor_gap(float(entry["factor"]), entry.get("n"), params.get("shrink"))
+
+
+
+def leave_one_out_methods(samples: list[dict[str, Any]], grouping: str, *,
+                          shrink: float | None = None) -> tuple[list[float], list[str]]:
+    """Leave-one-out predictions (roofline basis) and the method each used."""
+    pred, meth = [], []
+    for i, s in enumerate(samples):
+        p, m = predict_sample_method(fit(samples[:i] + samples[i + 1:], grouping,
+                                         shrink=shrink), s)
+        pred.append(p)
+        meth.append(m)
+    return pred, meth
+
+
+
+def method_sigmas(samples: list[dict[str, Any]], predicted: list[float],
+                  methods: list[str], prior_sigma: float | None = None) -> dict[str, Any]:
+    """The log-error spreads of leave-one-out predictions: every row, the rows predicted by
+    the calibrated method, the rows predicted by a transfer (precision or runtime); None
+    where no row was. With ``prior_sigma`` (the other boards' calibrated spread), the
+    calibrated spread -- the interval's base -- is pooled with it (:func:`pooled_sigma`;
+    the rows' own spread stays as ``log_sigma_calibrated_own``)."""
+    def rms(idx: list[int]) -> float | None:
+        if not idx:
+            return None
+        logs = [math.log(samples[i]["latency_ms"] / predicted[i]) for i in idx]
+        return float(math.sqrt(sum(x * x for x in logs) / len(logs)))
+
+    cal = [i for i, m in enumerate(methods) if m == "calibrated"]
+    tr = [i for i, m in enumerate(methods) if m != "calibrated"]
+    out = {"log_sigma": rms(list(range(len(samples)))), "log_sigma_calibrated": rms(cal),
+           "log_sigma_transfer": rms(tr), "n_calibrated": len(cal), "n_transfer": len(tr)}
+    if prior_sigma is not None and out["log_sigma_calibrated"] is not None:
+        out["log_sigma_calibrated_own"] = out["log_sigma_calibrated"]
+        out["log_sigma_calibrated"] = pooled_sigma(out["log_sigma_calibrated"], len(cal),
+                                                   float(prior_sigma))
+    # each runtime's own calibrated spread (an application's timings with their pre- and
+    # post-processing scatter more than a benchmark tool's): pooled with the board's by
+    # row_sigma / the predictor
+    fams: dict[str, list[int]] = {}
+    for i in cal:
+        fams.setdefault(str(samples[i].get("family")), []).append(i)
+    out["log_sigma_family"] = {f: {"own": rms(idx), "n": len(idx)} for f, idx in fams.items()}
+    return out
+
+
+
+def row_sigma(sigmas: dict[str, Any], method: str, factors: dict[str, Any] | None = None,
+              family: str | None = None) -> float:
+    """The log spread of a prediction's interval by its method (the predictor's rule): the
+    calibrated rows' leave-one-out spread (every row's where none was calibrated); x
+    1.5 for a precision transfer; for a runtime transfer the
+    larger of the transfer rows' leave-one-out spread and the calibrated spread combined
+    with the spread of the board's runtime factors (x the predictor's widening)."""
+    s_cal = sigmas.get("log_sigma_calibrated")
+    s0 = float(s_cal if s_cal is not None else sigmas["log_sigma"])
+    if method == "calibrated":
+        return family_sigma(sigmas, family, s0)
+    if method == "precision transfer":
+        return family_sigma(sigmas, family, s0) * PRECISION_TRANSFER_WIDENING
+    logs = [math.log(float(v["factor"] if isinstance(v, dict) else v))
+            for v in (factors or {}).values()]
+    spread = math.sqrt(sum(x * x for x in logs) / len(logs)) if logs else 0.5
+    s = math.sqrt(s0 ** 2 + spread ** 2) * THREAD_TRANSFER_WIDENING
+    st = sigmas.get("log_sigma_transfer")
+    return max(s, float(st)) if st is not None else s
+
+
 def fit_board(target_id: str, device: str | None = None, *, targets_dir=None
               ) -> dict[str, Any]:
     """A board processor's rows and the model leave-one-out chooses for them (grouping,
     shrink, the winner's leave-one-out predictions and its own calibrated spread): the first
     half of :func:`build_board`, which the other boards' interval priors read."""
-    from edgeprof.profilers.predict.fit import method_sigmas, select_model
     from edgeprof.profilers.predict.runtimes import on_device
     from edgeprof.targets import get_target_registry
 
@@ -330,8 +506,7 @@ def build_board(target_id: str, device: str | None = None, *, targets_dir=None,
     here its factor, in the shipped fit and in every nested fold alike."""
     from edgeprof._version import __version__
     from edgeprof.profilers.predict.calibration import Calibration
-    from edgeprof.profilers.predict.fit import (PRIOR_SIGMA_WEIGHT, cv_summary, fit,
-                                                method_sigmas)
+    from edgeprof.profilers.predict.fit import PRIOR_SIGMA_WEIGHT, cv_summary
     from edgeprof.profilers.predict.predictor import fingerprint_of
     from edgeprof.targets import get_target_registry
 
@@ -396,7 +571,6 @@ def build_board(target_id: str, device: str | None = None, *, targets_dir=None,
 def cross_board_factors(fitted: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per calibration, its runtimes' factors on the other boards with a processor of the
     same kind (:func:`transfer_factors`), each board's factors from its full fit."""
-    from edgeprof.profilers.predict.fit import fit
     from edgeprof.profilers.predict.predictor import processor_kind_of
 
     factors = {name: {k: v["factor"] for k, v in fit(f["samples"], f["grouping"],
@@ -426,7 +600,6 @@ def transfer_factors(factors_by_board: dict[str, dict[str, float]], board: str
                   "boards": sorted(per)} for key, per in sorted(pooled.items())}
 
 
-
 #: above this many rows the nested cross-validation holds out a tenth at a time (rows i,
 #: i + 10, ... together) instead of one row: the inner choice is a leave-one-out over the
 #: rest, so nested leave-one-out costs n^3 fits (an 80-row board: about twenty minutes)
@@ -438,20 +611,17 @@ def nested_leave_one_out(samples: list[dict[str, Any]], *, winograd: bool = Fals
                          shrinks: tuple[float, ...] = SHRINKS,
                          prior_sigma: float | None = None, folds: int | None = None,
                          transfer: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Each row predicted by the model ``fit.select_model`` chooses *without it* (the
+    """Each row predicted by the model :func:`select_model` chooses *without it* (the
     grouping and shrink chosen again on the other rows), with the method the predictor would
     use, and the 90 % interval the predictor would give it: the log spreads of that inner
-    leave-one-out (``fit.row_sigma``; its calibrated spread pooled with ``prior_sigma``
-    where given), reaching to the family factor's gap (``fit.sample_gap``). Rows are held
+    leave-one-out (:func:`row_sigma`; its calibrated spread pooled with ``prior_sigma``
+    where given), reaching to the family factor's gap (:func:`sample_gap`). Rows are held
     out one at a time, or ``folds`` at a time above ``NESTED_FOLDS_ABOVE`` rows (default
     ``NESTED_FOLDS``; row i in fold i mod folds): each is still predicted by a fit and a
     choice that never saw it. Returns ``{"predicted", "methods", "sigmas", "choices",
     "gaps", "folds"}`` per row. ``transfer`` (:func:`transfer_factors`) gives a held-out row
     whose runtime has no other row its factor on the other boards, as the shipped fit does;
     the choice and the spreads are made without it, as the shipped ones are."""
-    from edgeprof.profilers.predict.fit import (fit, method_sigmas, predict_sample_method,
-                                                row_sigma, sample_gap, select_model)
-
     n = len(samples)
     if folds is None:
         folds = NESTED_FOLDS if n > NESTED_FOLDS_ABOVE else n

@@ -32,13 +32,13 @@ The linear part is fitted by non-negative least squares on relative errors (scip
 ``nnls`` on the rows weighted by 1/y), alternating with the family factors. Classes share
 one theta inside a *group* when samples are few (``GROUPINGS``); a group that carries under
 ``GROUP_SUPPORT_SHARE`` of every sample's roofline joins the largest group
-(:func:`supported_groups`: nothing pins its theta down). The grouping and the
-family factors' ``shrink`` are chosen per board by leave-one-out (:func:`select_model`:
-the smallest log-error spread over every row), and the error a calibration reports is
-*nested* leave-one-out (``nested_leave_one_out`` of tools/build_board_calibrations.py, the
-build: the choice made again without the row held out), each row predicted as the predictor would (:func:`resolve_factor`: its
-runtime's factor, that runtime's at another precision, or the board's shared efficiencies
-with a factor of 1), so the figure is what a new model can expect. Its log errors give the
+(:func:`supported_groups`: nothing pins its theta down). The grouping and the family
+factors' ``shrink`` are chosen per board by leave-one-out, and the error a calibration
+reports is *nested* leave-one-out, the choice made again without the row held out (both
+the build's, tools/build_board_calibrations.py: ``select_model``, ``nested_leave_one_out``),
+each row predicted as the predictor would (:func:`resolve_factor`: its runtime's factor,
+that runtime's at another precision, or the board's shared efficiencies with a factor of
+1), so the figure is what a new model can expect. Its log errors give the
 prediction intervals, one spread for the calibrated method and one for transfers.
 
 A device edgeprof measures itself (``edgeprof calibrate``: dozens of samples, one runtime)
@@ -69,9 +69,6 @@ from edgeprof.core.errors import UserError
 from edgeprof.profilers.predict.kernels import CLASSES
 
 SHRINK = 1.0
-#: the family factors' shrink a board's fit chooses among by leave-one-out (a family's rows
-#: count as n against a prior worth ``shrink`` rows at a factor of 1)
-SHRINKS = (0.25, 0.5, 1.0)
 ITERATIONS = 25
 #: the multiplications Winograd's F(4x4, 3x3) saves on a 3x3 stride-1 convolution: 144 per
 #: 4x4 outputs directly, 36 transformed (Lavin & Gray, CVPR 2016; cuDNN's WINOGRAD_NONFUSED
@@ -95,14 +92,6 @@ GROUPINGS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 for _g in ("tied", "compute_memory", "split", "split_linear"):  # the same, 3x3 convs apart
     GROUPINGS[f"{_g}+winograd"] = {CONV3X3: (CONV3X3,), **GROUPINGS[_g]}
-#: the groupings a board's fit chooses among by leave-one-out (``select_model``)
-CANDIDATE_GROUPINGS = ("tied", "compute_memory", "split", "split_linear")
-#: offered besides on a GPU board, whose runtimes run 3x3 stride-1 convolutions by Winograd
-#: (cuDNN's and TensorRT's WINOGRAD algorithms, ncnn's Vulkan winograd shaders), and on a CPU
-#: where one of the rows' runtimes does (ncnn, MNN: runtimes.toml ``winograd``); others
-#: have none (XNNPACK, ONNX Runtime's MLAS and QNNPACK, MCU kernels), and their kernels stay
-#: in ``conv`` (kernels.runs_winograd)
-WINOGRAD_GROUPINGS = tuple(f"{g}+winograd" for g in CANDIDATE_GROUPINGS)
 Z90 = 1.645
 PRECISION_TRANSFER_WIDENING = 1.5  # sigma x 1.5 for a precision the rows never ran
 THREAD_TRANSFER_WIDENING = 1.25  # sigma x 1.25 when the serial share is a prior, not fitted
@@ -194,85 +183,6 @@ def supported_groups(samples: list[dict[str, Any]], groups: dict[str, tuple[str,
             continue
         out[g] = classes + tuple(c for m, h in merged.items() if h == g for c in groups[m])
     return out, merged
-
-
-def candidates_for(n_samples: int, *, winograd: bool = False,
-                   shrinks: tuple[float, ...] = SHRINKS) -> list[tuple[str, float]]:
-    """(grouping, shrink) pairs the samples can carry: below 10 samples two groups at most
-    (one efficiency for all, one for compute and one for memory kernels, or, where
-    ``winograd``, one for 3x3 convolutions and one for the rest); simplest first (ties go to
-    the earlier)."""
-    names = CANDIDATE_GROUPINGS + (WINOGRAD_GROUPINGS if winograd else ())
-    out = []
-    for g in names:
-        if n_samples < 10 and len(GROUPINGS[g]) > 2:
-            continue
-        out.extend((g, float(sh)) for sh in shrinks)
-    return out
-
-
-def selection_spread(samples: list[dict[str, Any]], predicted: list[float],
-                     methods: list[str] | None = None) -> float:
-    """The log-error spread a choice minimises: over every row, each predicted by the
-    method the predictor would use for it (``methods`` is for the record)."""
-    logs = [math.log(s["latency_ms"] / p) for s, p in zip(samples, predicted)]
-    return float(math.sqrt(sum(x * x for x in logs) / len(logs)))
-
-
-def select_model(samples: list[dict[str, Any]], *, winograd: bool = False,
-                 shrinks: tuple[float, ...] = SHRINKS
-                 ) -> tuple[str, float, dict[str, float], dict[str, Any]]:
-    """The (grouping, shrink) among :func:`candidates_for` whose leave-one-out spread
-    (:func:`selection_spread`) is smallest; returns them, every candidate's spread (for the
-    record) and the winner's leave-one-out ``{"predicted", "methods"}``."""
-    spreads: dict[str, float] = {}
-    runs: dict[str, dict[str, Any]] = {}
-    cands = candidates_for(len(samples), winograd=winograd, shrinks=shrinks)
-    for g, sh in cands:
-        pred, meth = leave_one_out_methods(samples, g, shrink=sh)
-        key = f"{g} shrink {sh:g}"
-        spreads[key] = selection_spread(samples, pred, meth)
-        runs[key] = {"grouping": g, "shrink": sh, "predicted": pred, "methods": meth}
-    order = list(spreads)
-    best = min(order, key=lambda k: (round(spreads[k], 6), order.index(k)))
-    r = runs[best]
-    sig = method_sigmas(samples, r["predicted"], r["methods"])
-    s_cal = sig["log_sigma_calibrated"] if sig["log_sigma_calibrated"] is not None \
-        else sig["log_sigma"]
-    eb = empirical_bayes_shrink(fit(samples, r["grouping"], shrink=r["shrink"]), s_cal)
-    if eb is not None and eb < r["shrink"]:
-        pred, meth = leave_one_out_methods(samples, r["grouping"], shrink=eb)
-        r = {"grouping": r["grouping"], "shrink": eb, "predicted": pred, "methods": meth}
-        spreads[f"{r['grouping']} shrink {eb:.3g} (empirical Bayes cap)"] = \
-            selection_spread(samples, pred, meth)
-    return r["grouping"], r["shrink"], spreads, {"predicted": r["predicted"],
-                                                 "methods": r["methods"]}
-
-
-def empirical_bayes_shrink(params: dict[str, Any], sigma: float | None) -> float | None:
-    """The shrink the rows themselves imply, ``sigma^2 / tau^2`` (a random-effects model of
-    the runtime factors: a family's mean log residual over its n rows scatters by tau^2 +
-    sigma^2 / n around 1, so the posterior mean of its log factor is ``sum / (n + sigma^2 /
-    tau^2)``); None where it cannot be told (fewer than two families, no spread between
-    them beyond the noise).
-
-    ``sigma``: the calibrated rows' leave-one-out spread (the noise of one row). Leave-one-out
-    cannot see the shrink a family seen once needs (held out, it has no factor at all); this
-    estimate can. On the published rows it agrees with leave-one-out's choice where
-    leave-one-out sees the families (Pi 4: 0.51 against 0.5; Jetson Nano: 0.19 against 0.25)
-    and caps it on the MCU (0.02 against 1), where TF-Lite Micro's reference kernels, seen
-    once, are 15x slower than the board's shared efficiencies and a shrink of 1 kept only
-    their square root."""
-    if not sigma:
-        return None
-    sh = float(params.get("shrink") or 0.0)
-    means = [(math.log(float(v["factor"])) * (v["n"] + sh) / v["n"], int(v["n"]))
-             for v in params["factors"].values() if v.get("n") and float(v["factor"]) > 0]
-    if len(means) < 2:
-        return None
-    s2 = float(sigma) ** 2
-    tau2 = sum(m * m - s2 / n for m, n in means) / len(means)
-    return s2 / tau2 if tau2 > 0 else None
 
 
 def choose_grouping(n_samples: int) -> str:
@@ -505,15 +415,6 @@ def interval_bounds(value: float, sigma: float, gap: float = 1.0,
     return low, max(value * max(1.0, gap) * math.exp(Z90 * sigma), low)
 
 
-def sample_gap(params: dict[str, Any], sample: dict[str, Any]) -> float:
-    """:func:`factor_gap` of the factor :func:`resolve_factor` gives ``sample``."""
-    key, _ = resolve_factor_key(params, sample)
-    if key is None:
-        return 1.0
-    entry = params["factors"][key]
-    return factor_gap(float(entry["factor"]), entry.get("n"), params.get("shrink"))
-
-
 def predict_sample(params: dict[str, Any], sample: dict[str, Any]) -> float:
     return predict_sample_method(params, sample)[0]
 
@@ -541,55 +442,12 @@ def leave_one_out(samples: list[dict[str, Any]], grouping: str | None = None, *,
     return out
 
 
-def leave_one_out_methods(samples: list[dict[str, Any]], grouping: str, *,
-                          shrink: float | None = None) -> tuple[list[float], list[str]]:
-    """Leave-one-out predictions (roofline basis) and the method each used."""
-    pred, meth = [], []
-    for i, s in enumerate(samples):
-        p, m = predict_sample_method(fit(samples[:i] + samples[i + 1:], grouping,
-                                         shrink=shrink), s)
-        pred.append(p)
-        meth.append(m)
-    return pred, meth
-
-
 def pooled_sigma(own: float, n: int, prior: float, weight: float = PRIOR_SIGMA_WEIGHT
                  ) -> float:
     """A log sigma of ``n`` rows' own leave-one-out spread pooled with a prior spread, which
     counts as ``weight`` rows (:data:`PRIOR_SIGMA_WEIGHT`; the LLM calibration's own
     ``POOLED_WEIGHT``)."""
     return math.sqrt((n * own ** 2 + weight * prior ** 2) / (n + weight))
-
-
-def method_sigmas(samples: list[dict[str, Any]], predicted: list[float],
-                  methods: list[str], prior_sigma: float | None = None) -> dict[str, Any]:
-    """The log-error spreads of leave-one-out predictions: every row, the rows predicted by
-    the calibrated method, the rows predicted by a transfer (precision or runtime); None
-    where no row was. With ``prior_sigma`` (the other boards' calibrated spread), the
-    calibrated spread -- the interval's base -- is pooled with it (:func:`pooled_sigma`;
-    the rows' own spread stays as ``log_sigma_calibrated_own``)."""
-    def rms(idx: list[int]) -> float | None:
-        if not idx:
-            return None
-        logs = [math.log(samples[i]["latency_ms"] / predicted[i]) for i in idx]
-        return float(math.sqrt(sum(x * x for x in logs) / len(logs)))
-
-    cal = [i for i, m in enumerate(methods) if m == "calibrated"]
-    tr = [i for i, m in enumerate(methods) if m != "calibrated"]
-    out = {"log_sigma": rms(list(range(len(samples)))), "log_sigma_calibrated": rms(cal),
-           "log_sigma_transfer": rms(tr), "n_calibrated": len(cal), "n_transfer": len(tr)}
-    if prior_sigma is not None and out["log_sigma_calibrated"] is not None:
-        out["log_sigma_calibrated_own"] = out["log_sigma_calibrated"]
-        out["log_sigma_calibrated"] = pooled_sigma(out["log_sigma_calibrated"], len(cal),
-                                                   float(prior_sigma))
-    # each runtime's own calibrated spread (an application's timings with their pre- and
-    # post-processing scatter more than a benchmark tool's): pooled with the board's by
-    # row_sigma / the predictor
-    fams: dict[str, list[int]] = {}
-    for i in cal:
-        fams.setdefault(str(samples[i].get("family")), []).append(i)
-    out["log_sigma_family"] = {f: {"own": rms(idx), "n": len(idx)} for f, idx in fams.items()}
-    return out
 
 
 def family_sigma(sigmas: dict[str, Any], family: str | None, board: float) -> float:
@@ -600,27 +458,6 @@ def family_sigma(sigmas: dict[str, Any], family: str | None, board: float) -> fl
     if not own or own.get("own") is None or not own.get("n"):
         return board
     return pooled_sigma(float(own["own"]), int(own["n"]), board)
-
-
-def row_sigma(sigmas: dict[str, Any], method: str, factors: dict[str, Any] | None = None,
-              family: str | None = None) -> float:
-    """The log spread of a prediction's interval by its method (the predictor's rule): the
-    calibrated rows' leave-one-out spread (every row's where none was calibrated); x
-    1.5 for a precision transfer; for a runtime transfer the
-    larger of the transfer rows' leave-one-out spread and the calibrated spread combined
-    with the spread of the board's runtime factors (x the predictor's widening)."""
-    s_cal = sigmas.get("log_sigma_calibrated")
-    s0 = float(s_cal if s_cal is not None else sigmas["log_sigma"])
-    if method == "calibrated":
-        return family_sigma(sigmas, family, s0)
-    if method == "precision transfer":
-        return family_sigma(sigmas, family, s0) * PRECISION_TRANSFER_WIDENING
-    logs = [math.log(float(v["factor"] if isinstance(v, dict) else v))
-            for v in (factors or {}).values()]
-    spread = math.sqrt(sum(x * x for x in logs) / len(logs)) if logs else 0.5
-    s = math.sqrt(s0 ** 2 + spread ** 2) * THREAD_TRANSFER_WIDENING
-    st = sigmas.get("log_sigma_transfer")
-    return max(s, float(st)) if st is not None else s
 
 
 def cv_summary(samples: list[dict[str, Any]], predicted: list[float],

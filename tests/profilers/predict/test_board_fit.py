@@ -12,12 +12,14 @@ import pytest
 from edgeprof.profilers.predict import predict_latency
 from edgeprof.profilers.predict.calibration import SHIPPED_DIR, calibrations_for
 from edgeprof.profilers.predict.fit import (CONV3X3, WINOGRAD_GAIN, Z90, base_ms,
-                                            candidates_for, empirical_bayes_shrink,
                                             factor_gap, fit, predict_sample_method,
-                                            resolve_factor, sample_gap, select_model)
+                                            resolve_factor)
 from edgeprof.profilers.predict.kernels import features, kernels_of
 from edgeprof.targets import get_target
-from tools.build_board_calibrations import nested_leave_one_out, transfer_factors
+# the model choice and the nested cross-validation are the build's (not installed)
+from tools.build_board_calibrations import (candidates_for, empirical_bayes_shrink,
+                                            method_sigmas, nested_leave_one_out, sample_gap,
+                                            select_model, transfer_factors)
 
 
 def _est(model, target, precision, registry):
@@ -316,7 +318,7 @@ def test_nested_intervals_pool_a_close_fold_with_the_other_boards_spread():
     interval that missed a row 10 % off. A board's calibrated spread is now pooled with the
     other boards' (as a user calibration's is with the shipped one's): no calibrated row's
     interval is narrower than the pooled spread of a perfect fit."""
-    from edgeprof.profilers.predict.fit import PRIOR_SIGMA_WEIGHT, method_sigmas, pooled_sigma
+    from edgeprof.profilers.predict.fit import PRIOR_SIGMA_WEIGHT, pooled_sigma
 
     samples = _synthetic_gpu()  # exact: the inner spreads are ~0
     bare = nested_leave_one_out(samples, winograd=True)
