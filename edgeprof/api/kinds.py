@@ -27,21 +27,25 @@ from edgeprof.core.errors import UnsupportedError, UserError
 from edgeprof.core.kinds import GENERATIVE, KIND_WORDS, TENSOR, model_kind
 
 
-def _refuse_other_kind(model: Any, kind: str, given: Mapping[str, bool]) -> None:
-    """A ``UserError`` naming the first option of ``given`` (name -> whether it was given)
-    that applies to the other kind of model only."""
+def _shown(model: Any) -> Any:
+    """``model`` as a message names it: a path or name as given, else its type's name."""
+    return model if isinstance(model, (str, os.PathLike)) else type(model).__name__
+
+
+def _refuse_other_kind(model: Any, kind: str, **options: Any) -> None:
+    """A ``UserError`` naming the first of ``options`` given (not None) that applies to the
+    other kind of model only."""
     other = GENERATIVE if kind == TENSOR else TENSOR
-    for name, was_given in given.items():
-        if was_given:
-            shown = model if isinstance(model, (str, os.PathLike)) else type(model).__name__
-            raise UserError(f"{name} applies to {KIND_WORDS[other]}; {shown} is a {kind} "
-                            "model")
+    for name, value in options.items():
+        if value is not None:
+            raise UserError(f"{name} applies to {KIND_WORDS[other]}; {_shown(model)} is a "
+                            f"{kind} model")
 
 
-def _merge_option(run_options: dict[str, Any], key: str, value: Any, name: str) -> None:
+def _merge_option(run_options: dict[str, Any], key: str, value: Any) -> None:
     """``run_options[key] = value``, a ``UserError`` when run_options already says otherwise."""
     if key in run_options and run_options[key] != value:
-        raise UserError(f"{name}={value!r} and run_options['{key}']={run_options[key]!r} "
+        raise UserError(f"{key}={value!r} and run_options['{key}']={run_options[key]!r} "
                         "disagree; give one")
     run_options[key] = value
 
@@ -85,34 +89,33 @@ def profile(model: Any, target: Any = None, backends: Sequence[str] | str | None
     for a tensor one ...) is a ``UserError`` naming it. When ``out`` cannot be written the
     ``OutputError`` carries the report (``.result``), as for the functions it calls."""
     kind = model_kind(model)
-    tensor_only = {"batch_size": batch_size is not None, "input_shapes": input_shapes is not None,
-                   "input_dtypes": input_dtypes is not None,
-                   "stream_rate_fps": stream_rate_fps is not None,
-                   "latency_budget_ms": latency_budget_ms is not None,
-                   "run_options": run_options is not None, "recalibrate": bool(recalibrate),
-                   "trace": bool(trace), "calibration_data": calibration_data is not None}
-    generative_only = {"prompt_tokens": prompt_tokens is not None,
-                       "gen_tokens": gen_tokens is not None, "depths": depths is not None,
-                       "repetitions": repetitions is not None, "workdir": workdir is not None}
     if kind == GENERATIVE:
-        _refuse_other_kind(model, kind, tensor_only)
-        return _profile_generative(
-            model, target=target, backends=backends, precisions=precisions, threads=threads,
-            device=device, warmup=warmup, isolate=isolate, timeout_s=timeout_s, out=out,
-            plugins=plugins, targets_dir=targets_dir, progress=progress, fleet=fleet,
-            calibration=calibration, prompt_tokens=prompt_tokens, gen_tokens=gen_tokens,
-            depths=depths, repetitions=repetitions, workdir=workdir)
-    _refuse_other_kind(model, kind, generative_only)
+        _refuse_other_kind(model, kind, batch_size=batch_size, input_shapes=input_shapes,
+                           input_dtypes=input_dtypes, stream_rate_fps=stream_rate_fps,
+                           latency_budget_ms=latency_budget_ms, run_options=run_options,
+                           recalibrate=recalibrate or None, trace=trace or None,
+                           calibration_data=calibration_data)
+        from edgeprof.api.generative import profile_generative
+
+        # the test shape given; profile_generative's own defaults for the rest
+        shape = {k: v for k, v in (("prompt_tokens", prompt_tokens), ("gen_tokens", gen_tokens),
+                                   ("depths", depths), ("repetitions", repetitions),
+                                   ("warmup", warmup)) if v is not None}
+        return profile_generative(
+            model, backends="llama_cpp" if backends is None else backends,
+            precisions=precisions, target=target, threads=threads, device=device,
+            isolate=isolate, timeout_s=timeout_s, out=out, plugins=plugins,
+            targets_dir=targets_dir, progress=progress, fleet=fleet, calibration=calibration,
+            workdir=workdir, **shape)
+    _refuse_other_kind(model, kind, prompt_tokens=prompt_tokens, gen_tokens=gen_tokens,
+                       depths=depths, repetitions=repetitions, workdir=workdir)
     from edgeprof.api.profiling import profile as profile_tensor
 
     options = dict(run_options or {})
-    for name, key, value, given in (("device", "device", device, device is not None),
-                                    ("warmup", "warmup", warmup, warmup is not None),
-                                    ("isolate", "isolate", True, bool(isolate)),
-                                    ("timeout_s", "timeout_s", timeout_s,
-                                     timeout_s is not None)):
-        if given:
-            _merge_option(options, key, value, name)
+    for key, value in (("device", device), ("warmup", warmup),
+                       ("isolate", True if isolate else None), ("timeout_s", timeout_s)):
+        if value is not None:
+            _merge_option(options, key, value)
     return profile_tensor(
         model, target="host" if target is None else target,
         backends=("torch_eager",) if backends is None else backends,
@@ -122,20 +125,6 @@ def profile(model: Any, target: Any = None, backends: Sequence[str] | str | None
         run_options=options or None, out=out, plugins=plugins, targets_dir=targets_dir,
         recalibrate=recalibrate, trace=trace, calibration_data=calibration_data,
         progress=progress, fleet=fleet, calibration=calibration)
-
-
-def _profile_generative(model: Any, *, target: Any, backends: Any, precisions: Any,
-                        warmup: int | None, prompt_tokens: int | None,
-                        gen_tokens: int | None, depths: Any, repetitions: int | None,
-                        **options: Any) -> Any:
-    """``profile_generative`` with its own defaults for what was not given."""
-    from edgeprof.api.generative import profile_generative
-
-    shape = {k: v for k, v in (("prompt_tokens", prompt_tokens), ("gen_tokens", gen_tokens),
-                               ("depths", depths), ("repetitions", repetitions),
-                               ("warmup", warmup)) if v is not None}
-    return profile_generative(model, backends="llama_cpp" if backends is None else backends,
-                              precisions=precisions, target=target, **shape, **options)
 
 
 # --------------------------------------------------------------------------- predict
@@ -165,16 +154,14 @@ def predict(model: Any, target: Any, backend: str, precision: str | None = None,
     An option of the other kind is a ``UserError`` naming it."""
     kind = model_kind(model)
     if kind == GENERATIVE:
-        _refuse_other_kind(model, kind, {"input_shapes": input_shapes is not None,
-                                         "input_dtypes": input_dtypes is not None})
+        _refuse_other_kind(model, kind, input_shapes=input_shapes, input_dtypes=input_dtypes)
         return _predict_generative(model, target, backend, precision, threads=threads,
                                    device=device, calibration=calibration,
                                    build=runtime_version, plugins=plugins,
                                    targets_dir=targets_dir, prompt_tokens=prompt_tokens,
                                    gen_tokens=gen_tokens, depth=depth)
-    _refuse_other_kind(model, kind, {"prompt_tokens": prompt_tokens is not None,
-                                     "gen_tokens": gen_tokens is not None,
-                                     "depth": depth is not None})
+    _refuse_other_kind(model, kind, prompt_tokens=prompt_tokens, gen_tokens=gen_tokens,
+                       depth=depth)
     from edgeprof.api.predictions import predict as predict_tensor
 
     return predict_tensor(model, target, backend, "fp32" if precision is None else precision,
@@ -233,9 +220,8 @@ def _call(func: Any, model: Any, kind: str, verb: str, *args: Any, also: Any = N
              for n, p in inspect.signature(f).parameters.items() if p.kind is p.KEYWORD_ONLY]
     for name in options:
         if name not in takes:
-            shown = model if isinstance(model, (str, os.PathLike)) else type(model).__name__
-            raise UserError(f"{verb}() takes no option '{name}' for {shown}, a {kind} model; "
-                            f"its options: {', '.join(dict.fromkeys(takes))}")
+            raise UserError(f"{verb}() takes no option '{name}' for {_shown(model)}, a {kind} "
+                            f"model; its options: {', '.join(dict.fromkeys(takes))}")
     return func(model, *args, **options)
 
 

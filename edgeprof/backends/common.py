@@ -294,6 +294,32 @@ def reference_outputs(handle: Any, input_sets: Sequence[Sequence[Any]]) -> tuple
                            "model itself, so the conversion's outputs are not compared")
 
 
+def converted(backend: Any, model: Any, precision: str,
+              calibration: Any = None) -> tuple[Any, Any]:
+    """``(model, artifact)``: ``model``, with the real samples of ``calibration`` (a .npz)
+    where given, converted by the conversion graph along ``backend``'s route to its format at
+    ``precision`` (cached): the first step of a backend's ``build``."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from edgeprof.core.plugins import get_graph
+
+    if calibration is not None:
+        model = replace(model, calibration=Path(calibration))
+    route = backend.route(model.format, precision)
+    return model, get_graph().convert(model, route, backend=backend.name,
+                                      requested_precision=precision)
+
+
+def built(backend: Any, artifact: Any, model: Any, precision: str, checked: str) -> Any:
+    """The last step of a backend's ``build``: ``artifact`` marked as ``backend``'s for the
+    requested ``precision``, its agreement with ``model`` measured at the tolerance of
+    ``checked`` (:func:`ensure_agreement`)."""
+    artifact.manifest.backend, artifact.manifest.requested_precision = backend.name, precision
+    ensure_agreement(backend, artifact, model, checked)
+    return artifact
+
+
 def ensure_agreement(backend: Any, artifact: Any, model: Any, precision: str) -> dict[str, Any]:
     """The artifact's agreement with its source model, measured once (at build) and kept in
     its manifest: the artifact runs on :func:`varied_inputs` through ``backend.load``."""

@@ -136,26 +136,16 @@ class NativeRuntime:
         format converted (cached), the artifact's outputs checked against the source model.
         A file already in the format (``native``) runs as given; edgeprof does not
         re-quantize it."""
-        from dataclasses import replace
-
-        from edgeprof.backends.common import ensure_agreement
-        from edgeprof.core.plugins import get_graph
+        from edgeprof.backends.common import built, converted
 
         self.check_precision(precision)
-        if calibration is not None:
-            model = replace(model, calibration=Path(calibration))
-        route = self.route(model.format, precision)
-        artifact = get_graph().convert(model, route, backend=self.name,
-                                       requested_precision=precision)
+        model, artifact = converted(self, model, precision, calibration)
         stored = artifact.manifest.stored_precision or "fp32"
         if self.native and not artifact.manifest.route and precision != "fp32":
             raise UnsupportedError(f"'{Path(model.path).name}' is {self.native}; edgeprof does "
                                    "not re-quantize it, ask for fp32 (or give the source model)",
                                    backend=self.name, precision=precision)
-        artifact.manifest.backend = self.name
-        artifact.manifest.requested_precision = precision
-        ensure_agreement(self, artifact, model, self.agreement(stored, precision))
-        return artifact
+        return built(self, artifact, model, precision, self.agreement(stored, precision))
 
     def executed(self, precision: str) -> tuple[str, str | None]:
         """(the precision that ran, a note or None) of a request on this CPU: an fp16 one

@@ -276,25 +276,15 @@ class OnnxRuntimeBackend(Backend):
 
     def build(self, model, precision: str, calibration: Any = None):
         """torch/tflite/... -> ONNX by the conversion graph, then ORT's own quantization."""
-        from dataclasses import replace
-
-        from edgeprof.backends.common import ensure_agreement
-        from edgeprof.core.plugins import get_graph
+        from edgeprof.backends.common import built, converted
 
         self.check_precision(precision)
-        if calibration is not None:
-            model = replace(model, calibration=Path(calibration))
         canonical = "int8_static" if precision == "int8" else precision
-        route = self.route(model.format, precision)
-        base = get_graph().convert(model, route, backend=self.name,
-                                   requested_precision=precision)
-        artifact = base
+        model, artifact = converted(self, model, precision, calibration)
         if canonical in QUANTIZERS:
-            artifact = quantized_artifact(base, canonical, model, backend=self.name,
+            artifact = quantized_artifact(artifact, canonical, model, backend=self.name,
                                           requested=precision)
-        artifact.manifest.backend, artifact.manifest.requested_precision = self.name, precision
-        ensure_agreement(self, artifact, model, canonical)
-        return artifact
+        return built(self, artifact, model, precision, canonical)
 
     def load(self, artifact, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
         """An InferenceSession on the artifact's .onnx (imports only onnxruntime)."""

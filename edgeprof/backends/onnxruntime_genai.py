@@ -107,16 +107,12 @@ FORMAT_LAYOUTS: dict[str, FormatInfo] = {
 BUILD_TIMEOUT_S = 3600
 
 
-def _installed(dist: str) -> bool:
-    return bool(dist_version(dist))
-
-
 def _version() -> str:
     return dist_version("onnxruntime-genai") or dist_version("onnxruntime-genai-cuda")
 
 
 #: the CUDA build of the package ships as its own distribution
-_DEVICES = ("cpu", "cuda") if _installed("onnxruntime-genai-cuda") else ("cpu",)
+_DEVICES = ("cpu", "cuda") if dist_version("onnxruntime-genai-cuda") else ("cpu",)
 
 
 def first_error_line(text: str) -> str:

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from edgeprof.backends.common import arrays_to_numpy as _to_numpy
+# _physical_cores: kept for benchmarks/openvino_vs_benchmark_app.py
+from edgeprof.backends.common import physical_cores as _physical_cores
 from edgeprof.core.backend import Backend, Capabilities, PreparedModel, RunConfig
 from edgeprof.core.errors import ModelError, UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
@@ -35,12 +37,6 @@ MAC_LAYERS = ("Convolution", "GroupConvolution", "Deconvolution", "FullyConnecte
 OV_TO_PRECISION = {"f32": "fp32", "bf16": "bf16", "f16": "fp16", "i8": "int8_static",
                    "u8": "int8_static"}
 CALIBRATION_SEEDS = tuple(range(1001, 1017))
-
-
-def _physical_cores() -> int:  # kept for benchmarks/openvino_vs_benchmark_app.py
-    from edgeprof.backends.common import physical_cores
-
-    return physical_cores()
 
 
 def _quiet_nncf():
@@ -263,11 +259,8 @@ class OpenVINOBackend(Backend):
 
     def build(self, model, precision: str, calibration: Any = None):
         """Any format -> IR by the conversion graph, then NNCF for int8 / weight compression."""
-        from dataclasses import replace
-
-        from edgeprof.backends.common import ensure_agreement
+        from edgeprof.backends.common import built, converted
         from edgeprof.core.importing import modules_present
-        from edgeprof.core.plugins import get_graph
 
         self.check_precision(precision)
         canonical = "int8_static" if precision == "int8" else precision
@@ -275,27 +268,20 @@ class OpenVINOBackend(Backend):
         if missing:
             raise UnsupportedError(f"{canonical} on openvino needs '{missing}': "
                                    f"{self.install_hint}", backend=self.name, precision=precision)
-        if calibration is not None:
-            model = replace(model, calibration=Path(calibration))
-        route = self.route(model.format, precision)
-        base = get_graph().convert(model, route, backend=self.name,
-                                   requested_precision=precision)
-        read_ov_model(base.entry_path)  # one-line ModelError for an unreadable IR
-        artifact = base
+        model, artifact = converted(self, model, precision, calibration)
+        read_ov_model(artifact.entry_path)  # one-line ModelError for an unreadable IR
         if canonical in NNCF_PRECISIONS:
-            artifact = nncf_artifact(base, canonical, model, requested=precision)
-        artifact.manifest.backend, artifact.manifest.requested_precision = self.name, precision
-        ensure_agreement(self, artifact, model, canonical)
-        return artifact
+            artifact = nncf_artifact(artifact, canonical, model, requested=precision)
+        return built(self, artifact, model, precision, canonical)
 
     def load(self, artifact, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
         """Compile the artifact's IR on the CPU plugin (imports only openvino)."""
         import openvino as ov
 
-        from edgeprof.backends.common import describe_artifact, physical_cores
+        from edgeprof.backends.common import describe_artifact
 
         precision = "int8_static" if config.precision == "int8" else config.precision
-        threads = {"intra_op": config.threads or physical_cores(), "inter_op": 1}
+        threads = {"intra_op": config.threads or _physical_cores(), "inter_op": 1}
         t0 = time.perf_counter()
         notes: list[str] = []
         core = ov.Core()

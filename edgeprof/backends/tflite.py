@@ -145,27 +145,18 @@ class TFLiteBackend(Backend):
     def build(self, model, precision: str, calibration: Any = None):
         """Any format -> .tflite by the conversion graph (the last converter produces the
         precision: LiteRT does not quantize a .tflite itself)."""
-        from dataclasses import replace
-
-        from edgeprof.backends.common import ensure_agreement
+        from edgeprof.backends.common import built, converted
         from edgeprof.backends.tflite_convert import canonical_precision
-        from edgeprof.core.plugins import get_graph
 
         requested = canonical_precision(precision)
-        if calibration is not None:
-            model = replace(model, calibration=Path(calibration))
-        route = self.route(model.format, precision)
-        artifact = get_graph().convert(model, route, backend=self.name,
-                                       requested_precision=precision)
+        model, artifact = converted(self, model, precision, calibration)
         stored = self._file_precision(artifact.entry_path)
         if not artifact.manifest.route and stored != requested:
             raise UnsupportedError(
                 f"'{Path(model.path).name}' is a {stored} .tflite model; edgeprof does not "
                 f"re-quantize .tflite files, ask for precision {stored} (or give the source "
                 "model)", backend=self.name, precision=precision)
-        artifact.manifest.backend, artifact.manifest.requested_precision = self.name, precision
-        ensure_agreement(self, artifact, model, stored)
-        return artifact
+        return built(self, artifact, model, precision, stored)
 
     def load(self, artifact, config: RunConfig, inputs: Sequence[Any]) -> PreparedModel:
         """The LiteRT interpreter on the artifact's .tflite (imports only ai_edge_litert)."""

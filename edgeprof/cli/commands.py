@@ -15,7 +15,7 @@ from edgeprof.cli.common import (Progress, api_options, in_flag_words, keeping_r
                                  make_console)
 from edgeprof.cli.fleet import print_boards, profile_fleet
 from edgeprof.cli.render import fmt_number
-from edgeprof.core.errors import OutputError, UserError
+from edgeprof.core.errors import UserError
 
 
 # --------------------------------------------------------------------------- commands
@@ -68,12 +68,15 @@ def cmd_plugins(args) -> int:
     return 0
 
 
-def _timing_options(args) -> dict[str, Any]:
-    """The tensor harness's own flags (runs, min/max time, backend options) as
-    ``run_options``; the flags both kinds take (device, warmup, isolate, timeout) are the
-    verbs' own keywords."""
-    return {k: v for k, v in _run_options(args).items()
-            if k not in ("device", "warmup", "isolate", "timeout_s")}
+def _with_timing(args, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with the tensor harness's own flags (runs, min/max time, backend options),
+    where any was given, as ``run_options``; the flags both kinds take (device, warmup,
+    isolate, timeout) are the verbs' own keywords."""
+    timing = {k: v for k, v in _run_options(args).items()
+              if k not in ("device", "warmup", "isolate", "timeout_s")}
+    if timing:
+        options["run_options"] = timing
+    return options
 
 
 def _run_options(args) -> dict[str, Any]:
@@ -112,10 +115,7 @@ def cmd_profile(args) -> int:
     from edgeprof.api import profile
 
     progress = Progress(enabled=not args.json)
-    options = api_options(args, PROFILE_OPTIONS)
-    timing = _timing_options(args)
-    if timing:
-        options["run_options"] = timing
+    options = _with_timing(args, api_options(args, PROFILE_OPTIONS))
     report, unwritten = keeping_results(progress, lambda: profile(
         args.model, fleet=profile_fleet(args), progress=progress, **options))
     if args.json:
@@ -226,17 +226,13 @@ PREDICT_VIEWS = {"tensor": _show_prediction, "generative": llm.show_estimate}
 def cmd_batch(args) -> int:
     from edgeprof.api import batch_sizes
 
-    unwritten = None
-    try:
-        rep = batch_sizes(args.model, args.batch_sizes, target=args.target, backend=args.backend,
-                          precision=args.precision, latency_budget_ms=args.latency_budget_ms,
-                          run_options=_run_options(args), input_shapes=args.input_shape or None,
-                          input_dtypes=args.input_dtype or None, plugins=args.plugins,
-                          targets_dir=args.targets_dir, out=args.out)
-    except OutputError as e:  # measured, but --out could not be written: show it, then fail
-        if e.result is None:
-            raise
-        rep, unwritten = e.result, e
+    # measured, but --out could not be written: show it, then fail
+    rep, unwritten = keeping_results(None, lambda: batch_sizes(
+        args.model, args.batch_sizes, target=args.target, backend=args.backend,
+        precision=args.precision, latency_budget_ms=args.latency_budget_ms,
+        run_options=_run_options(args), input_shapes=args.input_shape or None,
+        input_dtypes=args.input_dtype or None, plugins=args.plugins,
+        targets_dir=args.targets_dir, out=args.out))
     from edgeprof.cli.render import batch_problems, render_batch
 
     if args.json:
@@ -404,10 +400,7 @@ def cmd_optimize(args) -> int:
     here, the best that meets the constraints chosen), shown; exit 4 when none meets them."""
     from edgeprof.api import optimize
 
-    options = api_options(args, OPTIMIZE_OPTIONS)
-    timing = _timing_options(args)
-    if timing:
-        options["run_options"] = timing
+    options = _with_timing(args, api_options(args, OPTIMIZE_OPTIONS))
     progress = Progress(enabled=not args.json)
     result, unwritten = keeping_results(progress, lambda: optimize(
         args.model, args.target, progress=progress, **options))

@@ -87,7 +87,8 @@ def api_options(args: argparse.Namespace, names: Mapping[str, str]) -> dict[str,
 
 def keeping_results(progress, call):
     """Run ``call``; when it measured but ``--out`` could not be written, keep the results
-    (to print them) and the error (to raise after printing)."""
+    (to print them) and the error (to raise after printing). ``progress`` (or None) is
+    stopped either way."""
     try:
         return call(), None
     except OutputError as e:
@@ -95,7 +96,8 @@ def keeping_results(progress, call):
             raise
         return e.result, e
     finally:
-        progress.stop()
+        if progress is not None:
+            progress.stop()
 
 
 # ----------------------------------------------------------------------- argument types

@@ -133,6 +133,11 @@ class LayerEstimate:
     )
 
 
+def _layer_sum(column: str, kind: type) -> property:
+    """A property: the sum of the rows' ``column``, as ``kind`` (int or float)."""
+    return property(lambda self: kind(sum(getattr(r, column) for r in self.layers)))
+
+
 @dataclass
 class Estimate:
     """The analytic view of one model on one target at one precision."""
@@ -164,33 +169,16 @@ class Estimate:
     prediction: Any = None
 
     # totals -------------------------------------------------------------------------
-    @property
-    def total_macs(self) -> int:
-        return int(sum(r.macs for r in self.layers))
+    total_macs = _layer_sum("macs", int)
+    total_other_ops = _layer_sum("other_ops", int)
+    activation_bytes = _layer_sum("activation_bytes", float)
+    roofline_latency_ms = _layer_sum("roofline_latency_ms", float)
+    compute_ms = _layer_sum("compute_ms", float)
+    memory_ms = _layer_sum("memory_ms", float)
 
     @property
     def total_flops(self) -> int:
         return 2 * self.total_macs
-
-    @property
-    def total_other_ops(self) -> int:
-        return int(sum(r.other_ops for r in self.layers))
-
-    @property
-    def activation_bytes(self) -> float:
-        return float(sum(r.activation_bytes for r in self.layers))
-
-    @property
-    def roofline_latency_ms(self) -> float:
-        return float(sum(r.roofline_latency_ms for r in self.layers))
-
-    @property
-    def compute_ms(self) -> float:
-        return float(sum(r.compute_ms for r in self.layers))
-
-    @property
-    def memory_ms(self) -> float:
-        return float(sum(r.memory_ms for r in self.layers))
 
     @property
     def bound(self) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,27 @@ def _quantity(raw: Any, path: Path, fld: str, unit: str) -> Quantity:
         raise TargetError("source must be a non-empty string saying where the figure comes "
                           "from", path=path, field=fld)
     return Quantity(float(v), unit, raw["source"])
+
+
+def _known_keys(raw: dict, allowed: Sequence[str], path: Path, fld: str | None,
+                say: str = "allowed") -> None:
+    """A ``TargetError`` naming the first key of ``raw`` (sorted) not in ``allowed`` (under
+    ``fld``); the message lists ``allowed`` in its order after ``say``."""
+    extra = sorted(set(raw) - set(allowed))
+    if extra:
+        raise TargetError(f"unknown key; {say}: {', '.join(allowed)}", path=path,
+                          field=f"{fld}.{extra[0]}" if fld else extra[0])
+
+
+def _text(table: dict, key: str, path: Path, fld: str, required: bool = False) -> str | None:
+    """``table[key]``, a non-empty string; None where it is not given (a ``TargetError``
+    where it is ``required``)."""
+    if required and key not in table:
+        raise TargetError("missing", path=path, field=f"{fld}.{key}")
+    value = table.get(key)
+    if (required or value is not None) and (not isinstance(value, str) or not value.strip()):
+        raise TargetError("must be a non-empty string", path=path, field=f"{fld}.{key}")
+    return value
 
 
 def _str(data: dict, key: str, path: Path, choices: tuple[str, ...] | None = None,
@@ -106,21 +128,14 @@ def _processors(raw: Any, path: Path) -> dict[str, Processor]:
         if not isinstance(table, dict):
             raise TargetError("must be a table with kind, name, cores, peak (and optionally "
                               "frequency, bandwidth)", path=path, field=fld)
-        extra = set(table) - PROCESSOR_KEYS
-        if extra:
-            raise TargetError(f"unknown key; allowed: {', '.join(sorted(PROCESSOR_KEYS))}",
-                              path=path, field=f"{fld}.{sorted(extra)[0]}")
+        _known_keys(table, sorted(PROCESSOR_KEYS), path, fld)
         kind = table.get("kind")
         if kind is None:
             raise TargetError("missing", path=path, field=f"{fld}.kind")
         if kind not in PROCESSOR_KINDS:
             raise TargetError(f"{kind!r} is not one of {', '.join(PROCESSOR_KINDS)}", path=path,
                               field=f"{fld}.kind")
-        if "name" not in table:
-            raise TargetError("missing", path=path, field=f"{fld}.name")
-        name = table["name"]
-        if not isinstance(name, str) or not name.strip():
-            raise TargetError("must be a non-empty string", path=path, field=f"{fld}.name")
+        name = _text(table, "name", path, fld, required=True)
         if "cores" not in table:
             raise TargetError("missing", path=path, field=f"{fld}.cores")
         cores = _quantity(table["cores"], path, f"{fld}.cores", "count")
@@ -148,10 +163,7 @@ def _mode_figures(raw: Any, section: str, path: Path, fld: str) -> dict[str, Qua
         raise TargetError("must be a table", path=path, field=fld)
     spec = MODE_FIGURES[section]
     allowed = set(spec) | ({"peak"} if section == "compute" else set())
-    extra = set(raw) - allowed
-    if extra:
-        raise TargetError(f"unknown key; a mode may change: {', '.join(sorted(allowed))}",
-                          path=path, field=f"{fld}.{sorted(extra)[0]}")
+    _known_keys(raw, sorted(allowed), path, fld, "a mode may change")
     return {k: _quantity(raw[k], path, f"{fld}.{k}", unit) for k, unit in spec.items()
             if k in raw}
 
@@ -175,18 +187,12 @@ def _mode(name: Any, raw: Any, path: Path, base: Target) -> Mode:
                           "which separates it from the target id)", path=path, field=fld)
     if not isinstance(raw, dict):
         raise TargetError("must be a table [modes.<name>]", path=path, field=fld)
-    extra = set(raw) - MODE_KEYS
-    if extra:
-        raise TargetError(f"unknown key; allowed: {', '.join(sorted(MODE_KEYS))}", path=path,
-                          field=f"{fld}.{sorted(extra)[0]}")
+    _known_keys(raw, sorted(MODE_KEYS), path, fld)
     desc = raw.get("description")
     if not isinstance(desc, str) or not desc.strip():
         raise TargetError("missing: a non-empty string saying what the mode is and how it "
                           "is set", path=path, field=f"{fld}.description")
-    processor, title = raw.get("processor"), raw.get("name")
-    for key, text in (("processor", processor), ("name", title)):
-        if text is not None and (not isinstance(text, str) or not text.strip()):
-            raise TargetError("must be a non-empty string", path=path, field=f"{fld}.{key}")
+    processor, title = _text(raw, "processor", path, fld), _text(raw, "name", path, fld)
     figs: dict[str, Quantity] = {}
     peak: dict[str, Quantity] = {}
     for section in MODE_FIGURES:
@@ -215,14 +221,9 @@ def _mode(name: Any, raw: Any, path: Path, base: Target) -> Mode:
                               f"tables, it does not add them", path=path, field=pfld)
         if not isinstance(table, dict):
             raise TargetError("must be a table", path=path, field=pfld)
-        allowed = {"name", "peak", *MODE_PROCESSOR_FIGURES}
-        extra = set(table) - allowed
-        if extra:
-            raise TargetError(f"unknown key; a mode may change: {', '.join(sorted(allowed))}",
-                              path=path, field=f"{pfld}.{sorted(extra)[0]}")
-        pname = table.get("name")
-        if pname is not None and (not isinstance(pname, str) or not pname.strip()):
-            raise TargetError("must be a non-empty string", path=path, field=f"{pfld}.name")
+        _known_keys(table, sorted({"name", "peak", *MODE_PROCESSOR_FIGURES}), path, pfld,
+                    "a mode may change")
+        pname = _text(table, "name", path, pfld)
         q = {k: _quantity(table[k], path, f"{pfld}.{k}", unit)
              for k, unit in MODE_PROCESSOR_FIGURES.items() if k in table}
         if "cores" in q:
@@ -256,10 +257,7 @@ def _modes(raw: Any, path: Path, base: Target) -> dict[str, Mode]:
 def target_from_dict(data: dict[str, Any], *, target_id: str, path: Path,
                      sha256: str | None = None, is_host: bool = False) -> Target:
     """Validate a parsed descriptor and build a :class:`Target`."""
-    unknown = set(data) - TOP_KEYS
-    if unknown:
-        raise TargetError(f"unknown key; allowed: {', '.join(sorted(TOP_KEYS))}", path=path,
-                          field=sorted(unknown)[0])
+    _known_keys(data, sorted(TOP_KEYS), path, None)
     name = _str(data, "name", path)
     kind = _str(data, "kind", path, KINDS)
     strategy_class = _str(data, "strategy_class", path, STRATEGY_CLASSES)
@@ -277,11 +275,8 @@ def target_from_dict(data: dict[str, Any], *, target_id: str, path: Path,
         raw = data.get(section)
         if not isinstance(raw, dict):
             raise TargetError("missing table", path=path, field=section)
-        allowed = set(spec) | ({"peak"} if section == "compute" else set())
-        extra = set(raw) - allowed
-        if extra:
-            raise TargetError(f"unknown key; allowed: {', '.join(sorted(allowed))}", path=path,
-                              field=f"{section}.{sorted(extra)[0]}")
+        _known_keys(raw, sorted(set(spec) | ({"peak"} if section == "compute" else set())),
+                    path, section)
         got: dict[str, Quantity] = {}
         for fld, (unit, required) in spec.items():
             if fld in raw:
@@ -300,10 +295,7 @@ def target_from_dict(data: dict[str, Any], *, target_id: str, path: Path,
     s = data.get("strategy")
     if not isinstance(s, dict):
         raise TargetError("missing table", path=path, field="strategy")
-    extra = set(s) - set(STRATEGY_KEYS)
-    if extra:
-        raise TargetError(f"unknown key; allowed: {', '.join(STRATEGY_KEYS)}", path=path,
-                          field=f"strategy.{sorted(extra)[0]}")
+    _known_keys(s, list(STRATEGY_KEYS), path, "strategy")
     for k, typ in STRATEGY_KEYS.items():
         if k not in s:
             raise TargetError("missing", path=path, field=f"strategy.{k}")
