@@ -269,16 +269,10 @@ class OptimizeReport:
 def plot_latency_vs_accuracy(report: OptimizeReport, path: str | os.PathLike) -> Path:
     """Scatter of latency (x) vs accuracy (y) per measured candidate, accepted ones filled,
     the chosen one marked; 180 DPI, matplotlib's Agg canvas (no pyplot)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from edgeprof.core.io import write_with
-    from edgeprof.profilers.report.plots import DPI
+    from edgeprof.profilers.report.plots import new_axes, save_png
 
     pts = [r for r in report.candidates if r.ok and r.accuracy is not None]
-    fig = Figure(figsize=(8.0, 5.5))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
+    fig, ax = new_axes((8.0, 5.5))
     for accepted, marker, color in ((True, "o", "tab:green"), (False, "x", "tab:red")):
         sel = [r for r in pts if r.accepted == accepted]
         if sel:
@@ -304,8 +298,7 @@ def plot_latency_vs_accuracy(report: OptimizeReport, path: str | os.PathLike) ->
     ax.set_title(f"{report.model.get('name')} on {report.target.id}: latency vs accuracy")
     if pts:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    return write_with(path, lambda p: fig.savefig(p, dpi=DPI, format="png"))
+    return save_png(fig, path)
 
 
 __all__ = ["CandidateResult", "OptimizeReport", "SCHEMA_VERSION", "STRATEGY_COLUMNS",

@@ -186,10 +186,7 @@ class Plan:
                                f"most aggressive plan: {self.failing_reasons.get(name, '')}{more}")
 
     def step(self, kind: str) -> Step | None:
-        for s in reversed(self.steps):
-            if s.kind == kind:
-                return s
-        return None
+        return next((s for s in reversed(self.steps) if s.kind == kind), None)
 
     def to_dict(self) -> dict[str, Any]:
         return clean({
@@ -300,10 +297,7 @@ class RouterContext:
 
     # -- steps --------------------------------------------------------------------
     def step(self, kind: str) -> Step | None:
-        for s in reversed(self.steps):
-            if s.kind == kind:
-                return s
-        return None
+        return next((s for s in reversed(self.steps) if s.kind == kind), None)
 
     def replace_step(self, new: Step) -> None:
         for i, s in enumerate(self.steps):

@@ -175,6 +175,15 @@ def _list(raw: dict, key: str, path: Path, kind: type, *, required: bool = True,
     return list(v)
 
 
+def _known(path: Path, field_: str, check: Callable[[str], Any], items: list[str]) -> None:
+    """Each item through ``check`` (a lookup): its EdgeprofError, a ConfigError naming field_."""
+    for item in items:
+        try:
+            check(item)
+        except EdgeprofError as e:
+            raise ConfigError(str(e), path=path, field=field_) from None
+
+
 def _load_generate(table: Any, path: Path, top_targets: list[str], run_threads: Any, reg,
                    check_target: Callable[[str], Any]) -> GenerateGrid:
     """The ``[generate]`` table: every mistake a ConfigError naming ``generate.KEY``."""
@@ -209,11 +218,7 @@ def _load_generate(table: Any, path: Path, top_targets: list[str], run_threads: 
     if not targets:
         raise ConfigError("missing; give a list of targets (top level or in [generate])",
                           path=path, field="targets")
-    for t in got["targets"]:
-        try:
-            check_target(t)
-        except EdgeprofError as e:
-            raise ConfigError(str(e), path=path, field="generate.targets") from None
+    _known(path, "generate.targets", check_target, got["targets"])
     classes: dict[str, type] = {}
     for b in got["backends"]:
         try:
@@ -314,17 +319,9 @@ def load_sweep(path: str | os.PathLike, *, overrides: dict[str, Any] | None = No
             raise ConfigError(f"must be positive, got {v!r}", path=path, field=f"run.{k}")
     reg = get_registry(plugins)
     treg = get_target_registry(targets_dir, plugins)
-
-    def known(kind: str, field_: str, check: Callable[[str], Any], items: list[str]) -> None:
-        for item in items:
-            try:
-                check(item)
-            except EdgeprofError as e:
-                raise ConfigError(str(e), path=path, field=field_) from None
-
-    known("target", "targets", lambda t: t in treg.ids() or treg.get(t), targets)
-    known("backend", "backends", reg.backend, backends)
-    known("precision", "precisions", get_precision, precisions)
+    _known(path, "targets", lambda t: t in treg.ids() or treg.get(t), targets)
+    _known(path, "backends", reg.backend, backends)
+    _known(path, "precisions", get_precision, precisions)
     handles = {}
     for m in models:
         spec = m

@@ -191,8 +191,8 @@ def _generative_row(r: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
         return (g.get(name) or {}).get(key) if ok else None
 
     shape = _job_shape(r["job_key"])
-    row = {k: None for k in COLUMNS}
-    row.update({
+    return {
+        **dict.fromkeys(COLUMNS),  # every column, in COLUMNS' order
         "model": r["model"], "target": r["target"], "backend": r["backend"],
         "precision": r["precision"], "device": _device_of(rec, g),
         "status": r["status"], "reason": r["reason"],
@@ -205,17 +205,11 @@ def _generative_row(r: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
         "n_gen": g.get("n_gen") or shape.get("n_gen"),
         "n_depth": g.get("n_depth", shape.get("n_depth")),
         "repetitions": g.get("repetitions") or None,
-        "pp_median_ts": fig("prefill_tokens_per_s", "median"),
-        "pp_stddev_ts": fig("prefill_tokens_per_s", "stddev"),
-        "pp_min_ts": fig("prefill_tokens_per_s", "min"),
-        "pp_max_ts": fig("prefill_tokens_per_s", "max"),
-        "tg_median_ts": fig("decode_tokens_per_s", "median"),
-        "tg_stddev_ts": fig("decode_tokens_per_s", "stddev"),
-        "tg_min_ts": fig("decode_tokens_per_s", "min"),
-        "tg_max_ts": fig("decode_tokens_per_s", "max"),
+        **{f"{test}_{stat}_ts": fig(name, stat) for test, name in (
+            ("pp", "prefill_tokens_per_s"), ("tg", "decode_tokens_per_s"))
+           for stat in ("median", "stddev", "min", "max")},
         "ttft_ms": fig("ttft_ms", "median"), "tpot_ms": fig("tpot_ms", "median"),
-        "model_size": g.get("model_size"), "build_commit": g.get("build_commit") or None})
-    return row
+        "model_size": g.get("model_size"), "build_commit": g.get("build_commit") or None}
 
 
 def record_measured_on(rec: dict[str, Any]) -> str | None:

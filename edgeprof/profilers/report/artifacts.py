@@ -11,8 +11,6 @@ from typing import Any
 
 SEED_SUMMARY_KEYS = ("estimated_total_bytes", "estimated_total_macs", "achieved_bandwidth_gbps",
                      "configured_memory_bandwidth_gbps", "bandwidth_utilization", "achieved_gmacs")
-TRADEOFF_COLUMNS = ("precision", "accuracy_mean", "latency_ms_mean", "memory_mb_mean",
-                    "energy_proxy_j_mean", "accepted_ratio")
 
 
 def _ok_runs(report) -> list:
@@ -47,7 +45,7 @@ def precision_tradeoffs_frame(report):
     target's memory, and it meets the latency budget when one was given."""
     import pandas as pd
 
-    from edgeprof.profilers.report.seeds import precision_tradeoff_table
+    from edgeprof.profilers.report.seeds import TRADEOFF_COLUMNS, precision_tradeoff_table
 
     rows = []
     for r in report.runs:

@@ -5,6 +5,7 @@ command."""
 from __future__ import annotations
 
 import shlex
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,10 +41,7 @@ def render_compare_html(a: Mapping[str, Any], b: Mapping[str, Any], rows: Sequen
         f"Median latency: {label_a} vs {label_b} (measured)", "compare",
         [(f"{label_a} (measured)", "median_a_ms", "a_lo", "a_hi"),
          (f"{label_b} (measured)", "median_b_ms", "b_lo", "b_hi")])
-    counts: dict[str, int] = {}
-    for r in items:
-        counts[r.get("verdict") or "not compared"] = counts.get(r.get("verdict") or
-                                                                "not compared", 0) + 1
+    counts = Counter(r.get("verdict") or "not compared" for r in items)
     sides = []
     for label, d in ((label_a, a), (label_b, b)):
         sides.append({"label": label, "doc": d, "model": (d.get("model") or {}),

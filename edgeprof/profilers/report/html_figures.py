@@ -27,6 +27,15 @@ def roof_trace(peak: float, bw: float, lo: float, hi: float, label: str, *, host
                             else dict(color="black", width=2)), hoverinfo="skip")
 
 
+def whiskers(vals: Sequence[float], lows: Sequence[float | None],
+             highs: Sequence[float | None], **style: Any) -> dict[str, Any]:
+    """A bar's ``error_y``: whiskers from each value up to its high and down to its low (none
+    where that end is None)."""
+    return dict(type="data", symmetric=False, **style,
+                array=[(h - v) if h is not None else 0 for v, h in zip(vals, highs)],
+                arrayminus=[(v - lo) if lo is not None else 0 for v, lo in zip(vals, lows)])
+
+
 def log_ticks(values: Sequence[Any]) -> dict[str, list]:
     """Tick values and full-number labels for a log axis over ``values``: 1, 2 and 5 x 10^k
     (1 x 10^k only over more than four decades). Plotly's own ``dtick="D2"`` labels the 2s
@@ -179,11 +188,7 @@ def latency_bars(rows: Sequence[Mapping[str, Any]], title: str, div_id: str,
         has_ci = any(x is not None for x in lows + highs)
         fig.add_trace(go.Bar(
             x=[esc(r["label"]) for r in sel], y=vals, name=esc(name),
-            error_y=dict(type="data", symmetric=False,
-                         array=[(h - v) if h is not None else 0 for v, h in zip(vals, highs)],
-                         arrayminus=[(v - lo) if lo is not None else 0
-                                     for v, lo in zip(vals, lows)],
-                         visible=has_ci),
+            error_y=whiskers(vals, lows, highs, visible=has_ci),
             text=[f"{esc(r['label'])}<br>{esc(name)}: {sig(v)} ms" +
                   (f"<br>95% CI {sig(lo)}–{sig(h)} ms" if lo is not None and h is not None else "")
                   for r, v, lo, h in zip(sel, vals, lows, highs)],

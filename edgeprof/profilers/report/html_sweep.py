@@ -5,6 +5,7 @@ target and model, the generative jobs (when the frame has any: rows whose ``work
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -70,9 +71,10 @@ def render_sweep_html(frame, best=None, *, title: str | None = None,
         cell = {(str(r.get("model")), r["config"]): r for r in rows}
         z, text, hover = [], [], []
         for m in models:
-            ok = [num(r["median_ms"]) for r in rows if str(r.get("model")) == m
-                  and r["median_ms"] is not None]
-            best = min(ok) if ok else None
+            mine = [r for r in rows if str(r.get("model")) == m]
+            ok = [r for r in mine if r["median_ms"] is not None]
+            fastest = min(ok, key=lambda r: r["median_ms"]) if ok else None
+            best = fastest["median_ms"] if fastest else None
             zr, tr, hr = [], [], []
             for c in configs:
                 r = cell.get((m, c))
@@ -97,11 +99,8 @@ def render_sweep_html(frame, best=None, *, title: str | None = None,
                               f"({esc(r['fig_prov'])}){ci}{host}<br>board: "
                               f"{esc(r.get('board'))}<br>{v / best:.2f}× the fastest")
             z.append(zr), text.append(tr), hover.append(hr)
-            if best is not None:
-                b = min((r for r in rows if str(r.get("model")) == m and r["median_ms"]
-                         is not None), key=lambda r: r["median_ms"])
-                best_rows.append({**b, "n_ok": len(ok),
-                                  "n": sum(str(r.get("model")) == m for r in rows)})
+            if fastest:
+                best_rows.append({**fastest, "n_ok": len(ok), "n": len(mine)})
         fig = go.Figure(go.Heatmap(
             z=z, x=[esc(c) for c in configs], y=[esc(m) for m in models], text=text,
             texttemplate="%{text}", customdata=hover, hovertemplate="%{customdata}<extra></extra>",
@@ -133,9 +132,7 @@ def render_sweep_html(frame, best=None, *, title: str | None = None,
         vals = {**r, "median_ms": r["host_ms"] if on_target else r["median_ms"]}
         rows_out.append([vals.get(c) for c in shown])
     table = table_data(cols, rows_out)
-    statuses: dict[str, int] = {}
-    for r in records:
-        statuses[str(r.get("status"))] = statuses.get(str(r.get("status")), 0) + 1
+    statuses = Counter(str(r.get("status")) for r in records)
     return render("sweep.html.j2", kind="sweep", targets=targets, best=best_rows,
                   statuses=statuses, n=len(records), charts=charts,
                   chart_info={"heatmaps": heat_info, "best_bars": bars},

@@ -34,7 +34,7 @@ from typing import Any
 
 from edgeprof.profilers.report.html_common import (chart_html, esc, fmt, sig, num, render, table_data,
                                                    write_html)
-from edgeprof.profilers.report.html_figures import log_ticks, roof_trace, roofline_frame
+from edgeprof.profilers.report.html_figures import log_ticks, roof_trace, roofline_frame, whiskers
 from edgeprof.profilers.report.llm_payload import (find_figure, measured_on_target, run_place,
                                                    runs_by_place)
 
@@ -362,11 +362,8 @@ def _rates_chart(payload: Mapping[str, Any]):
                 name=f"measured on {esc(where)} (median; whiskers: min–max)",
                 legendgroup=where, showlegend=col == 1,
                 marker=dict(color=BOARD_COLOR if on_target else MEASURED_COLOR),
-                error_y=dict(type="data", symmetric=False,
-                             array=[(s["max"] - s["median"]) if s["max"] is not None else 0
-                                    for _, s in sel],
-                             arrayminus=[(s["median"] - s["min"]) if s["min"] is not None
-                                         else 0 for _, s in sel]),
+                error_y=whiskers([s["median"] for _, s in sel], [s["min"] for _, s in sel],
+                                 [s["max"] for _, s in sel]),
                 text=[f"<b>{esc(_label(r.get('backend'), r.get('format'), r.get('n_depth')))}"
                       f"</b><br>{stage} {sig(s['median'])} tokens/s median (measured on "
                       f"{esc(where)}, {r.get('repetitions')} repetitions)"
@@ -394,10 +391,7 @@ def _rates_chart(payload: Mapping[str, Any]):
                 legendgroup=prov, showlegend=col == 1,
                 marker=dict(color="rgba(0,0,0,0)", line=dict(color=color, width=1.5),
                             pattern=dict(shape=shape, fgcolor=color, size=6)),
-                error_y=dict(type="data", symmetric=False, color=color,
-                             array=[(h - v) if h is not None else 0 for v, h in zip(vals, highs)],
-                             arrayminus=[(v - lo) if lo is not None else 0
-                                         for v, lo in zip(vals, lows)]),
+                error_y=whiskers(vals, lows, highs, color=color),
                 text=[f"<b>{esc(_label(p.get('backend'), p.get('format'), p.get('depth')))}"
                       f"</b><br>{stage} on {esc(target_id)}: {sig(v)} tokens/s ({prov})"
                       + (f"<br>interval {sig(lo)}–{sig(h)}" if lo is not None and h is not None

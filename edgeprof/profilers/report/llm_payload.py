@@ -60,9 +60,7 @@ def run_place(run: Mapping[str, Any], target_id: str | None) -> tuple[str, bool]
             f", emulating {of}", False
     if name in (None, "local"):
         return "this host", False
-    if on_target(dict(board), target_id):
-        return f"board {name} ({of})", True
-    return f"board {name} ({of})", False
+    return f"board {name} ({of})", on_target(dict(board), target_id)
 
 
 def payload_target_id(payload: Mapping[str, Any]) -> str | None:

@@ -14,6 +14,22 @@ from edgeprof.core.io import write_with
 DPI = 180
 
 
+def new_axes(figsize: tuple[float, float]):
+    """A figure on matplotlib's Agg canvas (no pyplot) and its one axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+def save_png(fig, path: str | os.PathLike) -> Path:
+    """``fig`` with a tight layout, written atomically to ``path`` as a PNG at :data:`DPI`."""
+    fig.tight_layout()
+    return write_with(path, lambda p: fig.savefig(p, dpi=DPI, format="png"))
+
+
 def plot_layerwise(frame, column: str, path: str | os.PathLike, title: str, *,
                    scale: float = 1.0, ylabel: str | None = None, color: str = "tab:blue") -> Path:
     """Bar chart of ``frame[column] * scale`` per ``frame['layer']``, saved to ``path``.
@@ -21,25 +37,19 @@ def plot_layerwise(frame, column: str, path: str | os.PathLike, title: str, *,
     ``layerwise_macs.png`` uses ``column="macs", scale=1e-6`` (millions of MACs) and
     ``layerwise_activation_memory.png`` ``column="activation_bytes", scale=1e-6`` (MB).
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     if column not in frame.columns or "layer" not in frame.columns:
         raise ValueError(f"plot_layerwise needs columns 'layer' and '{column}'; "
                          f"got {', '.join(map(str, frame.columns))}")
     labels = [str(x) for x in frame["layer"]]
     values = [float(v) * scale for v in frame[column].fillna(0)]
     n = len(labels)
-    fig = Figure(figsize=(max(7.0, min(0.22 * n + 2.0, 40.0)), 5.0))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
+    fig, ax = new_axes((max(7.0, min(0.22 * n + 2.0, 40.0)), 5.0))
     ax.bar(range(n), values, color=color)
     ax.set_xticks(range(n))
     ax.set_xticklabels(labels, rotation=90 if n > 6 else 0, fontsize=7 if n > 20 else 9)
     ax.set_ylabel(ylabel or column)
     ax.set_title(title)
-    fig.tight_layout()
-    return write_with(path, lambda p: fig.savefig(p, dpi=DPI, format="png"))
+    return save_png(fig, path)
 
 
 # ------------------------------------------------------------------------------ roofline
@@ -81,13 +91,8 @@ def plot_roofline(layers, peak_macs_per_s: float | None, bandwidth_bytes_per_s: 
     """``roofline.png``: the target's roofline (log-log, GMAC/s vs MAC/byte) with each layer
     that has MACs as a point, memory-bound layers in one colour, compute-bound in another.
     Without a peak or a bandwidth the chart says so instead of drawing a roof."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     pts = roofline_points(layers)
-    fig = Figure(figsize=(8.0, 5.5))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
+    fig, ax = new_axes((8.0, 5.5))
     if pts:
         for bound, color in (("memory", "tab:blue"), ("compute", "tab:red")):
             sel = [p for p in pts if p["bound"] == bound]
@@ -115,5 +120,4 @@ def plot_roofline(layers, peak_macs_per_s: float | None, bandwidth_bytes_per_s: 
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="lower right")
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
-    fig.tight_layout()
-    return write_with(path, lambda p: fig.savefig(p, dpi=DPI, format="png"))
+    return save_png(fig, path)
