@@ -85,9 +85,9 @@ published parameter counts the modules reproduce to the unit or to the source's 
 ``vision_transformer``); ``PUBLISHED`` the network's own published figures
 (torchvision/mmpretrain/OpenVINO model cards, the authors' READMEs) where they describe the
 benchmarked graph, else its ``PARAM_DERIVED`` figures -- the comments say which, and how each
-source counts (``PARAM_CONVENTION``, :func:`count_params`). MACs are multiply-accumulates of
-convolutions, matmuls and attention, as ``edgeprof``'s graph walk counts them.
-``tests/zoo/test_ncnn_bench.py`` holds every network to both.
+source counts (``PARAM_CONVENTION``). MACs are multiply-accumulates of convolutions, matmuls
+and attention, as ``edgeprof``'s graph walk counts them. ``tests/zoo/test_ncnn_bench.py``
+holds every network to both (counting parameters as each convention does).
 """
 
 from __future__ import annotations
@@ -105,8 +105,8 @@ from edgeprof.zoo.extras import ViT
 #: modules here: MACs = sum over Convolution/ConvolutionDepthWise/InnerProduct layers of the
 #: weight size (``6=``/``2=``) x output positions (input positions for the transposed convs),
 #: parameters = weights + one bias per output channel (stored or folded from a batch norm;
-#: ``count_params(m, "deploy")``). Spatial sizes from the ``-23330`` shape hints where the
-#: file has them, else worked out from the strides.
+#: the ``"deploy"`` convention of tests/zoo/test_ncnn_bench.py). Spatial sizes from the
+#: ``-23330`` shape hints where the file has them, else worked out from the strides.
 PARAM_DERIVED = {
     "googlenet": (1_582_671_872, 6_998_552),
     "mobilenet_v3": (245_564_768, 5_133_694),
@@ -176,49 +176,13 @@ PUBLISHED = {
     "alexnet_ncnn": PARAM_DERIVED["alexnet_ncnn"],
 }
 
-#: how PUBLISHED counts a net's parameters, for :func:`count_params` ("torch" if not here)
+#: how PUBLISHED counts a net's parameters ("torch" if not here; the conventions are
+#: tests/zoo/test_ncnn_bench.py's count_params)
 PARAM_CONVENTION = {
     **{n: "deploy" for n, v in PUBLISHED.items() if v == PARAM_DERIVED.get(n)},
     "efficientnetv2_b0": "deploy",
     "yolo_fastest_1_1": "darknet",
 }
-
-
-def count_params(module: nn.Module, convention: str = "torch") -> int:
-    """Parameters counted the way a source counts them: ``"torch"`` -- every learnable
-    parameter (torchvision, mmpretrain, thop); ``"deploy"`` -- as ncnn (or OpenVINO) stores
-    them, batch norms folded (:func:`deploy_params`); ``"darknet"`` -- the floats of a Darknet
-    weight file: the learnable parameters plus each batch norm's running mean and variance."""
-    if convention == "deploy":
-        return deploy_params(module)
-    total = sum(p.numel() for p in module.parameters())
-    if convention == "darknet":
-        total += sum(2 * m.num_features for m in module.modules()
-                     if isinstance(m, nn.modules.batchnorm._BatchNorm))
-    elif convention != "torch":
-        raise ValueError(f"unknown parameter convention {convention!r}")
-    return total
-
-
-def deploy_params(module: nn.Module) -> int:
-    """Parameters as ncnn stores them: every weight and bias, with each batch norm that
-    follows a bias-free convolution folded into that convolution's bias (+C instead of 2C);
-    a batch norm after a biased convolution folds away (0), a free-standing one is a scale and
-    a shift (2C). "Follows" is registration order, which is forward order in this module."""
-    total, prev = 0, None
-    for m in module.modules():
-        if isinstance(m, nn.modules.batchnorm._BatchNorm):
-            conv_before = isinstance(prev, (nn.Conv2d, nn.ConvTranspose2d)) and \
-                prev.out_channels == m.num_features
-            if not conv_before:
-                total += 2 * m.num_features
-            elif prev.bias is None:
-                total += m.num_features
-        else:
-            total += sum(p.numel() for p in m.parameters(recurse=False))
-        if not list(m.children()):
-            prev = m
-    return total
 
 
 # ------------------------------------------------------------------------------ helpers

@@ -5,6 +5,7 @@ from functools import lru_cache
 
 import pytest
 import torch
+from torch import nn
 
 from edgeprof.core.models import resolve_model
 from edgeprof.profilers.estimate.torch_graph import walk_torch
@@ -35,13 +36,50 @@ TOLERANCE = {
 }
 
 
+def count_params(module: nn.Module, convention: str = "torch") -> int:
+    """Parameters counted the way a source counts them: ``"torch"`` -- every learnable
+    parameter (torchvision, mmpretrain, thop); ``"deploy"`` -- as ncnn (or OpenVINO) stores
+    them, batch norms folded (:func:`deploy_params`); ``"darknet"`` -- the floats of a Darknet
+    weight file: the learnable parameters plus each batch norm's running mean and variance."""
+    if convention == "deploy":
+        return deploy_params(module)
+    total = sum(p.numel() for p in module.parameters())
+    if convention == "darknet":
+        total += sum(2 * m.num_features for m in module.modules()
+                     if isinstance(m, nn.modules.batchnorm._BatchNorm))
+    elif convention != "torch":
+        raise ValueError(f"unknown parameter convention {convention!r}")
+    return total
+
+
+def deploy_params(module: nn.Module) -> int:
+    """Parameters as ncnn stores them: every weight and bias, with each batch norm that
+    follows a bias-free convolution folded into that convolution's bias (+C instead of 2C);
+    a batch norm after a biased convolution folds away (0), a free-standing one is a scale and
+    a shift (2C). "Follows" is registration order, which is forward order in this module."""
+    total, prev = 0, None
+    for m in module.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            conv_before = isinstance(prev, (nn.Conv2d, nn.ConvTranspose2d)) and \
+                prev.out_channels == m.num_features
+            if not conv_before:
+                total += 2 * m.num_features
+            elif prev.bias is None:
+                total += m.num_features
+        else:
+            total += sum(p.numel() for p in m.parameters(recurse=False))
+        if not list(m.children()):
+            prev = m
+    return total
+
+
 @lru_cache(maxsize=None)
 def _counts(name):
     """(MACs from edgeprof's graph walk, {convention: parameters}) of one network."""
     module, shapes = getattr(ncnn_bench, name)()
     walk = walk_torch(module, [torch.randn(*s) for s in shapes])
     macs = sum(r.macs for r in walk.layers)
-    params = {c: ncnn_bench.count_params(module, c) for c in ("torch", "deploy", "darknet")}
+    params = {c: count_params(module, c) for c in ("torch", "deploy", "darknet")}
     return macs, params
 
 
