@@ -263,10 +263,7 @@ def _candidates(max_batch_size: int, candidates: Sequence[int] | None) -> list[i
     if candidates is not None:
         return check_batch_sizes(list(candidates))
     max_batch_size = check_batch_sizes([max_batch_size])[0]
-    out, b = [], 1
-    while b <= max_batch_size:
-        out.append(b)
-        b *= 2
+    out = [2 ** i for i in range(max_batch_size.bit_length())]  # powers of two up to it
     if out[-1] != max_batch_size:
         out.append(max_batch_size)
     return out
@@ -323,11 +320,9 @@ def find_optimal_batch_size(backend_or_estimator: Any, model: Any, target: Any, 
     if budget is not None:
         fitting = cands[: best + 1]
         if isinstance(backend_or_estimator, Backend):
-            results: list[BenchmarkResult] = []
             df = benchmark_batch_sizes(backend_or_estimator, model, fitting,
                                        replace(config or RunConfig(), precision=precision),
-                                       latency_budget_ms=budget, stop_over_budget=True,
-                                       results=results)
+                                       latency_budget_ms=budget, stop_over_budget=True)
             ok = df[df["meets_budget"] == True]  # noqa: E712 - pandas elementwise
             for _, r in df.iterrows():
                 need(int(r["batch_size"])).update(measured_latency_ms=r["budget_latency_ms"],
@@ -341,13 +336,11 @@ def find_optimal_batch_size(backend_or_estimator: Any, model: Any, target: Any, 
             import pandas as pd
 
             rows = [need(b) for b in fitting]
-            df = pd.DataFrame(rows)
-            df["meets_budget"] = [r["estimated_latency_ms"] is not None
-                                  and r["estimated_latency_ms"] <= budget for r in rows]
-            ok = df[df["meets_budget"]]
             for r in rows:
                 r["meets_budget"] = (r["estimated_latency_ms"] is not None
                                      and r["estimated_latency_ms"] <= budget)
+            df = pd.DataFrame(rows)
+            ok = df[df["meets_budget"]]
             provenance = "estimated"
             lat_col = "estimated_latency_ms"
             choice.notes.append("latency is the analytic roofline estimate (a lower bound), "

@@ -132,13 +132,8 @@ class RaplReader:
 
     def delta_j(self, before: list[int], after: list[int]) -> float:
         """Joules between two readings; a counter that wrapped adds its range."""
-        total = 0
-        for z, a, b in zip(self.zones, before, after):
-            d = b - a
-            if d < 0:
-                d += z.max_range_uj
-            total += d
-        return total / 1e6
+        return sum(b - a + (z.max_range_uj if b < a else 0)
+                   for z, a, b in zip(self.zones, before, after)) / 1e6
 
 
 def measure_energy(fn: Callable[[], Any], *, repeat: int = 1,
@@ -149,19 +144,14 @@ def measure_energy(fn: Callable[[], Any], *, repeat: int = 1,
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise UserError(f"repeat must be a positive integer, got {repeat!r}")
     reader = RaplReader(root)
-    if not reader.available:
-        t0 = time.perf_counter()
-        result = None
-        for _ in range(repeat):
-            result = fn()
-        return EnergyMeasurement(None, time.perf_counter() - t0, repeat, reason=reader.reason,
-                                 result=result)
-    before = reader.read_uj()
+    before = reader.read_uj() if reader.available else None
     t0 = time.perf_counter()
     result = None
     for _ in range(repeat):
         result = fn()
     seconds = time.perf_counter() - t0
+    if before is None:
+        return EnergyMeasurement(None, seconds, repeat, reason=reader.reason, result=result)
     after = reader.read_uj()
     return EnergyMeasurement(reader.delta_j(before, after), seconds, repeat,
                              [z.name for z in reader.zones], result=result)

@@ -62,10 +62,8 @@ def cpu_model() -> str:
 
 def usable_cores() -> int:
     """Logical cores this process may run on (affinity where the OS has it)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    cpus = affinity()
+    return (len(cpus) or 1) if cpus is not None else (os.cpu_count() or 1)
 
 
 def read_governor(path: Path = _GOVERNOR_FILE) -> str | None:
@@ -168,6 +166,19 @@ def os_threads() -> int | None:
         return int(psutil.Process().num_threads())
     except Exception:  # noqa: BLE001
         return None
+
+
+def process_conditions(process: str, threads: dict[str, int], threads_from: str,
+                       **state: Any) -> dict[str, Any]:
+    """The conditions every workload's record opens with: the process (its kind; its state:
+    pid, ``state``, the frameworks loaded, OS threads), the threads and where they came from,
+    the thread variables that are set and the CPU affinity."""
+    return {"process": process,
+            "process_state": {"pid": os.getpid(), **state,
+                              "frameworks_loaded": frameworks_loaded(),
+                              "os_threads": os_threads()},
+            "threads": dict(threads), "threads_from": threads_from,
+            "thread_env": thread_environment(), "affinity": affinity()}
 
 
 @functools.lru_cache(maxsize=1)

@@ -41,7 +41,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from edgeprof.core.errors import BackendUnavailableError, UserError
+from edgeprof.core.errors import BackendUnavailableError, MeasurementError, UserError
 from edgeprof.core.requests import MeasureRequest
 from edgeprof.core.results import BenchmarkResult, RunRecord
 from edgeprof.core.workload import workload_of
@@ -115,6 +115,18 @@ class RemoteRunner:
         if why:
             raise BackendUnavailableError(request.backend, why)
         return workload_of(request).run_remote(self, request)
+
+    def run_job(self, key: str, request: MeasureRequest, shipment: Shipment,
+                timeout_s: float) -> dict[str, Any]:
+        """``request`` with ``shipment`` as one job on a board: the record's dict that came
+        back (:class:`MeasurementError` with the reason when none did)."""
+        job = FleetJob(key=key, target=self.target, backend=request.backend,
+                       payload=job_payload(request, shipment, self.target),
+                       timeout_s=timeout_s, progress=self.progress)
+        outcome = self.dispatcher.run_one(job)
+        if outcome.record is None:
+            raise MeasurementError(f"on the {self.target} fleet: {outcome.reason}")
+        return outcome.record
 
     def close(self) -> None:
         if self._dispatcher is not None:

@@ -73,7 +73,6 @@ def _fingerprint(target_id: str, board: str, emulate: bool) -> dict[str, Any]:
     from edgeprof.core.plugins import get_registry
     from edgeprof.profilers.measure.environment import cpu_model
 
-    freq = None
     try:
         f = psutil.cpu_freq()
         freq = float((f.max or f.current) * 1e6) if f else None

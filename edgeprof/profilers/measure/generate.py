@@ -58,7 +58,7 @@ from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.llm import GenerationConfig, GenerativeBackend, LLMModel
 from edgeprof.core.results import GenerationRecord, GenerativeRunRecord
 from edgeprof.core.workload import Workload
-from edgeprof.profilers.measure.harness import (BACKEND_FAILURES, MeasureFailure, one_line,
+from edgeprof.profilers.measure.harness import (BACKEND_FAILURES, failing_in, one_line,
                                                 status_of)
 
 #: psutil RSS sampling interval while generating (the fallback to the kernel's peak mark)
@@ -169,15 +169,12 @@ def rate_stats(values: Sequence[float]) -> dict[str, float]:
             "stddev": statistics.stdev(v) if len(v) > 1 else 0.0, "min": min(v), "max": max(v)}
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    import numpy as np
-
-    return float(np.percentile(np.asarray(values, dtype=float), q))
-
-
 def tpot_stats(per_token_ms: Sequence[float]) -> dict[str, float]:
     """Time per output token: p50, p90, median, mean (ms) over every inter-token gap."""
-    return {"p50": _percentile(per_token_ms, 50), "p90": _percentile(per_token_ms, 90),
+    import numpy as np
+
+    p50, p90 = (float(v) for v in np.percentile(np.asarray(per_token_ms, dtype=float), [50, 90]))
+    return {"p50": p50, "p90": p90,
             "median": statistics.median(per_token_ms), "mean": statistics.fmean(per_token_ms)}
 
 
@@ -309,11 +306,10 @@ def _measure(b: GenerativeBackend, model: LLMModel, fmt: str, config: Generation
     why = b.supports(model, fmt, config.device)
     if why:
         raise UnsupportedError(why, backend=b.name, precision=fmt)
-    try:  # the runtime's modules first: their import is neither load time nor model memory
+    # the runtime's modules first: their import is neither load time nor model memory
+    with failing_in("import"):
         for mod in type(b).requires:
             importlib.import_module(mod)
-    except BACKEND_FAILURES as e:
-        raise MeasureFailure("import", e) from e
     if built is not None:  # built elsewhere (this side of a fleet): load it as it is
         artifact = built
         art = artifact.to_dict()
@@ -323,12 +319,10 @@ def _measure(b: GenerativeBackend, model: LLMModel, fmt: str, config: Generation
 
             workdir = cache_dir("llm", b.name)
         say(f"building {model.spec.name} {fmt} for {b.name}")
-        try:
+        with failing_in("build"):
             t0 = time.perf_counter()
             artifact = b.build_llm(model, fmt, Path(workdir))
             build_s = time.perf_counter() - t0
-        except BACKEND_FAILURES as e:
-            raise MeasureFailure("build", e) from e
         art = {**artifact.to_dict(), "build_s": build_s}
     size = int(artifact.size_bytes)
     for r in records:
@@ -340,23 +334,19 @@ def _measure(b: GenerativeBackend, model: LLMModel, fmt: str, config: Generation
     mem = PeakMemory(interval_s=SAMPLER_INTERVAL_S, device=config.device).start()
     session = None
     try:
-        try:
+        with failing_in("load"):
             t0 = time.perf_counter()
             session = b.load_llm(artifact, threads=threads, n_ctx=session_context(config),
                                  device=config.device)
             load_s = time.perf_counter() - t0
-        except BACKEND_FAILURES as e:
-            raise MeasureFailure("load", e) from e
         commit = str(getattr(session, "build_commit", "") or "")
         for r in records:
             r.load_s, r.build_commit = load_s, commit
             r.runtime_version = r.runtime_version or commit  # a package named unlike its module
         for i, (depth, r) in enumerate(zip(config.depths, records)):
             say(f"{b.name} {fmt}: pp{config.prompt_tokens} tg{config.gen_tokens} @ d{depth}")
-            try:
+            with failing_in("inference"):
                 _time_depth(session, model, config, depth, i, r)
-            except BACKEND_FAILURES as e:
-                raise MeasureFailure("inference", e) from e
             r.status = "ok"
     finally:
         mem.stop()
@@ -483,11 +473,7 @@ def generation_environment(backend_cls: Any, config: GenerationConfig,
     record's ``environment`` (``collect_environment``: runtime, runtime_version, threads)
     and its ``conditions`` (``harness._conditions``: process, process_state, threads,
     threads_from, thread_env, affinity, warmup, timing)."""
-    import os
-
-    from edgeprof.profilers.measure.environment import (affinity, collect_environment,
-                                                        frameworks_loaded, os_threads,
-                                                        thread_environment)
+    from edgeprof.profilers.measure.environment import collect_environment, process_conditions
 
     requires = tuple(getattr(backend_cls, "requires", ()) or ())
     first = records[0] if records else None
@@ -499,14 +485,8 @@ def generation_environment(backend_cls: Any, config: GenerationConfig,
                               runtime_version=version or None, threads=threads)
     env["build_commit"] = (first.build_commit or None) if first is not None else None
     env["conditions"] = {
-        "process": process,
-        "process_state": {"pid": os.getpid(), "frameworks_loaded": frameworks_loaded(),
-                          "os_threads": os_threads()},
-        "threads": dict(threads),
-        "threads_from": ("--threads" if config.threads else
-                         f"llama-bench's default (physical cores: {threads['n_threads']})"),
-        "thread_env": thread_environment(),
-        "affinity": affinity(),
+        **process_conditions(process, threads, "--threads" if config.threads else
+                             f"llama-bench's default (physical cores: {threads['n_threads']})"),
         "warmup": {"policy": "fixed", "repetitions": config.warmup},
         "timing": {"repetitions": config.repetitions, "tests": ["pp", "tg"],
                    "prompt_tokens": config.prompt_tokens, "gen_tokens": config.gen_tokens,
@@ -568,7 +548,7 @@ def ship_generation(runner: Any, request: Any) -> GenerativeRunRecord:
     from edgeprof.core.artifact import Artifact
     from edgeprof.core.errors import MeasurementError
     from edgeprof.core.results import record_from_dict
-    from edgeprof.profilers.measure.fleet import FleetJob, Shipment, job_payload
+    from edgeprof.profilers.measure.fleet import Shipment
     from edgeprof.profilers.measure.runners import backend_class
 
     model = request_model(request)
@@ -583,21 +563,13 @@ def ship_generation(runner: Any, request: Any) -> GenerativeRunRecord:
             workdir = cache_dir("llm", request.backend)
         runner._say(f"building {model.spec.name} {request.config.precision} for {cls.name} "
                     "here (boards never convert)")
-        try:
+        with failing_in("build"):
             artifact = cls().build_llm(model, request.config.precision, Path(workdir))
-        except BACKEND_FAILURES as e:
-            raise MeasureFailure("build", e) from e
     shipment = Shipment.of_artifact(artifact)
     wire = dc.replace(request, llm=model.to_dict(), workdir=None, artifact=None)
     timeout = request.config.timeout_s or DEFAULT_GENERATION_TIMEOUT_S
-    job = FleetJob(key=f"{request.backend}-{request.config.precision}-generate",
-                   target=runner.target, backend=request.backend,
-                   payload=job_payload(wire, shipment, runner.target), timeout_s=timeout,
-                   progress=runner.progress)
-    outcome = runner.dispatcher.run_one(job)
-    if outcome.record is None:
-        raise MeasurementError(f"on the {runner.target} fleet: {outcome.reason}")
-    record = record_from_dict(outcome.record)
+    record = record_from_dict(runner.run_job(
+        f"{request.backend}-{request.config.precision}-generate", wire, shipment, timeout))
     if not GenerateWorkload().owns(record):  # the board could not unpack it
         raise MeasurementError(f"on the {runner.target} fleet: {record.reason}")
     return record

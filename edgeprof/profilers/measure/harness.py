@@ -62,10 +62,10 @@ answer.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from edgeprof.core.backend import Backend, RunConfig
@@ -103,6 +103,18 @@ class MeasureFailure(Exception):
 #: what a backend may raise that is its own failure (SystemExit included: a converter
 #: calling sys.exit must not end the whole run); KeyboardInterrupt is never caught
 BACKEND_FAILURES = (Exception, SystemExit)
+
+
+@contextlib.contextmanager
+def failing_in(phase: str, partial: BenchmarkResult | None = None) -> Iterator[None]:
+    """What the block raises is the backend's failure in ``phase``: a :class:`MeasureFailure`
+    carrying ``partial``; ``UserError`` (and ``KeyboardInterrupt``) propagate as themselves."""
+    try:
+        yield
+    except UserError:
+        raise
+    except BACKEND_FAILURES as e:
+        raise MeasureFailure(phase, e, partial) from e
 
 
 def _json_safe(extra: dict[str, Any]) -> dict[str, Any]:
@@ -145,15 +157,11 @@ def _build_first(backend: Backend, model, config: RunConfig,
             or cls.load is Backend.load:
         return None, {"when": "inside the backend's own prepare(): counted in the load time",
                       "time_s": None, "cache_hit": None}
-    try:
+    with failing_in("prepare", result):  # a conversion's failure is the run's, as in prepare()
         backend.check_request(model, config)
         t0 = time.perf_counter()
         artifact = backend.build(model, config.precision, model.calibration)
         took = time.perf_counter() - t0
-    except UserError:
-        raise
-    except BACKEND_FAILURES as e:  # a conversion's failure is the run's, as in prepare()
-        raise MeasureFailure("prepare", e, result) from e
     build = {"when": "before the load clock and the memory baseline", "time_s": took,
              "cache_hit": bool(artifact.cache_hit)}
     return _ArtifactLoader(backend, model, config, artifact), build
@@ -215,35 +223,28 @@ def _set_up_runtime(load: Callable[[list], Any], inputs: list,
 
     rss0 = current_rss()
     t0 = time.perf_counter()
-    try:
+    with failing_in("prepare", result):
         prepared = load(inputs)
-    except UserError:
-        raise
-    except BACKEND_FAILURES as e:
-        raise MeasureFailure("prepare", e, result) from e
     took = time.perf_counter() - t0
     _close(prepared, result)
     del prepared
     return {"load_s": took, "rss_before_bytes": rss0}
 
 
-class _FrozenGC:
+@contextlib.contextmanager
+def _frozen_gc() -> Iterator[None]:
     """Freeze every object that exists (``gc.freeze``) for the timed calls: a collection
     during timing then scans only what the calls made, so its cost does not depend on how
     many objects the process held before (torch, other runs). Nothing is collected first (a
     full collection costs ~0.2 s in a process holding torch); frozen garbage is freed after
     the run, when the objects are unfrozen."""
+    import gc
 
-    def __enter__(self) -> _FrozenGC:
-        import gc
-
-        if hasattr(gc, "freeze"):
-            gc.freeze()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        import gc
-
+    if hasattr(gc, "freeze"):
+        gc.freeze()
+    try:
+        yield
+    finally:
         if hasattr(gc, "unfreeze"):
             gc.unfreeze()
 
@@ -260,10 +261,8 @@ def _conditions(process: str, config: RunConfig, plan: TimingPlan, prepared: Any
                 ) -> dict[str, Any]:
     """How this measurement was taken (``environment["conditions"]``); the keys of
     ``environment.COMPARABLE_CONDITIONS`` are what every path shares for one job."""
-    from edgeprof.profilers.measure.environment import (affinity, frameworks_loaded,
-                                                        os_threads, thread_environment)
+    from edgeprof.profilers.measure.environment import process_conditions
 
-    physical = None
     try:
         from edgeprof.backends.common import physical_cores
 
@@ -276,17 +275,11 @@ def _conditions(process: str, config: RunConfig, plan: TimingPlan, prepared: Any
         kind += " of " + ", ".join(sorted({type(x).__name__ for x in inputs}))
     elif isinstance(inputs, dict) and inputs:
         kind += " of " + ", ".join(sorted({type(x).__name__ for x in inputs.values()}))
+    threads_from = ("--threads" if config.threads else
+                    f"the backend's default (physical cores: {physical})")
     return {
-        "process": process,
-        "process_state": {"pid": os.getpid(),
-                          "measurements_before": _MEASUREMENTS_IN_PROCESS,
-                          "frameworks_loaded": frameworks_loaded(),
-                          "os_threads": os_threads()},
-        "threads": dict(prepared.threads),
-        "threads_from": ("--threads" if config.threads else
-                         f"the backend's default (physical cores: {physical})"),
-        "thread_env": thread_environment(),
-        "affinity": affinity(),
+        **process_conditions(process, prepared.threads, threads_from,
+                             measurements_before=_MEASUREMENTS_IN_PROCESS),
         "warmup": _warmup_policy(plan),
         "timing": {"min_runs": plan.min_runs, "min_time_s": plan.min_time_s,
                    "max_time_s": plan.max_time_s, "ci_width": plan.ci_width,
@@ -329,14 +322,10 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
     plan = plan or plan_from_config(config)
     options = config.harness_options
     result = _base_result(backend, model, config)
-    try:
+    with failing_in("import", result):
         backend.ensure_available()
         for mod in getattr(backend, "requires", ()) or ():  # post-import memory baseline
             importlib.import_module(mod)
-    except UserError:
-        raise
-    except BACKEND_FAILURES as e:
-        raise MeasureFailure("import", e, result) from e
     # 0. build before the baseline and the load clock (a conversion is not loading)
     load, build = _build_first(backend, model, config, prepare, result)
     result.config["harness"] = {"build": build}
@@ -360,13 +349,9 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
     try:
         # 1. load / compile
         t0 = time.perf_counter()
-        try:
+        with failing_in("prepare", result):  # the runtime's failure: measure() makes the status
             prepared = (load(inputs) if load is not None
                         else backend.prepare(model, config, inputs))
-        except UserError:
-            raise
-        except BACKEND_FAILURES as e:  # the runtime's failure: measure() makes the status
-            raise MeasureFailure("prepare", e, result) from e
         result.load_time_s = time.perf_counter() - t0
         result.executed_precision = prepared.executed_precision
         result.runtime, result.runtime_version = prepared.runtime, prepared.runtime_version
@@ -383,13 +368,9 @@ def run_in_process(backend: Backend, model, config: RunConfig, *,
         # 2-4. first inference, warm-up, steady state
         cpu = CpuUsage().start()
         try:
-            with _FrozenGC():
+            with failing_in("inference", result), _frozen_gc():
                 timing = time_callable(prepared.run, prepared.inputs, sync=prepared.sync,
                                        plan=plan)
-        except UserError:
-            raise
-        except BACKEND_FAILURES as e:
-            raise MeasureFailure("inference", e, result) from e
         finally:
             cpu.stop()
             _MEASUREMENTS_IN_PROCESS += 1

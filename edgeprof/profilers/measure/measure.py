@@ -40,7 +40,7 @@ from edgeprof.core.workload import workload_of
 from edgeprof.profilers.measure.harness import (  # noqa: F401 - status_of: the one rule,
     BACKEND_FAILURES, MeasureFailure, status_of)     # imported from here by sweeps and tests
 from edgeprof.profilers.measure.runners import (InlineRunner, IsolatedRunner, backend_class,
-                                                default_runner)
+                                                default_runner, request_registry)
 
 
 def run_measurement(request: MeasureRequest, runner: Runner) -> RunRecord:
@@ -83,10 +83,7 @@ def measure(request: MeasureRequest, runner: Runner | None = None, *,
     backend name is a ``UserError`` raised before anything runs. ``progress``: where the
     default runner reports a generative run's steps (a runner given carries its own).
     """
-    if registry is None:
-        from edgeprof.core.plugins import get_registry
-
-        registry = get_registry(request.plugins_file)
+    registry = request_registry(request, registry)
     if request.backend_type is None:
         request = replace(request, backend_type=backend_class(request, registry))
     workload = workload_of(request.backend_type, registry)

@@ -73,11 +73,7 @@ def backend_class(request: MeasureRequest, registry: Any = None) -> type:
         return request.backend_type
     if request.backend_class:
         return _import_path(request.backend_class)
-    if registry is None:
-        from edgeprof.core.plugins import get_registry
-
-        registry = get_registry(request.plugins_file)
-    return registry.backend(request.backend)
+    return request_registry(request, registry).backend(request.backend)
 
 
 def artifact_model(request: MeasureRequest, registry: Any):
@@ -150,7 +146,6 @@ def wire_request(request: MeasureRequest) -> tuple[dict[str, Any] | None, str | 
         return None, why
     d = request.to_dict()
     if request.backend_type is not None and not request.backend_class:
-        by_name = False
         try:
             from edgeprof.core.plugins import get_registry
 

@@ -98,10 +98,8 @@ class TensorWorkload(Workload):
 def ship_tensor(runner: Any, request: Any) -> BenchmarkResult:
     """A tensor request on a board of ``runner``'s fleet: built here (boards never
     convert), shipped with its sha256, timed there; the record names the board."""
-    from edgeprof.core.errors import MeasurementError
     from edgeprof.core.models import resolve_model
-    from edgeprof.profilers.measure.fleet import (FleetJob, Shipment, build_shipment,
-                                                  job_payload, job_timeout_s)
+    from edgeprof.profilers.measure.fleet import Shipment, build_shipment, job_timeout_s
 
     if request.artifact is not None:  # built already: ship it as it is
         from edgeprof.core.artifact import Artifact
@@ -118,14 +116,8 @@ def ship_tensor(runner: Any, request: Any) -> BenchmarkResult:
                                   request.config.precision)
         name = handle.spec
     timeout = request.config.timeout_s or job_timeout_s(request.config)
-    job = FleetJob(key=f"{request.backend}-{request.config.precision}", target=runner.target,
-                   backend=request.backend,
-                   payload=job_payload(request, shipment, runner.target),
-                   timeout_s=timeout, progress=runner.progress)
-    outcome = runner.dispatcher.run_one(job)
-    if outcome.record is None:
-        raise MeasurementError(f"on the {runner.target} fleet: {outcome.reason}")
-    record = BenchmarkResult.from_dict(outcome.record)
+    record = BenchmarkResult.from_dict(runner.run_job(
+        f"{request.backend}-{request.config.precision}", request, shipment, timeout))
     record.model = name
     return record
 

@@ -11,6 +11,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from statistics import median
 from typing import Any
 
 from edgeprof.core.backend import RunConfig
@@ -155,12 +156,6 @@ class Timing:
     warmup_medians_ns: list[float] = field(default_factory=list)
 
 
-def _median(values: list[float]) -> float:
-    s = sorted(values)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
 def _timed_sampler(run: Callable[[Any], Any], inputs: Any, sync: Callable[[], None] | None
                    ) -> Callable[[int], int]:
     """A function ``sample(k) -> ns`` timing ``k`` calls (and one sync) as one block."""
@@ -215,21 +210,21 @@ def time_callable(run: Callable[[Any], Any], inputs: Any = None, *,
     if plan.warmup is not None:
         single = [sample(1) for _ in range(plan.warmup)]
         warm_calls = plan.warmup
-        call_ns = _median(single) if single else float(first)
+        call_ns = median(single) if single else float(first)
     else:
         calib: list[int] = []
         while len(calib) < 3 or (clock() - w_start < CALIBRATION_TIME_S * 1e9
                                  and len(calib) < 1000):
             calib.append(sample(1))
         warm_calls += len(calib)
-        call_ns = max(_median(calib) - overhead, 1.0)
+        call_ns = max(median(calib) - overhead, 1.0)
         settled = False
         k = plan.block_size or block_size_for(call_ns, overhead, plan.max_timer_overhead)
         while True:
             w = int(min(50, max(3, math.ceil(WARMUP_WINDOW_S * 1e9 / (k * call_ns)))))
             window = [sample(k) / k for _ in range(w)]
             warm_calls += w * k
-            medians.append(_median(window))
+            medians.append(median(window))
             call_ns = medians[-1]
             elapsed = (clock() - w_start) / 1e9
             if len(medians) >= 3 and elapsed >= plan.warmup_min_time_s:
@@ -289,7 +284,7 @@ def thirds_medians(samples: list[float]) -> list[float] | None:
     if n < MIN_DRIFT_SAMPLES:
         return None
     cuts = (0, n // 3, 2 * n // 3, n)
-    return [_median(samples[cuts[i]:cuts[i + 1]]) for i in range(3)]
+    return [median(samples[cuts[i]:cuts[i + 1]]) for i in range(3)]
 
 
 def timing_warnings(stats, timing: Timing, plan: TimingPlan) -> list[WarningRecord]:
