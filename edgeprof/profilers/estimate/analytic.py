@@ -28,6 +28,7 @@ All byte figures are decimal (1 kB = 1000 B).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from edgeprof.core.errors import UnsupportedError
@@ -53,6 +54,25 @@ def walk(model, registry=None) -> GraphWalk:
                                f"loaded: {', '.join(readers) or 'none'}); convert the model to "
                                "ONNX first, or add a plugin implementing edgeprof_read_graph")
     return result
+
+
+def numel(shape) -> int:
+    """The number of elements of a tensor of ``shape`` (1 for a scalar's ``()``)."""
+    return math.prod(map(int, shape))
+
+
+def peak_live(lifetimes) -> int:
+    """The largest sum of sizes alive at once, of ``(birth step, last step, size)`` lifetimes
+    (a graph reader's tensors). At one step births come before frees: a node's inputs and
+    its output are alive together."""
+    events: list[tuple[int, int]] = []
+    for birth, last, size in lifetimes:
+        events += ((birth, size), (max(last, birth), -size))  # freed once its last reader ran
+    live = peak = 0
+    for _, delta in sorted(events, key=lambda e: (e[0], e[1] < 0)):
+        live += delta
+        peak = max(peak, live)
+    return peak
 
 
 def bytes_text(n: float) -> str:
@@ -139,10 +159,6 @@ def memory_capacity(target, weights_bytes: float, peak_activation_bytes: float) 
     return out
 
 
-def _cache_levels(target) -> list[tuple[str, float]]:
-    return sorted(((k, float(q.value)) for k, q in target.caches.items()), key=lambda kv: kv[1])
-
-
 def edge_constraints(target, layers: list[LayerEstimate], weights_bytes: float,
                      batch_size: int) -> dict[str, Any]:
     """Bottleneck, cache sensitivity and batch size, each with a sentence."""
@@ -162,7 +178,7 @@ def edge_constraints(target, layers: list[LayerEstimate], weights_bytes: float,
     working = max(layers, key=lambda r: r.parameter_bytes + r.input_bytes + r.activation_bytes,
                   default=None)
     ws = (working.parameter_bytes + working.input_bytes + working.activation_bytes) if working else 0.0
-    levels = _cache_levels(target)
+    levels = sorted(((k, float(q.value)) for k, q in target.caches.items()), key=lambda kv: kv[1])
     llc = target.last_level_cache_bytes
     out: dict[str, Any] = {
         "bottleneck": bottleneck,
@@ -206,16 +222,14 @@ def edge_constraints(target, layers: list[LayerEstimate], weights_bytes: float,
 def precision_memory(parameter_count: int, peak_live_elements: int,
                      precisions: tuple[str, ...] = MEMORY_TABLE_PRECISIONS) -> list[dict[str, Any]]:
     """Weights, peak activations and their total per precision, with the saving vs fp32."""
-    base = None
+    fp32 = PRECISIONS["fp32"]
+    base = parameter_count * fp32.weight_bytes + peak_live_elements * fp32.activation_bytes
     rows = []
     for name in precisions:
         p = PRECISIONS[name]
         w = parameter_count * p.weight_bytes
         a = peak_live_elements * p.activation_bytes
         total = w + a
-        if base is None:
-            base = parameter_count * PRECISIONS["fp32"].weight_bytes + \
-                peak_live_elements * PRECISIONS["fp32"].activation_bytes
         rows.append({"precision": name, "weights_bytes": float(w),
                      "peak_activation_bytes": float(a), "total_bytes": float(total),
                      "saving_vs_fp32": float(1 - total / base) if base else 0.0})

@@ -50,6 +50,7 @@ Figures carry provenance ``analytic``; roofline times (peak figures, uncalibrate
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -285,12 +286,9 @@ def kv_cache_bytes_per_token(spec: LLMSpec, kv_dtype: str = "f16") -> int:
 def kv_cache_bytes(spec: LLMSpec, context: int, kv_dtype: str = "f16") -> int:
     """KV bytes for ``context`` tokens; a sliding-window layer holds at most its window."""
     spec = _spec(spec)
-    per = _layer_kv_per_token(spec, kv_dtype)
-    total = Fraction(0)
-    for i in range(spec.num_layers):
-        w = _window(spec, i)
-        total += per * (min(context, w) if w else context)
-    return math.ceil(total)
+    windows = (_window(spec, i) for i in range(spec.num_layers))
+    tokens = sum(min(context, w) if w else context for w in windows)
+    return math.ceil(_layer_kv_per_token(spec, kv_dtype) * tokens)
 
 
 def kv_cache_curve(spec: LLMSpec, kv_dtype: str = "f16",
@@ -343,18 +341,9 @@ def max_context_tokens(spec: LLMSpec, fmt: str | FormatInfo, ram_bytes: float,
     kv = kv_dtype or f.kv_dtype
     free = (usable_ram_bytes(ram_bytes) - weight_bytes(spec, f, device=device)
             - runtime_overhead_bytes(spec, prompt_tokens))
-    if free < kv_cache_bytes(spec, 1, kv):
-        return 0
-    lo, hi = 1, spec.max_position_embeddings
-    if kv_cache_bytes(spec, hi, kv) <= free:
-        return hi
-    while hi - lo > 1:  # kv_cache_bytes is monotone in the context
-        mid = (lo + hi) // 2
-        if kv_cache_bytes(spec, mid, kv) <= free:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    # kv_cache_bytes is monotone in the context: bisect the contexts 1 .. the maximum
+    return bisect.bisect_right(range(1, spec.max_position_embeddings + 1), free,
+                               key=lambda context: kv_cache_bytes(spec, context, kv))
 
 
 # ------------------------------------------------------------------------ estimate
@@ -489,15 +478,14 @@ def estimate_llm(model: LLMSpec | LLMModel | str, fmt: str | FormatInfo, *,
         mat_macs = sum(t.numel for t in attn if t.is_matrix)
         # prefill: query at position c (1-based, c = D+1 .. D+P) attends to min(c, w) keys
         score_prefill = 2 * attn_dim * _sum_min(D + 1, D + P, w)
-        score_decode = 2 * attn_dim * Fraction(_sum_min(D + 1, D + G, w), G)
+        decode_keys = Fraction(_sum_min(D + 1, D + G, w), G)  # keys per decoded token
         kv_read_prefill = per_tok_kv_layer * sum(
             min(D + min((u + 1) * UBATCH, P), w or 1 << 62) for u in range(n_ub))
-        kv_decode = per_tok_kv_layer * (Fraction(_sum_min(D + 1, D + G, w), G))
         add_row(f"layers.{i}.attention", i, "attention", attn, macs_per_token=mat_macs,
                 prefill_tokens=P, extra_prefill_macs=score_prefill,
-                extra_decode_macs=float(score_decode),
+                extra_decode_macs=float(2 * attn_dim * decode_keys),
                 kv_prefill=float(kv_read_prefill + per_tok_kv_layer * P),
-                kv_decode=float(kv_decode), sliding_window=w,
+                kv_decode=float(per_tok_kv_layer * decode_keys), sliding_window=w,
                 kv_cache_bytes_per_token=float(per_tok_kv_layer))
         mlp = by_layer[(i, "mlp")]
         add_row(f"layers.{i}.mlp", i, "mlp", mlp, macs_per_token=sum(t.numel for t in mlp),
@@ -521,8 +509,7 @@ def estimate_llm(model: LLMSpec | LLMModel | str, fmt: str | FormatInfo, *,
     if spec.tie_word_embeddings:
         shared = "output.weight" not in store
         head_bytes = store["token_embd.weight" if shared else "output.weight"]
-        rows_head: list[WeightTensor] = []
-        add_row("lm_head", None, "lm_head", rows_head, macs_per_token=vh, prefill_tokens=1,
+        add_row("lm_head", None, "lm_head", [], macs_per_token=vh, prefill_tokens=1,
                 head_bytes=head_bytes[0], types=[head_bytes[1]],
                 tied_to="embedding" if shared else None)
         if not shared:  # stored apart from the float embedding (ORT GenAI int8)

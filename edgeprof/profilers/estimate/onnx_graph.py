@@ -28,6 +28,7 @@ from edgeprof.core.errors import InputSpecError, ModelError
 from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.models import DeclaredInput, InputSpec, ModelHandle, load_model_file
 from edgeprof.core.results import GraphLayer, GraphWalk
+from edgeprof.profilers.estimate.analytic import numel, peak_live
 
 #: no arithmetic and (logically) no new data: not a row; outputs alias the first input
 VIEW_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
@@ -50,23 +51,18 @@ CONV_NODES = {"Conv", "ConvTranspose", "QLinearConv", "ConvInteger"}
 FOLDED_BATCHNORM_NAME = re.compile(r"^onnx::Conv_\d+$|batch_?norm", re.IGNORECASE)
 
 
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
+def _dim_sizes(tensor_type) -> tuple[int | str, ...]:
+    """Each dimension's size, or where dynamic its symbolic name (``''`` when unnamed)."""
+    return tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0
+                 else d.dim_param for d in tensor_type.shape.dim)
 
 
 def _dims(value_info) -> tuple[int, ...] | None:
     t = value_info.type.tensor_type
     if not t.HasField("shape"):
         return None
-    dims = []
-    for d in t.shape.dim:
-        if not d.HasField("dim_value") or d.dim_value <= 0:
-            return None
-        dims.append(int(d.dim_value))
-    return tuple(dims)
+    dims = _dim_sizes(t)
+    return dims if all(isinstance(d, int) for d in dims) else None
 
 
 def _graph_inputs(path: str | Path) -> list[tuple[str, tuple[int | str, ...], str]]:
@@ -84,9 +80,8 @@ def _graph_inputs(path: str | Path) -> list[tuple[str, tuple[int | str, ...], st
         if vi.name in inits:
             continue
         t = vi.type.tensor_type
-        dims = tuple(int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0
-                     else d.dim_param for d in t.shape.dim)
-        out.append((vi.name, dims, onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name))
+        out.append((vi.name, _dim_sizes(t),
+                    onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name))
     return out
 
 
@@ -166,10 +161,8 @@ def walk(model: Any) -> GraphWalk:
     notes: list[str] = []
     counted: set[str] = set()
     alias: dict[str, str] = {}  # view output -> the tensor whose storage it shares
-    birth: dict[str, int] = {}
+    birth: dict[str, int] = {vi.name: -1 for vi in real_inputs}
     last_use: dict[str, int] = {}
-    for vi in real_inputs:
-        birth[vi.name] = -1
     unknown_shapes = 0
     nodes = list(graph.node)
     for idx, n in enumerate(nodes):
@@ -182,10 +175,8 @@ def walk(model: Any) -> GraphWalk:
         for a in acts:
             last_use[alias.get(a, a)] = idx
         if n.op_type in VIEW_OPS:
-            root = alias.get(ins[0], ins[0]) if ins else None
-            for o in n.output:
-                if root is not None:
-                    alias[o] = root
+            if ins:
+                alias.update(dict.fromkeys(n.output, alias.get(ins[0], ins[0])))
             continue
         for o in n.output:
             if o:
@@ -195,14 +186,14 @@ def walk(model: Any) -> GraphWalk:
         if out_shape is None:
             unknown_shapes += 1
             out_shape = ()
-        out_el = _numel(out_shape) if out_shape else 0
-        in_el = sum(_numel(shapes.get(a, ())) for a in acts if a in shapes)
+        out_el = numel(out_shape) if out_shape else 0
+        in_el = sum(numel(shapes.get(a, ())) for a in acts if a in shapes)
         params = 0
         for i in ins:
             t = inits.get(i)
             if t is not None and i not in counted and t.data_type in PARAM_TYPES and len(t.dims):
                 counted.add(i)
-                params += _numel(t.dims)
+                params += numel(t.dims)
         macs, other = _work(n, shapes, out_el, in_el, ins)
         layers.append(GraphLayer(
             name=n.name or f"{n.op_type}_{idx}", op_type=n.op_type, output_shape=tuple(out_shape),
@@ -214,21 +205,9 @@ def walk(model: Any) -> GraphWalk:
     end = len(nodes)
     for o in graph.output:
         last_use[alias.get(o.name, o.name)] = end
-    peak = 0
-    events: list[tuple[int, int]] = []
-    for t, b in birth.items():
-        size = _numel(shapes.get(t, ()))
-        if not shapes.get(t):
-            continue
-        d = last_use.get(t, b)
-        events.append((b, size))
-        events.append((max(d, b), -size))  # freed once its last reader has run
-    live = 0
-    for _, delta in sorted(events, key=lambda e: (e[0], e[1] < 0)):
-        live += delta
-        peak = max(peak, live)
-    # at one step births sort before frees: a node's inputs and its output are alive together
-    input_elements = sum(_numel(s.shape) for s in model.input_specs)
+    peak = peak_live((b, last_use.get(t, b), numel(shapes[t])) for t, b in birth.items()
+                     if shapes.get(t))
+    input_elements = sum(numel(s.shape) for s in model.input_specs)
     folded = sum(1 for n in nodes if n.op_type in CONV_NODES
                  and any(i in inits and FOLDED_BATCHNORM_NAME.search(i) for i in n.input[1:]))
     return GraphWalk(layers=layers, peak_live_elements=int(peak), input_elements=input_elements,
@@ -239,10 +218,10 @@ def _work(n, shapes: dict, out_el: int, in_el: int, ins: list[str]) -> tuple[int
     op = n.op_type
     if op in ("Conv", "ConvInteger", "QLinearConv"):
         w = shapes.get(ins[3] if op == "QLinearConv" else ins[1], ())
-        return out_el * _numel(w[1:]), 0
+        return out_el * numel(w[1:]), 0
     if op == "ConvTranspose":
         x, w = shapes.get(ins[0], ()), shapes.get(ins[1], ())
-        return _numel(x) * _numel(w[1:]), 0
+        return numel(x) * numel(w[1:]), 0
     if op == "Gemm":
         a = shapes.get(ins[0], ())
         k = a[0] if _attr(n, "transA", 0) else a[-1]
@@ -253,7 +232,7 @@ def _work(n, shapes: dict, out_el: int, in_el: int, ins: list[str]) -> tuple[int
         return out_el * int(k), 0
     if op in POOL_OPS:
         k = _attr(n, "kernel_shape", []) or []
-        return 0, out_el * max(1, _numel(k))
+        return 0, out_el * max(1, numel(k))
     if op in GLOBAL_OPS:
         return 0, in_el
     if op in MOVE_OPS:

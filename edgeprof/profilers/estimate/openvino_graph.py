@@ -19,6 +19,7 @@ from edgeprof.core.errors import InputSpecError
 from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.models import InputSpec, ModelHandle, load_model_file
 from edgeprof.core.results import GraphLayer, GraphWalk
+from edgeprof.profilers.estimate.analytic import numel, peak_live
 
 SKIP = {"Parameter", "Result", "Constant", "ShapeOf", "Reshape", "Squeeze", "Unsqueeze",
         "Convert"}
@@ -27,13 +28,6 @@ MOVE = {"Transpose", "Concat", "Split", "VariadicSplit", "StridedSlice", "Slice"
 POOL = {"MaxPool", "AvgPool"}
 WEIGHT_TYPES = {"f32", "f16", "bf16", "i8", "u8", "i4", "u4", "nf4", "f64"}
 DECOMPRESS = {"Convert", "Subtract", "Multiply", "Reshape"}
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
 
 
 def input_specs(path: str | Path) -> list[InputSpec]:
@@ -86,51 +80,46 @@ def walk(model: Any) -> GraphWalk:
     for i, op in enumerate(ops):
         kind = op.get_type_name()
         name = op.get_friendly_name()
-        acts = []
+        acts, weights = [], []
         for inp in op.inputs():
-            src = inp.get_source_output().get_node()
-            if src.get_type_name() != "Constant" and _weight_source(inp.get_source_output()) is None:
-                acts.append(inp.get_source_output())
-                last_use[src.get_friendly_name()] = i
+            src = inp.get_source_output()
+            c = _weight_source(src)  # (a Constant is its own source)
+            if c is None:
+                acts.append(src)
+                last_use[src.get_node().get_friendly_name()] = i
+            else:
+                weights.append(c)
         if kind == "Parameter":
-            birth[name] = (-1, _numel(op.get_output_shape(0)))
+            birth[name] = (-1, numel(op.get_output_shape(0)))
             continue
         if kind in SKIP or op.get_output_size() == 0:
             continue
         out_shape = tuple(int(d) for d in op.get_output_partial_shape(0).get_min_shape())
-        out_el = _numel(out_shape)
+        out_el = numel(out_shape)
         birth[name] = (i, out_el)
-        in_el = sum(_numel(a.get_partial_shape().get_min_shape()) for a in acts)
+        in_el = sum(numel(a.get_partial_shape().get_min_shape()) for a in acts)
         params = 0
-        for inp in op.inputs():
-            c = _weight_source(inp.get_source_output())
-            if c is None or c.get_friendly_name() in counted:
-                continue
-            shape = c.get_output_shape(0)
-            if c.get_element_type().get_type_name() in WEIGHT_TYPES and len(shape) >= 1 \
-                    and _numel(shape) > 1:
+        for c in weights:
+            size = numel(c.get_output_shape(0))  # (a scalar's 1)
+            if c.get_friendly_name() not in counted and size > 1 \
+                    and c.get_element_type().get_type_name() in WEIGHT_TYPES:
                 counted.add(c.get_friendly_name())
-                params += _numel(shape)
+                params += size
         macs, other = 0, out_el
         if kind in ("Convolution", "GroupConvolution", "ConvolutionBackpropData",
                     "GroupConvolutionBackpropData", "MatMul"):
             other = 0
             w = [int(d) for d in op.input_value(1).get_partial_shape().get_min_shape()]
             x = [int(d) for d in op.input_value(0).get_partial_shape().get_min_shape()]
-            if kind == "Convolution":
-                macs = out_el * _numel(w[1:])
-            elif kind == "GroupConvolution":
-                macs = out_el * _numel(w[2:])
-            elif kind == "ConvolutionBackpropData":  # weights [Cin, Cout, k...]
-                macs = _numel(x) * _numel(w[1:])
-            elif kind == "GroupConvolutionBackpropData":
-                macs = _numel(x) * _numel(w[2:])
-            else:  # MatMul
+            if kind == "MatMul":
                 ta = op.get_attributes().get("transpose_a", False)
                 k = (x[-2] if ta and len(x) >= 2 else x[-1]) if x else 0
                 macs = out_el * k
+            else:  # weights [Cout, Cin, k...] ([Cin, Cout, k...] backprop), a group dim first
+                per_element = numel(w[2:] if kind.startswith("Group") else w[1:])
+                macs = (numel(x) if kind.endswith("BackpropData") else out_el) * per_element
         elif kind in POOL:
-            other = out_el * _numel(op.get_attributes().get("kernel", [1]))
+            other = out_el * numel(op.get_attributes().get("kernel", [1]))
         elif kind in MOVE:
             other = 0
         layers.append(GraphLayer(name=name, op_type=kind, output_shape=out_shape,
@@ -139,16 +128,9 @@ def walk(model: Any) -> GraphWalk:
     end = len(ops)
     for r in ov_model.get_results():
         last_use[r.input_value(0).get_node().get_friendly_name()] = end
-    events = []
-    for name, (b, size) in birth.items():
-        events.append((b, size))
-        events.append((max(last_use.get(name, b), b), -size))
-    live = peak = 0
-    for _, delta in sorted(events, key=lambda e: (e[0], e[1] < 0)):
-        live += delta
-        peak = max(peak, live)
+    peak = peak_live((b, last_use.get(name, b), size) for name, (b, size) in birth.items())
     return GraphWalk(layers=layers, peak_live_elements=int(peak),
-                     input_elements=sum(_numel(s.shape) for s in model.input_specs),
+                     input_elements=sum(numel(s.shape) for s in model.input_specs),
                      notes=["views (Reshape, Squeeze, Unsqueeze) alias their input and are "
                             "not counted in peak memory"])
 

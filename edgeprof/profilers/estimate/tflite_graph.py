@@ -34,6 +34,7 @@ from edgeprof.core.errors import InputSpecError, ModelError
 from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.models import InputSpec, ModelHandle, specs_from_shapes, load_model_file
 from edgeprof.core.results import GraphLayer, GraphWalk
+from edgeprof.profilers.estimate.analytic import peak_live
 
 #: numpy dtype names of TFLite tensor types
 _TENSOR_DTYPES = {
@@ -137,29 +138,29 @@ def input_specs(path: str | Path) -> list[InputSpec]:
 _MODULE_PART = re.compile(r"(?:[\w.]+\.)?[A-Za-z_]\w*?_([\w.]+)$")
 
 
-def layer_name(tensor_name: str) -> str:
-    """A readable layer name from a tensor name.
-
-    litert-torch names tensors after the torch module path
+def _module_path(tensor_name: str) -> str | None:
+    """The torch module path litert-torch names a tensor after
     (``pkg.SmallCNN/torch.nn.modules.conv.Conv2d_conv1;``) -> ``conv1``; nested modules give
-    dotted paths (``stem.0``) as in the torch walker. Other converters' names are kept
-    (first location only).
+    dotted paths (``stem.0``) as in the torch walker. None for another converter's name."""
+    first = next((s for s in tensor_name.split(";") if s), tensor_name)
+    matches = [_MODULE_PART.match(p) for p in first.split("/")[1:]]
+    return ".".join(m.group(1) for m in matches) if matches and all(matches) else None
+
+
+def layer_name(tensor_name: str) -> str:
+    """A readable layer name from a tensor name: its torch module path
+    (:func:`_module_path`); other converters' names are kept (first location only).
     """
+    path = _module_path(tensor_name)
+    if path is not None:
+        return path
     first = next((s for s in tensor_name.split(";") if s), tensor_name)
     parts = first.split("/")
-    if len(parts) > 1 and all(_MODULE_PART.match(p) for p in parts[1:]):
-        return ".".join(_MODULE_PART.match(p).group(1) for p in parts[1:])
     if "<locals>" in first or "<lambda>" in first:
         return ""  # a tracing wrapper's name says nothing; the caller uses the op type
     if len(parts) == 1 and re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+", first):
         return first.rsplit(".", 1)[1]  # a qualified class name: keep the class
     return first
-
-
-def _is_module_path(tensor_name: str) -> bool:
-    first = next((s for s in tensor_name.split(";") if s), tensor_name)
-    parts = first.split("/")
-    return len(parts) > 1 and all(_MODULE_PART.match(p) for p in parts[1:])
 
 
 def _mac_count(op_type: str, op, sg, out_elems: int, opts) -> int:
@@ -218,14 +219,9 @@ def _dedupe_names(layers: list[GraphLayer]) -> None:
     for layer in layers:
         groups.setdefault(layer.name, []).append(layer)
     for name, group in groups.items():
-        if len(group) == 1:
-            continue
         owner = next((l for l in group if l.macs), group[0])
-        k = 0
-        for layer in group:
-            if layer is not owner:
-                k += 1
-                layer.name = f"{name}#{k}"
+        for k, layer in enumerate((l for l in group if l is not owner), 1):
+            layer.name = f"{name}#{k}"
 
 
 CONV_TYPES = {"CONV_2D", "CONV_3D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV"}
@@ -251,8 +247,8 @@ def walk(model: Any) -> GraphWalk:
     model_outputs = {int(i) for i in sg.outputs}
     operators = list(sg.operators or [])
 
-    # which ops consume each tensor (to tell weights from shape/axis constants)
-    consumers: dict[int, list[str]] = {}
+    # the tensors MAC ops read (to tell weights from shape/axis constants)
+    mac_read: set[int] = set()
     op_types: list[str] = []
     for op in operators:
         code = fb.operatorCodes[op.opcodeIndex]
@@ -262,16 +258,14 @@ def walk(model: Any) -> GraphWalk:
             cc = code.customCode
             op_type = "CUSTOM:" + (cc.decode() if isinstance(cc, (bytes, bytearray)) else str(cc))
         op_types.append(op_type)
-        for i in op.inputs:
-            consumers.setdefault(int(i), []).append(op_type)
+        if op_type in MAC_OPS:
+            mac_read.update(int(i) for i in op.inputs)
+
+    types = _enum_names(schema.TensorType)
 
     def is_parameter(idx: int) -> bool:
-        t = sg.tensors[idx]
-        types = _enum_names(schema.TensorType)
-        if types.get(t.type) in ("INT32", "INT64"):
-            # integer constants are parameters only where a MAC op reads them (int32 biases)
-            return any(c in MAC_OPS for c in consumers.get(idx, []))
-        return True
+        # integer constants are parameters only where a MAC op reads them (int32 biases)
+        return types.get(sg.tensors[idx].type) not in ("INT32", "INT64") or idx in mac_read
 
     # tensors computed from constants only (e.g. fp16 weights -> DEQUANTIZE) are weights too
     derived_constant = list(constant)
@@ -299,47 +293,43 @@ def walk(model: Any) -> GraphWalk:
     for o in model_outputs:
         if o in start:
             end[o] = last
-    peak = 0
-    for step in range(len(operators) or 1):
-        live = sum(_n(_shape(sg.tensors[i])) for i in start if start[i] <= step <= end[i])
-        peak = max(peak, live)
+    sizes = [_n(_shape(t)) for t in sg.tensors]
+    peak = peak_live((start[i], end[i], sizes[i]) for i in start)
 
     counted: set[int] = set()
     layers: list[GraphLayer] = []
     for op, op_type in zip(operators, op_types):
         ins = [int(i) for i in op.inputs if int(i) >= 0]
         outs = [int(o) for o in op.outputs if int(o) >= 0]
+        acts = [i for i in ins if not derived_constant[i]]
+        mac = op_type in MAC_OPS
         opts = op.builtinOptions
         out_shape = _shape(sg.tensors[outs[0]]) if outs else ()
-        out_elems = sum(_n(_shape(sg.tensors[o])) for o in outs)
-        act_in = sum(_n(_shape(sg.tensors[i])) for i in ins if not derived_constant[i])
+        out_elems = sum(sizes[o] for o in outs)
+        act_in = sum(sizes[i] for i in acts)
         params = 0
         for i in ins:
             buf = sg.tensors[i].buffer  # count stored data once (shared buffers too)
             if constant[i] and buf not in counted and is_parameter(i):
                 counted.add(buf)
-                params += _n(_shape(sg.tensors[i]))
+                params += sizes[i]
         if all(derived_constant[o] for o in outs) and outs:
             macs, other = 0, 0  # weight unpacking (e.g. DEQUANTIZE of fp16 weights): load-time
         else:
             macs = _mac_count(op_type, op, sg, out_elems, opts)
-            act_sizes = [_n(_shape(sg.tensors[i])) for i in ins if not derived_constant[i]]
-            largest = max([*act_sizes, *(_n(_shape(sg.tensors[o])) for o in outs), 0])
+            largest = max([*(sizes[i] for i in acts), *(sizes[o] for o in outs), 0])
             bias_at = 3 if op_type == "TRANSPOSE_CONV" else 2
             raw_ins = [int(i) for i in op.inputs]
-            has_bias = op_type in MAC_OPS and len(raw_ins) > bias_at and raw_ins[bias_at] >= 0
+            has_bias = mac and len(raw_ins) > bias_at and raw_ins[bias_at] >= 0
             fused = int(getattr(opts, "fusedActivationFunction", 0) or 0) != 0
             other = _other_ops(op_type, largest, out_elems, has_bias, fused)
         # name: the weight tensor for MAC ops (it carries the module), else the output;
         # the first candidate that reads as a torch module path wins
-        w = 1 if op_type in MAC_OPS else None
-        cands = ([ins[w]] if w is not None and len(ins) > w else []) + outs[:1] + \
-            ([ins[2]] if op_type in MAC_OPS and len(ins) > 2 else [])
+        cands = (ins[1:2] if mac else []) + outs[:1] + (ins[2:3] if mac else [])
         raws = [_name(sg.tensors[i]) for i in cands]
-        name = next((layer_name(r) for r in raws if _is_module_path(r)), None)
+        name = next(filter(None, map(_module_path, raws)), None)
         if name is None:
-            name = layer_name(raws[1] if len(raws) > 1 and w is not None else (raws[0] if raws
-                                                                                 else op_type))
+            name = layer_name(raws[1] if mac and len(raws) > 1 else (raws[0] if raws else op_type))
         name = name or op_type.lower()
         layers.append(GraphLayer(name=name, op_type=op_type, output_shape=out_shape,
                                  output_elements=out_elems, input_elements=act_in,
@@ -352,7 +342,7 @@ def walk(model: Any) -> GraphWalk:
                          FOLDED_BATCHNORM_NAME.search(_name(sg.tensors[int(i)]))
                          for i in op.inputs))
     return GraphWalk(layers=layers, peak_live_elements=int(peak),
-                     input_elements=sum(_n(_shape(sg.tensors[i])) for i in model_inputs),
+                     input_elements=sum(sizes[i] for i in model_inputs),
                      notes=notes, folded_batchnorms=folded or None)
 
 

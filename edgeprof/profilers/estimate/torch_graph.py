@@ -160,14 +160,21 @@ def walk_torch(module, inputs: list, *, atomic: tuple[type, ...] = (),
     if isinstance(inputs, torch.Tensor):
         inputs = [inputs]
     inputs = list(inputs)
-    if meta:
-        try:
-            return _walk_once(module, inputs, atomic, meta=True)
-        except EdgeprofError:
-            raise
-        except Exception:  # values were needed: walk the real forward
-            pass
-    return _walk_once(module, inputs, atomic, meta=False)
+    if not meta:
+        return _walk_once(module, inputs, atomic, meta=False)
+    return _meta_or_real(module, inputs, lambda: inputs, atomic)
+
+
+def _meta_or_real(module, meta_inputs: list, real_inputs, atomic: tuple[type, ...]) -> GraphWalk:
+    """The meta walk on ``meta_inputs``, or where the model needs values, the real walk on
+    ``real_inputs()``."""
+    try:
+        return _walk_once(module, meta_inputs, atomic, meta=True)
+    except EdgeprofError:
+        raise
+    except Exception:  # values were needed: walk the real forward
+        pass
+    return _walk_once(module, real_inputs(), atomic, meta=False)
 
 
 def _walk_once(module, inputs: list, atomic: tuple[type, ...], *, meta: bool) -> GraphWalk:
@@ -222,11 +229,8 @@ def _walk(module, inputs: list, atomic: tuple[type, ...], *, meta: bool) -> Grap
         functions = walker.function_mode = functions_mode(walker)
         with torch.no_grad(), functions, aten_mode(walker, meta):
             try:
-                if meta:
-                    with swapped(modules, twins):
-                        output = module(*run_inputs)
-                else:
-                    output = module(*inputs)
+                with swapped(modules, twins):  # (no twins, nothing swapped, for a real walk)
+                    output = module(*run_inputs)
             finally:
                 walker.function_mode_on()  # back on the stack before the mode exits
         del output
@@ -273,17 +277,15 @@ def _walk(module, inputs: list, atomic: tuple[type, ...], *, meta: bool) -> Grap
                      total_parameter_count=int(sum(p.numel() for p in params)))
 
 
-_TORCH_DTYPES = {
-    "float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float64",
-    "int64": "int64", "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8",
-    "bool": "bool",
-}
+#: the input dtypes given as such (any other is float32)
+_TORCH_DTYPES = frozenset(("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16",
+                           "int8", "uint8", "bool"))
 
 
 def _torch_dtype(spec):
     import torch
 
-    return getattr(torch, _TORCH_DTYPES.get(spec.dtype, "float32"))
+    return getattr(torch, spec.dtype if spec.dtype in _TORCH_DTYPES else "float32")
 
 
 def inputs_for(model) -> list:
@@ -309,13 +311,7 @@ def walk_model(model) -> GraphWalk:
     only when the model needs them (the real walk)."""
     module = model.torch_module()
     try:
-        try:
-            return _walk_once(module, meta_inputs_for(model), (), meta=True)
-        except EdgeprofError:
-            raise
-        except Exception:  # values were needed: walk the real forward
-            pass
-        return _walk_once(module, inputs_for(model), (), meta=False)
+        return _meta_or_real(module, meta_inputs_for(model), lambda: inputs_for(model), ())
     except InputSpecError as e:
         raise InputSpecError(f"model '{model.name}': {e}") from e.__cause__
 

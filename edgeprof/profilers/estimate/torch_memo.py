@@ -63,7 +63,7 @@ import itertools
 import types
 from typing import Any
 
-from edgeprof.profilers.estimate.torch_meta import dense_extent
+from edgeprof.profilers.estimate.torch_meta import NoKey, dense_extent
 from edgeprof.profilers.estimate.torch_ops import tensor_storage_key, tensors_in
 from edgeprof.profilers.estimate.torch_walker import Frame
 
@@ -96,10 +96,6 @@ def clear() -> None:
     _SEEN.clear()
     _USEFUL.clear()
     _TRIES.clear()
-
-
-class _NoKey(Exception):
-    pass
 
 
 class _Mark:
@@ -142,7 +138,7 @@ def _value_key(v):
         return (kind, tuple(v))
     if isinstance(v, _BY_IDENTITY) or isinstance(v, enum.Enum):
         return (kind, v)  # compared by identity: the same function (or class, member)
-    raise _NoKey
+    raise NoKey
 
 
 def _sig(m, params: list, buffers: list) -> int:
@@ -162,14 +158,12 @@ def _sig(m, params: list, buffers: list) -> int:
         else:
             append(k)
             append(_value_key(v))
-    append(_PARAMETERS)
-    for k, t in m._parameters.items():
-        params.append(t)
-        key += (k, None) if t is None else (k, t.dtype, t.shape, t.stride())
-    append(_BUFFERS)
-    for k, t in m._buffers.items():
-        buffers.append(t)
-        key += (k, None) if t is None else (k, t.dtype, t.shape, t.stride())
+    for mark, slots, held in ((_PARAMETERS, m._parameters, params),
+                              (_BUFFERS, m._buffers, buffers)):
+        append(mark)
+        for k, t in slots.items():
+            held.append(t)
+            key += (k, None) if t is None else (k, t.dtype, t.shape, t.stride())
     append(_CHILDREN)
     for k, c in m._modules.items():
         key += (k, None if c is None else _sig(c, params, buffers))
@@ -189,7 +183,7 @@ def signature(m, params: list | None = None, buffers: list | None = None) -> int
     modules depth first (None where a slot holds None)."""
     try:
         return _sig(m, [] if params is None else params, [] if buffers is None else buffers)
-    except (_NoKey, TypeError):  # TypeError: an unhashable value inside a frozenset key
+    except (NoKey, TypeError):  # TypeError: an unhashable value inside a frozenset key
         return None
 
 
@@ -480,21 +474,15 @@ class BlockMemo:
                     if total > rec.max_sum:
                         rec.max_sum = total
         prefix = walker.info[id(m)][0][0]
-        counted, frames, log = walker.counted, walker.frames, walker.close_log
         for rel, op_type, idx, is_module, work, macs, other, ins, outs, shape in template.frames:
             walker.order += 1
             f = Frame(prefix + rel, op_type, walker.order)
             f.macs, f.other_ops, f.work = macs, other, work
             f.input_elements, f.output_elements, f.output_shape = ins, outs, shape
-            params = [params_of[i] for i in idx] if idx else []
+            f.params = [params_of[i] for i in idx] if idx else []
             if recs:
-                log.append((f, tuple(params), is_module))
-            new = [p for p in params if id(p) not in counted]
-            if work or new:
-                for p in new:
-                    counted.add(id(p))
-                f.params = new
-                frames.append(f)
+                walker.close_log.append((f, tuple(f.params), is_module))
+            walker.keep(f)
         STATS["replayed"] += 1
         empty = self.torch.empty_strided
         made = []

@@ -8,6 +8,7 @@ functions only."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 from typing import Any
 
@@ -31,8 +32,8 @@ _KEY_ATOMS = {int, float, bool, str, type(None)}
 _KEY_TORCH_ATOMS: set = set()  # torch.dtype, device, memory_format, layout (set on first use)
 
 
-class _NoKey(Exception):
-    pass
+class NoKey(Exception):
+    """A value that makes no cache key (here, and in the block memo's keys)."""
 
 
 def _key_items(items, key: list, T) -> None:
@@ -41,7 +42,7 @@ def _key_items(items, key: list, T) -> None:
         kind = type(x)
         if kind is T:
             if not x.is_meta:
-                raise _NoKey
+                raise NoKey
             # strided tensors only: stride() raises for sparse and nested ones
             key += (T, x.dtype, x.shape, x.stride(), x.storage_offset())
         elif kind in _KEY_ATOMS or kind in _KEY_TORCH_ATOMS:
@@ -50,7 +51,7 @@ def _key_items(items, key: list, T) -> None:
             key += (kind, len(x))
             _key_items(x, key, T)
         else:
-            raise _NoKey
+            raise NoKey
 
 
 def _meta_key(func, args, kwargs, torch):
@@ -65,7 +66,7 @@ def _meta_key(func, args, kwargs, torch):
             for k, v in kwargs.items():
                 key.append(k)
                 _key_items((v,), key, torch.Tensor)
-    except (_NoKey, RuntimeError, NotImplementedError):
+    except (NoKey, RuntimeError, NotImplementedError):
         return None
     return tuple(key)
 
@@ -155,8 +156,13 @@ def _scalars(args, kwargs) -> bool:
             for k, v in kwargs.items())
 
 
-def _computation_dtype(dtype, torch):
-    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+def _normalized(x, stat_shape, torch) -> tuple:
+    """A normalization's outputs: like ``x``, then two statistics of ``stat_shape`` in the
+    computation dtype (float32 for half-precision ``x``)."""
+    comp = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    return (torch.empty(x.shape, dtype=x.dtype, device="meta"),
+            torch.empty(stat_shape, dtype=comp, device="meta"),
+            torch.empty(stat_shape, dtype=comp, device="meta"))
 
 
 def _fast_meta(func, args, kwargs, torch):
@@ -205,10 +211,7 @@ def _fast_meta(func, args, kwargs, torch):
             if not (type(t) is T and t.is_meta and t.is_floating_point()
                     and tuple(t.shape) == (C,)):
                 return None
-        comp = _computation_dtype(x.dtype, torch)
-        return (torch.empty(x.shape, dtype=x.dtype, device="meta"),
-                torch.empty((C,), dtype=comp, device="meta"),
-                torch.empty((C,), dtype=comp, device="meta"))
+        return _normalized(x, (C,), torch)
     if name == "native_layer_norm" and overload == "default":
         if len(args) != 5 or kwargs or not _plain(x, T):
             return None
@@ -222,11 +225,7 @@ def _fast_meta(func, args, kwargs, torch):
             if t is not None and not (type(t) is T and t.is_meta and t.is_floating_point()
                                       and tuple(t.shape) == tuple(ns)):
                 return None
-        comp = _computation_dtype(x.dtype, torch)
-        stat = tuple(x.shape[:-k]) + (1,) * k
-        return (torch.empty(x.shape, dtype=x.dtype, device="meta"),
-                torch.empty(stat, dtype=comp, device="meta"),
-                torch.empty(stat, dtype=comp, device="meta"))
+        return _normalized(x, tuple(x.shape[:-k]) + (1,) * k, torch)
     if name == "addmm" and overload == "default":
         if len(args) != 3 or not all(type(v) in (int, float) for v in kwargs.values()) or \
                 not set(kwargs) <= {"beta", "alpha"}:
@@ -256,13 +255,9 @@ def gc_resume() -> None:
         gc.enable()
 
 
-_DEVICE: list = []
-
-
+@functools.cache
 def _meta_device(torch):
-    if not _DEVICE:
-        _DEVICE.append(torch.device("meta"))
-    return _DEVICE[0]
+    return torch.device("meta")
 
 
 def meta_call(func, args, kwargs, torch):

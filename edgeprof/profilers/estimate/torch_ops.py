@@ -69,12 +69,7 @@ def _collect(obj, out: list, seen: set, tensor_type) -> None:
         items = obj.values()
     elif kind in _SCALARS:
         return
-    elif isinstance(obj, tensor_type):
-        if id(obj) not in seen:
-            seen.add(id(obj))
-            out.append(obj)
-        return
-    else:
+    else:  # (never a tensor: those are taken before this is called)
         import torch
         from torch.utils._pytree import tree_leaves
 
@@ -161,14 +156,10 @@ def _attention(q, k, v) -> int:
     return batch * L * S * (E + Ev)
 
 
-def _first_tensor(out):
-    ts = tensors_in(out)
-    return ts[0] if ts else None
-
-
 def op_cost(name: str, args: tuple, kwargs: dict, out) -> tuple[int, int | None]:
     """(macs, other_ops) of one aten op; ``other_ops`` None means "use the generic rule"."""
-    return op_cost_given_output(name, args, kwargs, _first_tensor(out))
+    outs = tensors_in(out)
+    return op_cost_given_output(name, args, kwargs, outs[0] if outs else None)
 
 
 def op_cost_given_output(name: str, args: tuple, kwargs: dict, o) -> tuple[int, int | None]:

@@ -5,6 +5,7 @@ peak live activations (:class:`_Liveness`). ``torch`` is imported inside functio
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from edgeprof.profilers.estimate.torch_meta import meta_call
@@ -105,26 +106,27 @@ def _children(m):
     return [c for c in m._modules.values() if c is not None]
 
 
-_BASE: list = []
-
-
+@functools.cache
 def _module_base():
-    if not _BASE:
-        import torch
+    import torch
 
-        _BASE.append(torch.nn.Module)
-    return _BASE[0]
+    return torch.nn.Module
+
+
+def _distinct(items) -> list:
+    """The items that are not None, each object once, in order."""
+    out: list = []
+    seen: set[int] = set()
+    for x in items:
+        if x is not None and id(x) not in seen:
+            seen.add(id(x))
+            out.append(x)
+    return out
 
 
 def _own_parameters(m) -> list:
     """``list(m.parameters())``; for a module without children, read off its own dict."""
-    if m._modules:
-        return list(m.parameters())
-    out: list = []
-    for p in m._parameters.values():
-        if p is not None and all(p is not q for q in out):
-            out.append(p)
-    return out
+    return list(m.parameters()) if m._modules else _distinct(m._parameters.values())
 
 
 # --------------------------------------------------------------------------- frames
@@ -144,6 +146,11 @@ class Frame:
         self.input_elements = 0
         self.output_elements = 0
         self.output_shape: tuple[int, ...] = ()
+
+    def set_outputs(self, outs: list) -> None:
+        """The row's output elements (all of ``outs``) and shape (the first one's)."""
+        self.output_elements = sum(t.numel() for t in outs)
+        self.output_shape = tuple(int(d) for d in outs[0].shape) if outs else ()
 
 
 class Walker:
@@ -306,9 +313,7 @@ class Walker:
         try:
             self.frame = None
             f.input_elements = self._activation_elements(tensors_in((args, kwargs)))
-            outs = tensors_in(output)
-            f.output_elements = sum(t.numel() for t in outs)
-            f.output_shape = tuple(int(d) for d in outs[0].shape) if outs else ()
+            f.set_outputs(tensors_in(output))
             if info[4]:
                 f.macs, f.other_ops = rnn_closed_form(module, args, kwargs)
                 f.work = True
@@ -318,12 +323,11 @@ class Walker:
             self.function_mode_on()
         return None
 
-    def _next(self) -> int:
+    def _call_frame(self, op_type: str) -> Frame:
+        """The next row, of a call outside any leaf: named after the module that called it."""
+        caller = self.module_stack[-1][0] if self.module_stack else ""
         self.order += 1
-        return self.order
-
-    def _caller(self) -> str:
-        return self.module_stack[-1][0] if self.module_stack else ""
+        return Frame(f"{caller}.{op_type}" if caller else op_type, op_type, self.order)
 
     def inside_leaf(self) -> bool:
         return bool(self.module_stack) and self.module_stack[-1][2]
@@ -333,19 +337,20 @@ class Walker:
             return  # a functional call that only looked at or viewed tensors
         if self.recs:  # a block is being recorded: the row, before the first-use filter
             self.close_log.append((f, tuple(f.params), f.module is not None))
-        counted = self.counted
-        new_params = [p for p in f.params if id(p) not in counted]
+        self.keep(f)
+
+    def keep(self, f: Frame) -> None:
+        """Make ``f`` a row if it does work or reads a parameter not counted yet: each
+        parameter is counted once, by the first row that reads it."""
+        new_params = [p for p in f.params if id(p) not in self.counted]
         if f.work or new_params:
-            for p in new_params:
-                counted.add(id(p))
+            self.counted.update(map(id, new_params))
             f.params = new_params
             self.frames.append(f)
 
     # -- functional calls -------------------------------------------------------------
     def functional(self, func, args, kwargs):
-        caller = self._caller()
-        base = friendly(func)
-        f = Frame(f"{caller}.{base}" if caller else base, base, self._next())
+        f = self._call_frame(friendly(func))
         ins = tensors_in((args, kwargs))
         self.internal = True
         try:
@@ -361,9 +366,7 @@ class Walker:
             self.frame = None
         self.internal = True
         try:
-            outs = tensors_in(result)
-            f.output_elements = sum(t.numel() for t in outs)
-            f.output_shape = tuple(int(d) for d in outs[0].shape) if outs else ()
+            f.set_outputs(tensors_in(result))
             self._close(f)
         finally:
             self.internal = False
@@ -387,29 +390,21 @@ class Walker:
         if counts is None:
             macs, other = op_cost_given_output(name, args, kwargs, outputs[0] if outputs else None)
             if entry is not None:  # the generic rule's count, kept for the next call too
-                generic = max([t.numel() for t in tensors_in((args, kwargs))]
-                              + [t.numel() for t in outputs], default=0)
-                entry[1] = counts = (macs, other, generic)
+                entry[1] = counts = (macs, other, _largest(args, kwargs, outputs))
         else:
             macs, other = counts[0], counts[1]
         if other is None:
             if is_view or name in DATA_MOVEMENT or not (new_storage or inplace):
                 other = 0
-            elif counts is not None:
-                other = counts[2]
             else:
-                other = max([t.numel() for t in tensors_in((args, kwargs))]
-                            + [t.numel() for t in outputs], default=0)
+                other = counts[2] if counts is not None else _largest(args, kwargs, outputs)
         work = macs > 0 or other > 0 or (new_storage and not is_view)
         if not work:
             return
         f = self.frame
         if f is None:  # an op issued without a torch-function call: a row of its own
-            caller = self._caller()
-            f = Frame(f"{caller}.{name}" if caller else name, name, self._next())
-            f.output_elements = sum(t.numel() for t in outputs)
-            o = outputs[0] if outputs else None
-            f.output_shape = tuple(int(d) for d in o.shape) if o is not None else ()
+            f = self._call_frame(name)
+            f.set_outputs(outputs)
             f.input_elements = self._activation_elements(tensors_in((args, kwargs)))
             f.macs, f.other_ops, f.work = macs, other, True
             self._close(f)
@@ -419,6 +414,12 @@ class Walker:
         f.macs += macs
         f.other_ops += other
         f.work = True
+
+
+def _largest(args, kwargs, outputs: list) -> int:
+    """The generic rule's other ops: the elements of an op's largest tensor, in or out."""
+    return max([t.numel() for t in tensors_in((args, kwargs))] + [t.numel() for t in outputs],
+               default=0)
 
 
 def members(module) -> tuple[list, list, list]:
@@ -443,20 +444,8 @@ def members(module) -> tuple[list, list, list]:
         seen.add(id(m))
         modules.append(m)
         stack.extend(reversed([c for c in m._modules.values() if c is not None]))
-    params: list = []
-    buffers: list = []
-    seen_p: set[int] = set()
-    seen_b: set[int] = set()
-    for m in modules:
-        for p in m._parameters.values():
-            if p is not None and id(p) not in seen_p:
-                seen_p.add(id(p))
-                params.append(p)
-        for b in m._buffers.values():
-            if b is not None and id(b) not in seen_b:
-                seen_b.add(id(b))
-                buffers.append(b)
-    return modules, params, buffers
+    return (modules, _distinct(p for m in modules for p in m._parameters.values()),
+            _distinct(b for m in modules for b in m._buffers.values()))
 
 
 _MODE_TYPES: tuple = ()
