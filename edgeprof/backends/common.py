@@ -65,6 +65,15 @@ def torch_to_numpy(outputs: Any) -> list:
     return [o.detach().float().cpu().numpy() for o in outputs if isinstance(o, torch.Tensor)]
 
 
+def torch_outputs(module: Any, input_sets: Sequence[Sequence[Any]]) -> list[list]:
+    """``module``'s outputs (:func:`torch_to_numpy`) for each set of numpy inputs, run under
+    ``torch.inference_mode``."""
+    import torch
+
+    with torch.inference_mode():
+        return [torch_to_numpy(module(*[torch.from_numpy(a) for a in s])) for s in input_sets]
+
+
 def arrays_to_numpy(outputs: Any) -> list:
     """A runtime's outputs (list, tuple or mapping of arrays) as numpy arrays."""
     import numpy as np
@@ -238,14 +247,7 @@ def reference_outputs(handle: Any, input_sets: Sequence[Sequence[Any]]) -> tuple
     Keras / SavedModel."""
     fmt = handle.format
     if fmt == "torch":
-        import torch
-
-        module = handle.torch_module()
-        outs = []
-        with torch.inference_mode():
-            for s in input_sets:
-                outs.append(torch_to_numpy(module(*[torch.from_numpy(a) for a in s])))
-        return outs, "torch_eager fp32"
+        return torch_outputs(handle.torch_module(), input_sets), "torch_eager fp32"
     if fmt == "onnx":
         import onnxruntime as ort
 
@@ -349,6 +351,11 @@ def ensure_agreement(backend: Any, artifact: Any, model: Any, precision: str) ->
             if prepared.close is not None:
                 prepared.close()
         record = agreement_over(reference, got, precision, name, kinds)
+    return _keep_agreement(artifact, record)
+
+
+def _keep_agreement(artifact: Any, record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` as the artifact's agreement, in its manifest on disk where it can be."""
     artifact.manifest.agreement = record
     try:
         artifact.write_manifest()
@@ -386,23 +393,13 @@ def torch_source(backend: Any, model: Any, precision: str) -> tuple[Any, Any]:
         return model, None
     from edgeprof.core.plugins import get_graph
 
-    graph = get_graph()
-    route = backend.route(model.format, precision)
-    artifact = graph.convert(model, route, backend=backend.name, requested_precision=precision)
-    handle = graph.handle_for(artifact, model)
+    _, artifact = converted(backend, model, precision)
+    handle = get_graph().handle_for(artifact, model)
     if artifact.manifest.agreement is None:
-        import torch
-
         sets, kinds = varied_inputs(model)
         reference, name = reference_outputs(model, sets)
-        module = handle.torch_module()
-        with torch.inference_mode():
-            got = [torch_to_numpy(module(*[torch.from_numpy(a) for a in s])) for s in sets]
-        artifact.manifest.agreement = agreement_over(reference, got, "fp32", name, kinds)
-        try:
-            artifact.write_manifest()
-        except OSError:
-            pass
+        got = torch_outputs(handle.torch_module(), sets)
+        _keep_agreement(artifact, agreement_over(reference, got, "fp32", name, kinds))
     return handle, artifact
 
 

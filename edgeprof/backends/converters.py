@@ -142,23 +142,21 @@ def initializers_for_onnx2torch(model):
     through Identity nodes and may emit Constant nodes: make both initializers."""
     import onnx
 
-    inits = {i.name for i in model.graph.initializer}
     keep, added = [], []
     by_name = {i.name: i for i in model.graph.initializer}
     for node in model.graph.node:
-        if node.op_type == "Identity" and node.input[0] in inits:
-            t = onnx.TensorProto()
-            t.CopyFrom(by_name[node.input[0]])
-            t.name = node.output[0]
-            added.append(t)
+        if node.op_type == "Identity" and node.input[0] in by_name:
+            value = by_name[node.input[0]]
         elif node.op_type == "Constant" and len(node.attribute) == 1 \
                 and node.attribute[0].name == "value":
-            t = onnx.TensorProto()
-            t.CopyFrom(node.attribute[0].t)
-            t.name = node.output[0]
-            added.append(t)
+            value = node.attribute[0].t
         else:
             keep.append(node)
+            continue
+        t = onnx.TensorProto()
+        t.CopyFrom(value)
+        t.name = node.output[0]
+        added.append(t)
     if added:
         model.graph.initializer.extend(added)
         del model.graph.node[:]
@@ -259,8 +257,6 @@ def onnx_to_torch(source: Any, out: Path, precision: str) -> dict[str, Any]:
         except Exception as e:  # noqa: BLE001 - e.g. data-dependent shapes (opset-13 Squeeze)
             (out / "model.pt2").unlink(missing_ok=True)
             why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:120]}"
-    import onnx
-
     onnx.save(model, str(out / "model.onnx"))
     notes.append(f"torch.export could not capture onnx2torch's module ({why}); the artifact keeps the ONNX model that onnx2torch rebuilds the "
                  "module from when it is loaded")

@@ -47,10 +47,6 @@ _NOT_OPS = ("getitem", "executorch_call_delegate")
 DELEGATION_FILE = "delegation.json"
 
 
-def executorch_version() -> str:
-    return dist_version("executorch", "unknown")
-
-
 def _quiet_imports():
     """ExecuTorch and torchao warn at import (missing CUDA kernels of torchao, deprecations);
     none of it concerns a CPU build."""
@@ -192,7 +188,7 @@ class ExecuTorchBackend(NativeRuntime, Backend):
                  "needs a runtime built with event tracing)"]
         prepared = PreparedModel(
             run=run, inputs=feed(inputs), runtime="executorch",
-            runtime_version=executorch_version(), executed_precision=executed,
+            runtime_version=dist_version("executorch", "unknown"), executed_precision=executed,
             threads={"intra_op": threads}, device="cpu", load_time_s=load_time, notes=notes,
             to_numpy=torch_to_numpy, feed=feed,
             extra={"requested_precision": config.precision, "delegate": "XnnpackBackend",

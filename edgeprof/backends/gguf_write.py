@@ -38,6 +38,7 @@ has no place in llama.cpp's llama architecture and is refused.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -77,10 +78,7 @@ class TensorPlan:
 
     @property
     def n_elements(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
 
 def llama_cpp_architecture(spec: LLMSpec) -> str:

@@ -70,6 +70,34 @@ def guard_torchvision() -> str | None:
     return reason
 
 
+def first_error_line(text: str) -> str:
+    """A child process's most telling output line: the last one naming an error or an
+    exception, else its last line (300 characters at most)."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "Error" in ln or "error" in ln or "Exception" in ln:
+            return ln[:300]
+    return lines[-1][:300] if lines else "no output"
+
+
+def run_child(cmd: list[str], done: Path, what: str, *, backend: str, precision: str,
+              timeout: int, cwd: Path | None = None) -> None:
+    """Run a build's child process quietly (no Python warnings, no progress bars); raise
+    UnsupportedError when it runs past ``timeout`` seconds, or fails or leaves no ``done``
+    file (with :func:`first_error_line` of its output). ``what`` names it in the message."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "TQDM_DISABLE": "1"}
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                              cwd=cwd)
+    except subprocess.TimeoutExpired:
+        raise UnsupportedError(f"{what} ran past {timeout} s", backend=backend) from None
+    if proc.returncode != 0 or not done.is_file():
+        raise UnsupportedError(f"{what} failed: {first_error_line(proc.stderr + proc.stdout)}",
+                               backend=backend, precision=precision)
+
+
 #: run a module as ``__main__`` with the torchvision guard (for the builders' CLIs)
 GUARDED_MAIN = ("import runpy, sys; from edgeprof.backends.hf_folder import guard_torchvision; "
                 "guard_torchvision(); mod = sys.argv.pop(1); "
@@ -207,7 +235,6 @@ def bias_to_token(folder: str | os.PathLike, token_id: int = EOS_ID, scale: floa
 def write_in_child(spec: LLMSpec, folder: Path, dtype: str = "float32", seed: int = 0) -> None:
     """:func:`write_random_hf_folder` in a child process, so torch and transformers stay out
     of the process whose memory a generative backend's harness measures."""
-    import json
     import subprocess
 
     code = ("import sys, json; from edgeprof.backends.hf_folder import _write_main; "
@@ -222,8 +249,6 @@ def write_in_child(spec: LLMSpec, folder: Path, dtype: str = "float32", seed: in
 
 
 def _write_main(argv: list[str]) -> None:
-    import json
-
     spec_json, folder, dtype, seed = argv
     try:
         write_random_hf_folder(LLMSpec.from_dict(json.loads(spec_json)), folder, dtype=dtype,
@@ -301,5 +326,6 @@ def hf_source(model: LLMModel, dtype: str = "float32", seed: int = 0, *,
 
 
 __all__ = ["ARCHITECTURES", "BOS_ID", "DTYPES", "EOS_ID", "GUARDED_MAIN", "UNK_ID", "HFSource",
-           "bias_to_token", "folder_max_context", "guard_torchvision", "hf_config", "hf_source",
-           "write_in_child", "write_random_hf_folder", "write_tokenizer"]
+           "bias_to_token", "first_error_line", "folder_max_context", "guard_torchvision",
+           "hf_config", "hf_source", "run_child", "write_in_child", "write_random_hf_folder",
+           "write_tokenizer"]

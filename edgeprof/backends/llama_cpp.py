@@ -30,7 +30,6 @@ import functools
 import os
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -117,25 +116,13 @@ def _lib() -> Any:
     return llama_cpp
 
 
-@contextmanager
-def _capturing():
-    """Collect llama.cpp's warnings and errors logged inside the block."""
-    _LOG.clear()
-    yield _LOG
-
-
 def _last_error(log: Sequence[str], default: str) -> str:
     """llama.cpp's most telling line: the last specific error, else the last warning, else
     ``default`` (function-name prefixes and the generic "failed to load model" dropped)."""
     import re
 
     def clean(line: str) -> str:
-        line = " ".join(line.split())
-        while True:
-            stripped = re.sub(r"^[A-Za-z_][\w]*: ", "", line)
-            if stripped == line:
-                return line
-            line = stripped
+        return re.sub(r"^(?:[A-Za-z_]\w*: )+", "", " ".join(line.split()))
 
     errors = [clean(x[1:]) for x in log if x.startswith("!")]
     specific = [e for e in errors if e and e != "failed to load model"]
@@ -184,11 +171,11 @@ def quantize_gguf(src: str | os.PathLike, dst: str | os.PathLike, fmt: str, *,
     params.ftype = getattr(ll, FTYPES[fmt])
     params.nthread = threads or len(os.sched_getaffinity(0))
     params.allow_requantize = allow_requantize
-    with _capturing() as log:
-        rc = ll.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
+    _LOG.clear()  # from here on: llama.cpp's warnings and errors, its reason for a failure
+    rc = ll.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
     if rc != 0:
         raise LlamaCppError(f"llama.cpp could not quantize '{Path(src).name}' to {fmt}: "
-                            f"{_last_error(log, f'llama_model_quantize returned {rc}')}")
+                            f"{_last_error(_LOG, f'llama_model_quantize returned {rc}')}")
 
 
 # ------------------------------------------------------------------------------ session
@@ -204,10 +191,10 @@ class LlamaCppSession:
         self._model = self._ctx = None
         mparams = ll.llama_model_default_params()
         mparams.n_gpu_layers = 99 if device.startswith("cuda") else 0
-        with _capturing() as log:
-            self._model = ll.llama_model_load_from_file(str(self.path).encode(), mparams)
+        _LOG.clear()
+        self._model = ll.llama_model_load_from_file(str(self.path).encode(), mparams)
         if not self._model:
-            why = _last_error(log, "llama_model_load_from_file returned NULL")
+            why = _last_error(_LOG, "llama_model_load_from_file returned NULL")
             msg = f"llama.cpp cannot load '{self.path}': {why}"
             if users_file:
                 raise ModelError(msg + " (truncated or corrupted GGUF? re-download or "
@@ -227,12 +214,12 @@ class LlamaCppSession:
         # sliding-window layers keep only their window (llama-cpp-python defaults to a
         # full-size cache there): what the estimate's KV accounting and fit assume
         cparams.swa_full = False
-        with _capturing() as log:
-            self._ctx = ll.llama_init_from_model(self._model, cparams)
+        _LOG.clear()
+        self._ctx = ll.llama_init_from_model(self._model, cparams)
         if not self._ctx:
             self.close()
             raise LlamaCppError(f"llama.cpp cannot make a context of {n_ctx} tokens for "
-                                f"'{self.path.name}': {_last_error(log, 'out of memory?')}")
+                                f"'{self.path.name}': {_last_error(_LOG, 'out of memory?')}")
         self.n_ctx = int(ll.llama_n_ctx(self._ctx))
         self.n_batch = min(N_BATCH, self.n_ctx)
         self.n_vocab = int(ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(self._model)))

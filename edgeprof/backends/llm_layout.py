@@ -117,8 +117,17 @@ def groupwise_bytes(ne: Sequence[int], bits: int, group: int, scale_bytes: int,
     return rows * per_row
 
 
+class NoFileLayout:
+    """A layout that models the tensors, not the runtime's model file (only a GGUF's is):
+    ``file_bytes`` is None."""
+
+    def file_bytes(self, spec: LLMSpec, tensors: Sequence[WeightTensor],
+                   fmt: FormatInfo) -> tuple[int, str] | None:
+        return None
+
+
 @dataclass(frozen=True)
-class FloatLayout:
+class FloatLayout(NoFileLayout):
     """Every tensor in the format's float dtype (``bits`` / 8 bytes a value, the stored type
     named after the format); a tied embedding once."""
 
@@ -126,10 +135,6 @@ class FloatLayout:
                 device: str = "cpu") -> dict[str, tuple[int, str]]:
         b = int(fmt.bits) // 8
         return {t.name: (t.numel * b, fmt.name) for t in tensors}
-
-    def file_bytes(self, spec: LLMSpec, tensors: Sequence[WeightTensor],
-                   fmt: FormatInfo) -> tuple[int, str] | None:
-        return None
 
 
 FLOAT = FloatLayout()
@@ -143,5 +148,5 @@ GENERIC_FORMATS: dict[str, FormatInfo] = {f.name: f for f in (
 )}
 
 
-__all__ = ["FLOAT", "FloatLayout", "GENERIC_FORMATS", "groupwise_bytes",
+__all__ = ["FLOAT", "FloatLayout", "GENERIC_FORMATS", "NoFileLayout", "groupwise_bytes",
            "tensors"]

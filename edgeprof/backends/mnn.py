@@ -49,10 +49,6 @@ _CONVERT = ("import sys, _tools; ok = _tools.mnnconvert(['MNNConvert'] + sys.arg
             "sys.exit(0 if ok in (True, 0, None) else 1)")
 
 
-def mnn_version() -> str:
-    return dist_version("mnn", "unknown")
-
-
 def onnx_to_mnn(source: Any, out: Path, precision: str) -> dict[str, Any]:
     """MNNConvert -f ONNX (fp16 / int8 weights as the precision asks)."""
     from edgeprof.backends.native_runtimes import last_lines, python_tool
@@ -166,9 +162,10 @@ class MnnBackend(NativeRuntime, Backend):
             module = None
 
         prepared = PreparedModel(
-            run=run, inputs=feed(inputs), runtime="mnn", runtime_version=mnn_version(),
-            executed_precision=executed, threads={"intra_op": threads}, device="cpu",
-            load_time_s=load_time, notes=notes, close=close, to_numpy=to_numpy, feed=feed,
+            run=run, inputs=feed(inputs), runtime="mnn",
+            runtime_version=dist_version("mnn", "unknown"), executed_precision=executed,
+            threads={"intra_op": threads}, device="cpu", load_time_s=load_time, notes=notes,
+            close=close, to_numpy=to_numpy, feed=feed,
             extra={"requested_precision": config.precision, "mnn_precision_mode": mode,
                    "stored_precision": stored, "mnn": getattr(MNN, "version", lambda: "")()})
         describe_artifact(prepared, artifact, self.name)

@@ -97,12 +97,8 @@ def _pnnx(model_file: Path, handle: Any, out: Path, work: Path) -> dict[str, Any
 def param_layers(param: Path) -> list[tuple[str, str]]:
     """(type, name) of each layer of an ncnn .param file."""
     lines = Path(param).read_text(encoding="utf-8", errors="replace").splitlines()
-    out = []
-    for line in lines[2:]:
-        parts = line.split()
-        if len(parts) >= 2:
-            out.append((parts[0], parts[1]))
-    return out
+    rows = [line.split() for line in lines[2:]]
+    return [(parts[0], parts[1]) for parts in rows if len(parts) >= 2]
 
 
 def unknown_layers(param: Path) -> list[str]:

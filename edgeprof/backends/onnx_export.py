@@ -1,4 +1,4 @@
-"""torch -> ONNX conversion (cached), ONNX file loading, reference outputs and feeds.
+"""torch -> ONNX conversion (cached), ONNX file loading and feeds.
 
 Shared by the ONNX Runtime and OpenVINO backends (and usable by any backend that starts
 from ONNX, e.g. TensorRT).
@@ -194,21 +194,6 @@ def torch_to_onnx(source: Any, out: Path, precision: str) -> dict[str, Any]:
     what = f"operator '{op}'" if op else "an operator"
     raise UnsupportedError(f"exporting model '{source.spec}' to ONNX failed at {what} "
                            f"({errors[-1][:200]})")
-
-
-# ------------------------------------------------------------------ reference outputs
-def torch_reference(handle: Any, inputs: Sequence[Any]) -> list:
-    """The torch eager fp32 outputs for ``inputs`` (numpy arrays), as numpy arrays."""
-    import torch
-
-    module = handle.torch_module()
-    with torch.inference_mode():
-        out = module(*[torch.from_numpy(a) for a in inputs])
-    if isinstance(out, torch.Tensor):
-        out = [out]
-    elif isinstance(out, dict):
-        out = list(out.values())
-    return [o.detach().float().cpu().numpy() for o in out if isinstance(o, torch.Tensor)]
 
 
 def onnx_feed(input_names: Sequence[str], inputs: Sequence[Any]) -> dict[str, Any]:

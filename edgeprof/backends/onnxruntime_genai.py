@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
-import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Sequence
@@ -29,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgeprof.backends.llm_layout import GENERIC_FORMATS, groupwise_bytes
+from edgeprof.backends.llm_layout import GENERIC_FORMATS, NoFileLayout, groupwise_bytes
 from edgeprof.core.backend import Capabilities
-from edgeprof.core.errors import UnsupportedError, UserError
+from edgeprof.core.errors import UserError
 from edgeprof.core.hookspecs import hookimpl
 from edgeprof.core.importing import dist_version
 from edgeprof.core.llm import FormatInfo, GenerativeBackend, LLMModel, LLMSpec, WeightTensor, \
@@ -45,7 +43,7 @@ QUANT_OPTIONS = {"block_size": 32, "is_symmetric": "true", "accuracy_level": 4}
 
 
 @dataclass(frozen=True)
-class MatMulNBitsLayout:
+class MatMulNBitsLayout(NoFileLayout):
     """The model builder's int4/int8 (onnxruntime-genai 0.18, ``models/builders/base.py``):
     every MatMul becomes ``MatMulNBits`` (``fmt.weight_bits`` values in groups of
     ``fmt.group_size``, symmetric: no zero points), its scales in the I/O dtype, K padded to
@@ -82,10 +80,6 @@ class MatMulNBitsLayout:
             out["output.weight"] = q(head)  # int8: a quantized head beside the float embedding
         return out
 
-    def file_bytes(self, spec: LLMSpec, tensors: Sequence[WeightTensor],
-                   fmt: FormatInfo) -> tuple[int, str] | None:
-        return None
-
 
 MATMUL_NBITS = MatMulNBitsLayout()
 _BLOCK = QUANT_OPTIONS["block_size"]
@@ -115,36 +109,19 @@ def _version() -> str:
 _DEVICES = ("cpu", "cuda") if dist_version("onnxruntime-genai-cuda") else ("cpu",)
 
 
-def first_error_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    for ln in reversed(lines):
-        if "Error" in ln or "error" in ln or "Exception" in ln:
-            return ln[:300]
-    return lines[-1][:300] if lines else "no output"
-
-
 def run_builder(hf_folder: Path, out: Path, fmt: str, scratch: Path,
                 execution_provider: str = "cpu") -> None:
     """Run the model builder in a child process (it imports torch and transformers and
     prints a lot); raise UnsupportedError with its last error line when it fails."""
-    from edgeprof.backends.hf_folder import GUARDED_MAIN
+    from edgeprof.backends.hf_folder import GUARDED_MAIN, run_child
 
     cmd = [sys.executable, "-c", GUARDED_MAIN, "onnxruntime_genai.models.builder",
            "-i", str(hf_folder), "-o", str(out), "-p", fmt, "-e", execution_provider,
            "-c", str(scratch)]
     if fmt in ("int4", "int8"):
         cmd += ["--extra_options", *(f"{k}={v}" for k, v in QUANT_OPTIONS.items())]
-    env = {**os.environ, "PYTHONWARNINGS": "ignore", "TQDM_DISABLE": "1"}
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
-                              env=env, cwd=str(scratch))
-    except subprocess.TimeoutExpired:
-        raise UnsupportedError(f"onnxruntime_genai's model builder ran past {BUILD_TIMEOUT_S} s",
-                               backend="onnxruntime_genai") from None
-    if proc.returncode != 0 or not (out / "genai_config.json").is_file():
-        raise UnsupportedError("onnxruntime_genai's model builder failed: "
-                               f"{first_error_line(proc.stderr + proc.stdout)}",
-                               backend="onnxruntime_genai", precision=fmt)
+    run_child(cmd, out / "genai_config.json", "onnxruntime_genai's model builder",
+              backend="onnxruntime_genai", precision=fmt, timeout=BUILD_TIMEOUT_S, cwd=scratch)
 
 
 class OnnxruntimeGenaiBackend(GenerativeBackend):
@@ -244,8 +221,6 @@ class OgSession:
         self._model = model
         self.n_ctx = int(n_ctx)
         self.build_commit = build_commit
-        self._gen: Any = None
-        self._count = 0
         self.reset()
 
     def reset(self) -> None:

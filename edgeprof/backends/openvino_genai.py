@@ -36,14 +36,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgeprof.backends.llm_layout import FLOAT, groupwise_bytes
+from edgeprof.backends.llm_layout import FLOAT, NoFileLayout, groupwise_bytes
 from edgeprof.core.backend import Capabilities
 from edgeprof.core.errors import UnsupportedError, UserError
 from edgeprof.core.hookspecs import hookimpl
@@ -68,9 +67,7 @@ def int4_group_size(spec_or_cfg: Any) -> int:
     get = (spec_or_cfg.get if isinstance(spec_or_cfg, dict)
            else lambda k, d=None: getattr(spec_or_cfg, k, d))
     widths = [get("hidden_size"), get("intermediate_size"),
-              get("num_heads", None) or get("num_attention_heads")]
-    head_dim = get("head_dim")
-    widths[2] = widths[2] * head_dim
+              (get("num_heads") or get("num_attention_heads")) * get("head_dim")]
     g = INT4_GROUP
     while g > 1 and any(w % g for w in widths):
         g //= 2
@@ -78,7 +75,7 @@ def int4_group_size(spec_or_cfg: Any) -> int:
 
 
 @dataclass(frozen=True)
-class NNCFLayout:
+class NNCFLayout(NoFileLayout):
     """NNCF's weight compression as the export applies it: ``int4`` = INT4_SYM groups of
     :func:`int4_group_size` (an f16 scale per group, no zero point) on every matrix, with
     the tensors of ``backup_kinds`` (and any matrix whose input size doesn't divide into the
@@ -103,10 +100,6 @@ class NNCFLayout:
                 out[t.name] = (groupwise_bytes(t.ne, 4, g, self.scale_bytes, 0),
                                f"int4_sym_g{g}")
         return out
-
-    def file_bytes(self, spec: LLMSpec, tensors: Sequence[WeightTensor],
-                   fmt: FormatInfo) -> tuple[int, str] | None:
-        return None
 
 
 NNCF = NNCFLayout()
@@ -294,20 +287,12 @@ def run_export(hf_folder: Path, out: Path, fmt: str) -> dict[str, Any]:
     """:func:`export` in a child process (torch and transformers stay out of this one)."""
     code = ("import sys; from edgeprof.backends.openvino_genai import _export_main; "
             "_export_main(sys.argv[1:])")
-    env = {**os.environ, "PYTHONWARNINGS": "ignore", "TQDM_DISABLE": "1"}
-    try:
-        proc = subprocess.run([sys.executable, "-c", code, str(hf_folder), str(out), fmt],
-                              capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S, env=env)
-    except subprocess.TimeoutExpired:
-        raise UnsupportedError(f"the OpenVINO GenAI export ran past {EXPORT_TIMEOUT_S} s",
-                               backend="openvino_genai") from None
-    marker = out / ".export.json"
-    if proc.returncode != 0 or not marker.is_file():
-        from edgeprof.backends.onnxruntime_genai import first_error_line
+    from edgeprof.backends.hf_folder import run_child
 
-        raise UnsupportedError("the OpenVINO GenAI export failed: "
-                               f"{first_error_line(proc.stderr + proc.stdout)}",
-                               backend="openvino_genai", precision=fmt)
+    marker = out / ".export.json"
+    run_child([sys.executable, "-c", code, str(hf_folder), str(out), fmt], marker,
+              "the OpenVINO GenAI export", backend="openvino_genai", precision=fmt,
+              timeout=EXPORT_TIMEOUT_S)
     done = json.loads(marker.read_text(encoding="utf-8"))
     marker.unlink()
     return done
@@ -414,14 +399,7 @@ class OvGenaiSession:
         config.ignore_eos = True
         config.do_sample = False
         tensor = ov.Tensor(np.asarray([ids], dtype=np.int64))
-
-        def streamer(token: Any) -> ov_genai.StreamingStatus:
-            if on_token is not None:
-                for t in (token if isinstance(token, list) else [token]):
-                    on_token(int(t))
-            return ov_genai.StreamingStatus.RUNNING
-
-        self._pipe.generate(tensor, config, streamer=_TokenStreamer(streamer))
+        self._pipe.generate(tensor, config, streamer=_TokenStreamer(on_token))
 
     def prefill(self, token_ids: Sequence[int]) -> None:
         ids = [int(t) for t in token_ids]
@@ -443,13 +421,17 @@ class OvGenaiSession:
         self._pipe = None
 
 
-def _TokenStreamer(fn: Callable[[Any], Any]):  # noqa: N802 - a class made at run time
-    """A ``StreamerBase`` that hands each token id to ``fn`` (write() gets ids)."""
+def _TokenStreamer(  # noqa: N802 - a class made at run time
+        on_token: Callable[[int], None] | None):
+    """A ``StreamerBase`` that hands each token id to ``on_token`` (write() gets ids)."""
     import openvino_genai as ov_genai
 
     class TokenStreamer(ov_genai.StreamerBase):
         def write(self, token):  # token: int or list[int]
-            return fn(token)
+            if on_token is not None:
+                for t in (token if isinstance(token, list) else [token]):
+                    on_token(int(t))
+            return ov_genai.StreamingStatus.RUNNING
 
         def end(self):
             return None

@@ -36,10 +36,6 @@ from edgeprof.core.hookspecs import hookimpl
 _QUANTIZED = ("int8", "uint8", "int16")
 
 
-def litert_version() -> str:
-    return dist_version("ai-edge-litert", "unknown")
-
-
 def file_precision(path: str | Path) -> str:
     """What a ``.tflite`` file stores: int8_static (integer activations), int8_dynamic (int8
     weights, float activations), fp16 (fp16 weights) or fp32."""
@@ -52,18 +48,16 @@ def file_precision(path: str | Path) -> str:
     mac = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "BATCH_MATMUL", "TRANSPOSE_CONV"}
     has_fp16 = has_int8_weight = has_int_act = False
     for op in ops:
+        types = list(op["operand_types"])
+        if op["op_name"] == "DEQUANTIZE" and types and types[0] == np.float16:
+            has_fp16 = True
         if op["op_name"] not in mac:
             continue
-        types = [t for t in op["operand_types"]]
         act = types[0] if types else None
         if act in (np.int8, np.uint8, np.int16):
             has_int_act = True
         if len(types) > 1 and types[1] in (np.int8, np.uint8) and act == np.float32:
             has_int8_weight = True
-    for op in ops:
-        if op["op_name"] == "DEQUANTIZE" and op["operand_types"] and \
-                op["operand_types"][0] == np.float16:
-            has_fp16 = True
     if has_int_act:
         return "int8_static"
     if has_int8_weight:
@@ -255,9 +249,10 @@ class TFLiteBackend(Backend):
             interpreter = None
 
         prepared = PreparedModel(
-            run=run, inputs=prepared_inputs, runtime="litert", runtime_version=litert_version(),
-            executed_precision=executed, threads={"intra_op": threads}, device="cpu",
-            load_time_s=load_time, notes=notes, close=close, to_numpy=to_numpy, feed=feed,
+            run=run, inputs=prepared_inputs, runtime="litert",
+            runtime_version=dist_version("ai-edge-litert", "unknown"), executed_precision=executed,
+            threads={"intra_op": threads}, device="cpu", load_time_s=load_time, notes=notes,
+            close=close, to_numpy=to_numpy, feed=feed,
             extra={"delegation": delegation, "stored_precision": stored,
                    "xnnpack_requested": use_xnnpack, "tflite_path": str(path),
                    "requested_precision": config.precision})

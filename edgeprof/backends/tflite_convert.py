@@ -130,21 +130,11 @@ def _quiet():
 
 
 # --------------------------------------------------------------------------------- torch
-def _torch_args(handle, seed: int):
-    import torch
-
-    return tuple(torch.from_numpy(a) for a in handle.make_inputs(seed))
-
-
 def _calibration_note(handle, n: int) -> str:
     if handle.calibration is not None:
         return f"int8_static calibrated on {n} batches of real samples from {handle.calibration}"
     return (f"int8_static calibrated on {n} random inputs of the model's shapes (not real "
             "data): fine for speed and size, not for accuracy")
-
-
-def _calibration_sets(handle, seed: int, n: int) -> list:
-    return handle.calibration_inputs(n, seed + 1)
 
 
 def _pt2e(module, args, handle, dynamic: bool, seed: int, n: int):
@@ -159,8 +149,9 @@ def _pt2e(module, args, handle, dynamic: bool, seed: int, n: int):
     exported = torch.export.export(module, args).module()
     prepared = quantize_pt2e.prepare_pt2e(exported, quantizer)
     move_exported_model_to_eval(prepared)
+    sets = [handle.make_inputs(seed)] if dynamic else handle.calibration_inputs(n, seed + 1)
     with torch.no_grad():
-        for arrays in _calibration_sets(handle, seed, n) if not dynamic else [handle.make_inputs(seed)]:
+        for arrays in sets:
             prepared(*(torch.from_numpy(a) for a in arrays))
     converted = quantize_pt2e.convert_pt2e(prepared, fold_quantize=False)
     move_exported_model_to_eval(converted)
@@ -493,7 +484,7 @@ def _torch_to_tflite_here(source, out: Path, precision: str) -> dict[str, Any]:
 
     precision = canonical_precision(precision)
     module = source.torch_module()
-    args = _torch_args(source, 0)
+    args = tuple(torch.from_numpy(a) for a in source.make_inputs(0))
     path = out / "model.tflite"
     try:
         with _quiet(), torch.no_grad():
@@ -525,7 +516,7 @@ def tf_to_tflite(source, out: Path, precision: str) -> dict[str, Any]:
     if precision == "fp16":
         converter.target_spec.supported_types = [tf.float16]
     elif precision == "int8_static":
-        sets = _calibration_sets(source, 0, DEFAULT_CALIBRATION_SAMPLES)
+        sets = source.calibration_inputs(DEFAULT_CALIBRATION_SAMPLES, 1)
 
         def representative():
             yield from ([a.astype("float32") if a.dtype.kind == "f" else a for a in s]
@@ -569,17 +560,10 @@ def reference_outputs(handle, inputs: Sequence[Any]) -> tuple[list, str]:
     import numpy as np
 
     if handle.format == "torch":
-        import torch
+        from edgeprof.backends.common import torch_outputs
 
-        module = handle.torch_module()
-        with torch.inference_mode():
-            out = module(*(torch.from_numpy(np.ascontiguousarray(a)) for a in inputs))
-        if isinstance(out, torch.Tensor):
-            out = [out]
-        elif isinstance(out, dict):
-            out = list(out.values())
-        return [o.detach().float().cpu().numpy() for o in out
-                if isinstance(o, torch.Tensor)], "torch_eager fp32"
+        contiguous = [np.ascontiguousarray(a) for a in inputs]
+        return torch_outputs(handle.torch_module(), [contiguous])[0], "torch_eager fp32"
     if handle.format == "keras":
         model = load_keras(handle.path)
         out = model(inputs[0] if len(inputs) == 1 else list(inputs), training=False)

@@ -60,7 +60,7 @@ class TorchCompileBackend(Backend):
         import torch
 
         from edgeprof.backends.common import (compare_outputs, describe_artifact,
-                                              require_torch_cuda, torch_source,
+                                              require_torch_cuda, torch_outputs, torch_source,
                                               torch_to_numpy as _to_numpy)
         from edgeprof.backends.torch_eager import set_torch_threads, tf32_note, torch_inputs
 
@@ -89,17 +89,16 @@ class TorchCompileBackend(Backend):
             with torch.inference_mode():
                 return compiled(*xs)
 
+        def timed_call() -> tuple[Any, float]:
+            t = time.perf_counter()
+            out = run(sample)
+            if sync:
+                sync()
+            return out, time.perf_counter() - t
+
         try:
-            t1 = time.perf_counter()
-            out = run(sample)
-            if sync:
-                sync()
-            compile_time = time.perf_counter() - t1
-            t2 = time.perf_counter()
-            out = run(sample)
-            if sync:
-                sync()
-            second_call = time.perf_counter() - t2
+            out, compile_time = timed_call()
+            out, second_call = timed_call()
         except Exception as e:  # dynamo / inductor raise many types
             first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()),
                          type(e).__name__)
@@ -108,8 +107,7 @@ class TorchCompileBackend(Backend):
                                    backend=self.name, precision=config.precision) from e
         load_time = time.perf_counter() - t0
 
-        with torch.inference_mode():
-            ref = _to_numpy(reference_module(*torch_inputs(inputs)))
+        ref = torch_outputs(reference_module, [inputs])[0]
         agreement = compare_outputs(ref, _to_numpy(out), config.precision).to_dict()
         agreement["reference"] = "torch_eager fp32" + (" (of the converted module)" if artifact else "")
         notes = [f"compiled with inductor, mode {mode}: the first call ({compile_time:.2f} s) "

@@ -63,9 +63,6 @@ def torch_inputs(arrays: Sequence[Any], device: str = "cpu", dtype=None) -> list
     return out
 
 
-_to_numpy = torch_to_numpy  # the name the torch backends and their tests use
-
-
 def _state_bytes(module) -> int:
     """Bytes of the module's weights and buffers as they run (quantized packed weights too)."""
     import io
@@ -151,7 +148,7 @@ class TorchEagerBackend(Backend):
         prepared = PreparedModel(run=run, inputs=sample, runtime="torch",
                                  runtime_version=torch.__version__, executed_precision=executed,
                                  threads=threads, device=config.device, sync=sync,
-                                 load_time_s=load_time, notes=notes, to_numpy=_to_numpy,
+                                 load_time_s=load_time, notes=notes, to_numpy=torch_to_numpy,
                                  feed=lambda xs: torch_inputs(xs, config.device, dtype),
                                  extra={"module": module})
         if artifact is not None:

@@ -75,9 +75,7 @@ class TransformersBackend(GenerativeBackend):
         return art
 
     def load_llm(self, artifact, *, threads: int, n_ctx: int, device: str = "cpu"):
-        from edgeprof.backends.hf_folder import guard_torchvision
-
-        from edgeprof.backends.hf_folder import folder_max_context
+        from edgeprof.backends.hf_folder import folder_max_context, guard_torchvision
 
         folder = Path(artifact.path)
         self.check_loadable(n_ctx, folder_max_context(folder), device)

@@ -40,8 +40,7 @@ def test_registered_with_capabilities_as_data(registry):
     ("fp32", "fp32"), ("int8_dynamic", "int8_dynamic"), ("int8_static", "int8_static"),
     ("int8", "int8_static")])
 def test_precisions_run_and_agree_with_torch(backend, registry, precision, executed):
-    from edgeprof.backends.onnx_export import torch_reference
-    from edgeprof.backends.common import compare_outputs
+    from edgeprof.backends.common import compare_outputs, torch_outputs
 
     handle, pm = _prepare(backend, registry, "builtin:small_cnn", precision)
     assert pm.executed_precision == executed
@@ -53,7 +52,7 @@ def test_precisions_run_and_agree_with_torch(backend, registry, precision, execu
     x = handle.make_inputs(7)
     feed = dict(zip(pm.inputs, x))
     got = pm.to_numpy(pm.run(feed))
-    assert compare_outputs(torch_reference(handle, x), got, precision).passed
+    assert compare_outputs(torch_outputs(handle.torch_module(), [x])[0], got, precision).passed
 
 
 def test_fp16_on_this_cpu_reports_what_ran(backend, registry):

@@ -28,8 +28,7 @@ def _prepare(backend, registry, model, precision):
 
 
 def test_fp32_executes_f32_and_agrees(backend, registry):
-    from edgeprof.backends.onnx_export import torch_reference
-    from edgeprof.backends.common import compare_outputs
+    from edgeprof.backends.common import compare_outputs, torch_outputs
 
     handle, pm = _prepare(backend, registry, "builtin:small_cnn", "fp32")
     assert pm.executed_precision == "fp32"
@@ -38,7 +37,8 @@ def test_fp32_executes_f32_and_agrees(backend, registry):
     assert pm.threads["intra_op"] == 1
     assert pm.extra["agreement"]["passed"]
     x = handle.make_inputs(5)
-    assert compare_outputs(torch_reference(handle, x), pm.to_numpy(pm.run(x)), "fp32").passed
+    ref = torch_outputs(handle.torch_module(), [x])[0]
+    assert compare_outputs(ref, pm.to_numpy(pm.run(x)), "fp32").passed
 
 
 @pytest.mark.parametrize("precision,hint", [("bf16", "bf16"), ("fp16", "f16")])

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from edgeprof.backends.torch_eager import TorchEagerBackend, _to_numpy
+from edgeprof.backends.common import torch_to_numpy as _to_numpy
+from edgeprof.backends.torch_eager import TorchEagerBackend
 from edgeprof.core.backend import RunConfig
 from edgeprof.core.errors import UnsupportedError
 from edgeprof.core.models import resolve_model
