@@ -297,12 +297,6 @@ def _llm_estimates(model: Any, pairs: Sequence[tuple[str, str]], config: Any, tg
     return estimates, predictions
 
 
-def _llm_target(target: Any, targets_dir=None, plugins=None) -> Any:
-    if target is None:
-        return None
-    return resolve_target(target, targets_dir, plugins)
-
-
 def estimate_generative(model: Any, target: Any = None, *,
                         backends: Sequence[str] | str | None = "llama_cpp",
                         precisions: Sequence[str] | str | None = None,
@@ -328,7 +322,7 @@ def estimate_generative(model: Any, target: Any = None, *,
                     device=device, on_board=target is not None)
     reg = get_registry(plugins)
     chosen = _generative_backends(backends, reg, prediction_only=True)
-    tgt = _llm_target(target, targets_dir, plugins)
+    tgt = resolve_target(target, targets_dir, plugins)  # None: no target
     llm = _llm_model(model)
     device_notes: list[str] = []
     device = _board_device(llm, tgt, chosen, device, device_notes)
@@ -387,7 +381,7 @@ def profile_generative(model: Any, *, backends: Sequence[str] | str | None = "ll
                          device=device or "cpu")
     reg = get_registry(plugins)
     chosen = _generative_backends(backends, reg, prediction_only=True)
-    tgt = _llm_target(target, targets_dir, plugins)
+    tgt = resolve_target(target, targets_dir, plugins)  # None: no target
     llm = _llm_model(model)
     check_context(llm, config)
     only = [n for n, c in chosen.items() if getattr(c, "prediction_only", False)]
@@ -596,7 +590,8 @@ def calibrate_llm(backend: str, precision: str | None = None, *,
     board's calibration (its fingerprint and name kept); runs here, or on an emulating worker
     on this machine, stay this host's and fit this host's."""
     from edgeprof.core.requests import MeasureRequest
-    from edgeprof.profilers.measure.llm_runs import calibration_subject, runner_phrase
+    from edgeprof.profilers.measure.llm_runs import (calibration_subject, label_calibration,
+                                                     measured_where, runner_phrase)
     from edgeprof.profilers.measure.choice import chosen_runner
     from edgeprof.profilers.predict.llm import calibrate_llm_host
 
@@ -630,13 +625,9 @@ def calibrate_llm(backend: str, precision: str | None = None, *,
     records = [r for run in kept for r in run.records]
     specs = {llm.spec.name: llm.spec for llm in llms.values()}  # records name the spec
     fit_on = tgt if subject == "board" else resolve_target("host", targets_dir, plugins)
-    if board is None:
-        cal = calibrate_llm_host(records, specs.__getitem__, target=fit_on, write=False)
-    else:
-        from edgeprof.profilers.measure.llm_runs import label_calibration, measured_where
-
-        cal = calibrate_llm_host(records, specs.__getitem__, target=fit_on, write=False,
-                                 where=measured_where(subject, board, tgt))
+    where = {} if board is None else {"where": measured_where(subject, board, tgt)}
+    cal = calibrate_llm_host(records, specs.__getitem__, target=fit_on, write=False, **where)
+    if board is not None:
         label_calibration(cal, subject, board, tgt, left_out=len(runs) - len(kept))
     return _save_llm_calibration(cal, path), records
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import json
 
-from edgeprof.cli.common import (KindGroup, add_isolation_flags, depths, non_negative_int,
-                                 positive_float, positive_int)
+from edgeprof.cli.common import KindGroup, depths, non_negative_int, positive_float, positive_int
 from edgeprof.cli.render_llm import render_choice, render_llm
 
 
@@ -45,13 +44,11 @@ def add_generative_args(group: KindGroup, command: str) -> None:
     if command == "profile":
         group.add_argument("--repetitions", type=positive_int, default=5, metavar="N",
                            help="timed repetitions per test (default 5)")
-    elif command == "predict":  # its --runtime-version is both kinds' (the build)
-        pass
     elif command == "estimate":
         group.add_argument("--build", metavar="BUILD",
                            help="the runtime build to predict for, e.g. b9307 (default: the "
                                 "one installed here, else the newest the calibration knows)")
-    else:  # recommend, optimize
+    elif command != "predict":  # recommend, optimize (predict's build: its --runtime-version)
         group.add_argument("--context", type=positive_int, metavar="TOKENS",
                            help="context the KV cache must hold (default: depth + prompt + "
                                 "generated tokens)")
@@ -68,11 +65,6 @@ def add_generative_args(group: KindGroup, command: str) -> None:
 
 
 # --------------------------------------------------------------------------- commands
-def add_calibrate_args(cal) -> None:
-    """``calibrate``'s flags for a generative backend: where each preset runs."""
-    add_isolation_flags(cal, "preset (generative backends)")
-
-
 def print_llm_calibration(result, args) -> int:
     """``calibrate --backend llama_cpp`` (``api.calibrate``'s result): presets of three sizes
     measured (here, in a worker with --isolate/--timeout, or on a board of --target with

@@ -383,7 +383,7 @@ def _add_compare_and_calibrate(sub, common) -> None:
                      help="with --measurements: where to write the calibration, a file or a "
                           "folder to write it in (default: your calibration folder, where it "
                           "is preferred over the shipped one)")
-    llm.add_calibrate_args(cal)  # a generative backend's --isolate, --timeout
+    add_isolation_flags(cal, "preset (generative backends)")  # where each preset runs
     add_fleet_flag(cal)  # --fleet SCHEDULER: measure the kernels on a board of --target
     cal.set_defaults(func=cmd_calibrate)
 

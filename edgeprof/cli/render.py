@@ -90,9 +90,7 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
                       f"documented prior (uncalibrated); the rest is analytic.")
     render_estimate(report.estimate, console, max_layers=max_layers)
 
-    provs = sorted({r.summary.figures["latency_ms"].provenance for r in report.runs
-                    if r.summary is not None and "latency_ms" in r.summary.figures
-                    and r.summary.figures["latency_ms"].value is not None})
+    provs = sorted(_provenances(report.runs, "latency_ms"))
     table = Table(title=f"Runs (host: measured · {tgt.id}: "
                         f"{'measured' if tgt.is_host else ', '.join(provs) or 'no figure'})",
                   title_justify="left")
@@ -100,7 +98,9 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
     # where the rows' labels differ, each cell) carries that latency's provenance
     derived = {"achieved_bandwidth_gbps": "GB/s", "bandwidth_utilization": "BW util",
                "achieved_gmacs": "GMAC/s", "latency_ms": "reading"}
-    shared = {k: _shared_provenance(report.runs, k) for k in derived}
+    # the provenance every run's figure has, where they all have one value's
+    shared = {k: p.pop() if len(p := _provenances(report.runs, k)) == 1 else None
+              for k in derived}
     for col in ("backend", "precision", "ran as", "status", "host median ms [95% CI]",
                 "p90 ms", f"{tgt.id} ms"):
         table.add_column(col)
@@ -108,11 +108,11 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
         table.add_column(f"{tgt.id} {name}" + (f" ({shared[key]})" if shared[key]
                                                 and key != "latency_ms" else ""))
 
-    def cell(s, key: str, text: str) -> str:
+    def cell(s, key: str, show) -> str:  # (the reading names its own provenance)
         f = s.figures.get(key) if s else None
-        if key == "latency_ms" or f is None or f.value is None:  # the reading names its own
-            return text if key == "latency_ms" else "-"
-        return text if shared[key] else f"{text} ({f.provenance})"
+        if f is None or f.value is None:
+            return "-"
+        return show(f.value) if shared[key] else f"{show(f.value)} ({f.provenance})"
     for r in report.runs:
         b, s = r.benchmark, r.summary
         st = b.stats
@@ -128,12 +128,9 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
             fmt_number(st.p90_ms) if st else "-",
             (f"{fmt_number(lat.value)} ({lat.provenance})" if lat and lat.value is not None
              else "-"),
-            cell(s, "achieved_bandwidth_gbps", fmt_number(s.value("achieved_bandwidth_gbps")) if s
-                 else "-"),
-            cell(s, "bandwidth_utilization", _pct(s.value("bandwidth_utilization")) if s
-                 else "-"),
-            cell(s, "achieved_gmacs", fmt_number(s.value("achieved_gmacs")) if s else "-"),
-            cell(s, "latency_ms", s.reading if s else "-"))
+            cell(s, "achieved_bandwidth_gbps", fmt_number),
+            cell(s, "bandwidth_utilization", _pct), cell(s, "achieved_gmacs", fmt_number),
+            s.reading if s else "-")
     console.print(table)
     for r in report.runs:
         tag = f"{r.backend} {r.requested_precision}"
@@ -150,11 +147,8 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
         elif agreement:
             console.print(f"{tag}: outputs not compared: "
                           f"{agreement.get('reason') or 'no reference model'}", markup=False)
-        for n in r.benchmark.notes:
+        for n in r.benchmark.notes + (r.summary.notes if r.summary and verbose else []):
             console.print(f"{tag}: {n}", markup=False)
-        if r.summary and verbose:
-            for n in r.summary.notes:
-                console.print(f"{tag}: {n}", markup=False)
     budget = report.request.get("latency_budget_ms")
     if budget is not None:
         def how(r) -> str:
@@ -180,12 +174,11 @@ def render_profile(report, console, max_layers: int = 40, verbose: bool = False)
         console.print(f"[yellow]warning[/yellow] {w.code}: {w.message}")
 
 
-def _shared_provenance(runs, key: str) -> str | None:
-    """The provenance every run's figure ``key`` has, where they all have one value's."""
-    provs = {r.summary.figures[key].provenance for r in runs
-             if r.summary is not None and key in r.summary.figures
-             and r.summary.figures[key].value is not None}
-    return provs.pop() if len(provs) == 1 else None
+def _provenances(runs, key: str) -> set[str]:
+    """The provenances of the runs' figures ``key`` that have a value."""
+    return {r.summary.figures[key].provenance for r in runs
+            if r.summary is not None and key in r.summary.figures
+            and r.summary.figures[key].value is not None}
 
 
 def _pct(v: float | None) -> str:

@@ -315,14 +315,12 @@ class ConversionGraph:
         fmt = self.formats.get(artifact.format)
         path = artifact.entry_path
         opener = fmt.opener if fmt else None
-        if opener is None:
-            return replace(like, spec=str(path), name=like.name, format=artifact.format,
-                           path=path, _factory=None, _module=None)
         if isinstance(opener, str):
             module, _, attr = opener.partition(":")
             opener = getattr(importlib.import_module(module), attr)
         return replace(like, spec=str(path), name=like.name, format=artifact.format,
-                       path=None, _factory=lambda: opener(path), _module=None)
+                       path=path if opener is None else None,
+                       _factory=None if opener is None else lambda: opener(path), _module=None)
 
 
 _DEFAULT_HINT = ("No installed plugin provides it; a plugin can add one with "
@@ -353,17 +351,13 @@ def _calibration_digest(handle: Any) -> str | None:
 def graph_from_registry(registry: Any) -> ConversionGraph:
     """The graph from a plugin registry's hooks (``registry.hook``, pluggy's call)."""
     graph = ConversionGraph()
-    for formats in reversed(registry.hook.edgeprof_register_formats()):
-        for f in formats or ():
-            if not isinstance(f, Format):
-                raise PluginError(f"edgeprof_register_formats returned {f!r}, not a Format")
-            graph.add_format(f)
-    for converters in reversed(registry.hook.edgeprof_register_converters()):
-        for c in converters or ():
-            if not isinstance(c, Converter):
-                raise PluginError(f"edgeprof_register_converters returned {c!r}, not a "
-                                  "Converter")
-            graph.add_converter(c)
+    for hook, kind, add in (("edgeprof_register_formats", Format, graph.add_format),
+                            ("edgeprof_register_converters", Converter, graph.add_converter)):
+        for items in reversed(getattr(registry.hook, hook)()):  # the formats first
+            for item in items or ():
+                if not isinstance(item, kind):
+                    raise PluginError(f"{hook} returned {item!r}, not a {kind.__name__}")
+                add(item)
     return graph
 
 

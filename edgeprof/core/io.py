@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import shutil
@@ -78,9 +77,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-    return Path(path)
+    return write_with(path, lambda p: p.write_text(text, encoding="utf-8"))
 
 
 def write_json(path: str | os.PathLike, obj: object) -> Path:
@@ -343,16 +340,10 @@ def _swap_in(stage: Path, out: Path) -> None:
 
 def _manifest(stage: Path, names: list[str]) -> dict:
     from edgeprof._version import __version__
+    from edgeprof.core.artifact import sha256_file
 
-    files = {}
-    for p in sorted(stage.rglob("*")):
-        if p.is_file():
-            h = hashlib.sha256()
-            with open(p, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-            files[p.relative_to(stage).as_posix()] = {"size": p.stat().st_size,
-                                                      "sha256": h.hexdigest()}
+    files = {p.relative_to(stage).as_posix(): {"size": p.stat().st_size, "sha256": sha256_file(p)}
+             for p in sorted(stage.rglob("*")) if p.is_file()}
     missing = [n for n in names if n not in files]
     if missing:
         raise FileNotFoundError(errno.ENOENT, "artifact was not written", missing[0])

@@ -15,8 +15,10 @@ user gives ``--input-shape``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -35,10 +37,7 @@ class InputSpec:
 
     @property
     def nbytes(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n * DTYPE_BYTES.get(self.dtype, 4)
+        return math.prod(self.shape) * DTYPE_BYTES.get(self.dtype, 4)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
@@ -181,7 +180,7 @@ def load_calibration(path: str | Path, handle: ModelHandle):
     want = tuple(handle.input_specs[0].shape[1:])
     if tuple(x.shape[1:]) != want or len(x) == 0:
         raise InputSpecError(f"calibration file '{path}': x has shape {tuple(x.shape)}, but "
-                             f"{handle.name} takes samples shaped {want} (N x {'x'.join(map(str, want))})")
+                             f"{handle.name} takes samples shaped {want} (N x {_shape_text(want)})")
     return x
 
 
@@ -348,7 +347,7 @@ def check_input_memory(handle: ModelHandle) -> int:
     need = sum(s.nbytes for s in handle.input_specs)
     available = psutil.virtual_memory().available
     if need > available:
-        shapes = ", ".join("x".join(map(str, s.shape)) + f" {s.dtype}" for s in handle.input_specs)
+        shapes = ", ".join(f"{_shape_text(s.shape)} {s.dtype}" for s in handle.input_specs)
         raise InputSpecError(f"the inputs ({shapes}) need {_bytes(need)} of memory; this machine "
                              f"has {_bytes(available)} available: give a smaller --input-shape "
                              "or --batch-size")
@@ -390,10 +389,8 @@ def load_model_file(spec: str, suffixes: Sequence[str], fmt: str,
     reader = read_declared or _DECLARED_READERS.get(fmt)
     declared = None
     if reader is not None:
-        try:
+        with contextlib.suppress(Exception):  # the format's own reader reports an unreadable file
             declared = reader(path)
-        except Exception:  # the format's own reader reports an unreadable file
-            declared = None
     handle = ModelHandle(spec=spec, name=path.stem, format=fmt, input_specs=list(specs),
                          path=path, declared_inputs=tuple(declared) if declared else None)
     if not input_shapes and input_dtypes:  # the file's shapes, the user's dtypes

@@ -67,7 +67,7 @@ class MeasureRequest:
         if self.model is None and self.artifact is None and self.handle is None:
             raise UserError("a measure request needs a model spec or an artifact")
         if isinstance(self.config, dict):
-            self.config = _config_from_dict(self.config)
+            self.config = RunConfig.from_dict(self.config)
         if self.generation is not None and not isinstance(self.generation, dict):
             self.generation = self.generation.to_dict()  # a GenerationConfig
         if self.generation is not None and self.workload is None:
@@ -168,13 +168,8 @@ class MeasureRequest:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {}
-        for f in fields(self):
-            if f.name in self._LOCAL:
-                continue
-            v = getattr(self, f.name)
-            d[f.name] = v.to_dict() if isinstance(v, RunConfig) else v
-        return d
+        return {f.name: v.to_dict() if isinstance(v := getattr(self, f.name), RunConfig) else v
+                for f in fields(self) if f.name not in self._LOCAL}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MeasureRequest:
@@ -182,15 +177,7 @@ class MeasureRequest:
         unknown = set(d) - names
         if unknown:
             raise UserError(f"unknown measure request field(s) {sorted(unknown)}")
-        return cls(**{k: v for k, v in d.items()})
-
-
-def _config_from_dict(d: dict[str, Any]) -> RunConfig:
-    names = {f.name for f in fields(RunConfig)}
-    unknown = set(d) - names
-    if unknown:
-        raise UserError(f"unknown run config field(s) {sorted(unknown)}")
-    return RunConfig(**{k: (dict(v) if k == "options" else v) for k, v in d.items()})
+        return cls(**d)
 
 
 @runtime_checkable

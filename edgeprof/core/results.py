@@ -32,6 +32,13 @@ def clean(obj: Any) -> Any:
     return obj
 
 
+def _from_known(cls: type, d: dict[str, Any], **given: Any) -> Any:
+    """``cls(**d, **given)``, leaving out the keys of ``d`` that are ``given`` or are not
+    fields of ``cls`` (keys this version does not know are ignored)."""
+    names = {f.name for f in fields(cls)} - set(given)
+    return cls(**{k: v for k, v in d.items() if k in names}, **given)
+
+
 @dataclass(frozen=True)
 class WarningRecord:
     """A named warning: ``code`` is stable (for tools), ``message`` is for people."""
@@ -126,12 +133,6 @@ class LayerEstimate:
     roofline_latency_ms: float = 0.0
     bound: str = ""
 
-    COLUMNS = (
-        "layer", "op_type", "output_shape", "output_elements", "input_bytes", "parameter_count",
-        "parameter_bytes", "activation_bytes", "macs", "flops", "other_ops", "compute_ms",
-        "memory_ms", "roofline_latency_ms", "bound",
-    )
-
 
 def _layer_sum(column: str, kind: type) -> property:
     """A property: the sum of the rows' ``column``, as ``kind`` (int or float)."""
@@ -202,7 +203,8 @@ class Estimate:
     def to_frame(self):
         import pandas as pd
 
-        return pd.DataFrame([asdict(r) for r in self.layers], columns=list(LayerEstimate.COLUMNS))
+        return pd.DataFrame([asdict(r) for r in self.layers],
+                            columns=[f.name for f in fields(LayerEstimate)])
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)
@@ -217,11 +219,8 @@ class Estimate:
     def from_dict(cls, d: dict[str, Any]) -> Estimate:
         """Rebuild an estimate from its ``to_dict()`` form (``totals`` are recomputed from
         the layers); keys this version does not know are ignored."""
-        names = {f.name for f in fields(cls)} - {"layers", "prediction"}
-        lnames = {f.name for f in fields(LayerEstimate)}
-        layers = [LayerEstimate(**{k: v for k, v in row.items() if k in lnames})
-                  for row in d.get("layers") or []]
-        return cls(**{k: v for k, v in d.items() if k in names}, layers=layers)
+        layers = [_from_known(LayerEstimate, row) for row in d.get("layers") or []]
+        return _from_known(cls, d, layers=layers, prediction=None)
 
 
 # -------------------------------------------------------------------------- benchmark
@@ -307,16 +306,10 @@ class BenchmarkResult:
     def from_dict(cls, d: dict[str, Any]) -> BenchmarkResult:
         """Rebuild a result from its ``to_dict()`` form (stats and warnings included);
         keys this version does not know are ignored."""
-        d = dict(d)
-        stats = d.pop("stats", None)
-        warnings = d.pop("warnings", None) or []
-        names = {f.name for f in fields(cls)}
-        result = cls(**{k: v for k, v in d.items() if k in names})
-        if stats is not None:
-            snames = {f.name for f in fields(LatencyStats)}
-            result.stats = LatencyStats(**{k: v for k, v in stats.items() if k in snames})
-        result.warnings = [WarningRecord(w["code"], w["message"]) for w in warnings]
-        return result
+        stats = d.get("stats")
+        stats = None if stats is None else _from_known(LatencyStats, stats)
+        return _from_known(cls, d, stats=stats, warnings=[WarningRecord(w["code"], w["message"])
+                                                         for w in d.get("warnings") or []])
 
     def to_frame(self):
         import pandas as pd
@@ -378,8 +371,7 @@ class GenerationRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GenerationRecord:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        return _from_known(cls, d)
 
     def bench_rows(self) -> list[dict[str, Any]]:
         """Rows in llama-bench's CSV columns: one ``pp`` test and one ``tg`` test."""
@@ -471,11 +463,8 @@ class GenerativeRunRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GenerativeRunRecord:
-        d = dict(d)
-        d.pop("kind", None)
-        records = [GenerationRecord.from_dict(r) for r in d.pop("records", None) or []]
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names}, records=records)
+        records = [GenerationRecord.from_dict(r) for r in d.get("records") or []]
+        return _from_known(cls, d, records=records)  # "kind" is no field: left out
 
 
 def record_from_dict(d: dict[str, Any]) -> BenchmarkResult | GenerativeRunRecord:
