@@ -137,6 +137,39 @@ def threads_cell(path: Path, line: int, text: str, flag: int | None) -> int | No
     return t
 
 
+def positive_cell(path: Path, line: int, column: str, text: str, unit: str,
+                  read: Any = float) -> float:
+    """A row's ``column`` cell as a positive finite number (``unit`` says of what; ``read``
+    makes the number of the text)."""
+    try:
+        value = read(text)
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and value > 0):
+        raise bad_line(path, line, f"{column} {text!r} is not a positive finite number of "
+                                   f"{unit}")
+    return value
+
+
+def agreeing_cell(path: Path, line: int, column: str, cell: str | None, flag: str | None
+                  ) -> str | None:
+    """A row's ``column`` cell (None when empty), which its flag (``--column``) must not
+    contradict."""
+    if flag is not None and cell is not None and cell != flag:
+        raise bad_line(path, line, f"{column} {cell} contradicts --{column} {flag}; remove the "
+                                   "row or the flag")
+    return cell
+
+
+def first_of(seen: dict[tuple, int], key: tuple, path: Path, line: int, same: str,
+             keep: str) -> None:
+    """Records ``key``'s line in ``seen``; a second row of one key is an error naming what
+    makes it the same (``same``) and what to keep (``keep``)."""
+    if key in seen:
+        raise bad_line(path, line, f"duplicate of line {seen[key]} ({same}); {keep}")
+    seen[key] = line
+
+
 def read_measurements(path: str | os.PathLike, target, family: str, *,
                       precision: str | None = None, threads: int | None = None) -> list[Row]:
     """The rows of a measurements CSV, validated (:class:`MeasurementsError` names the file
@@ -154,13 +187,7 @@ def read_measurements(path: str | os.PathLike, target, family: str, *,
     seen: dict[tuple, int] = {}
     for i, r in lines:
         model = r["model"]
-        try:
-            lat = float(r.get("latency_ms", ""))
-        except ValueError:
-            lat = float("nan")
-        if not (math.isfinite(lat) and lat > 0):
-            raise bad_line(path, i, f"latency_ms {r.get('latency_ms')!r} is not a positive finite "
-                                    "number of milliseconds")
+        lat = positive_cell(path, i, "latency_ms", r.get("latency_ms", ""), "milliseconds")
         shape = None
         if r.get("input_shape"):
             try:
@@ -173,10 +200,7 @@ def read_measurements(path: str | os.PathLike, target, family: str, *,
                 get_precision(p)
             except EdgeprofError as e:
                 raise bad_line(path, i, str(e)) from e
-        if precision is not None and p is not None and p != precision:
-            raise bad_line(path, i, f"precision {p} contradicts --precision {precision}; remove "
-                                    "the row or the flag")
-        p = p or precision or "fp32"
+        p = agreeing_cell(path, i, "precision", p, precision) or precision or "fp32"
         t = threads_cell(path, i, r.get("threads") or "", threads)
         if t is not None:
             t_note = "as measured"
@@ -185,12 +209,8 @@ def read_measurements(path: str | os.PathLike, target, family: str, *,
         else:
             t, t_note = parse_threads("not stated", family, target)
         spec = resolve_spec(model, path.parent)
-        key = (spec, shape, p, t)
-        if key in seen:
-            raise bad_line(path, i, f"duplicate of line {seen[key]} (same model, input_shape, "
-                                    "precision and threads); keep one row per configuration, or "
-                                    "their median")
-        seen[key] = i
+        first_of(seen, (spec, shape, p, t), path, i, "same model, input_shape, precision and "
+                 "threads", "keep one row per configuration, or their median")
         rows.append(Row(i, model, spec, lat, shape, p, t, t_note, r.get("runtime", ""),
                         r.get("source", "")))
     if not rows:

@@ -21,7 +21,6 @@ is written.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass
@@ -29,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.core.errors import EdgeprofError
-from edgeprof.profilers.predict.measured import (MeasurementsError, bad_line, resolve_spec,
-                                                 csv_rows, threads_cell)
+from edgeprof.profilers.predict.measured import (MeasurementsError, agreeing_cell, bad_line,
+                                                 csv_rows, first_of, positive_cell,
+                                                 resolve_spec, threads_cell)
 
 COLUMNS = ("model", "test", "tokens_per_s")
 OPTIONAL = ("precision", "threads", "runtime_version", "device", "source")
@@ -72,37 +72,24 @@ def read_llm_measurements(path: str | os.PathLike, *, precision: str | None = No
             raise bad_line(path, i, f"test {r.get('test')!r} is not a llama-bench test: ppN "
                                     "(the prompt), tgN (generation), optionally '@ dD' (KV cache "
                                     "depth)")
-        try:
-            rate = float(r.get("tokens_per_s", "").split("±")[0])
-        except ValueError:
-            rate = float("nan")
-        if not (math.isfinite(rate) and rate > 0):
-            raise bad_line(path, i, f"tokens_per_s {r.get('tokens_per_s')!r} is not a positive "
-                                    "finite number of tokens per second")
-        fmt = r.get("precision") or None
-        if precision is not None and fmt is not None and fmt != precision:
-            raise bad_line(path, i, f"precision {fmt} contradicts --precision {precision}; remove "
-                                    "the row or the flag")
-        fmt = fmt or precision or ""  # "": a .gguf's own format, else an error (below)
+        rate = positive_cell(path, i, "tokens_per_s", r.get("tokens_per_s", ""),
+                             "tokens per second", read=lambda t: float(t.split("±")[0]))
+        # "": a .gguf's own format, else an error (below)
+        fmt = agreeing_cell(path, i, "precision", r.get("precision") or None, precision) \
+            or precision or ""
         t = threads_cell(path, i, r.get("threads") or "", threads)
         t = t if t is not None else threads
         dev = r.get("device") or None
         if dev is not None and dev not in ("cpu", "cuda"):
             raise bad_line(path, i, f"device {dev!r} is cpu or cuda (the board's processor)")
-        if device is not None and dev is not None and dev != device:
-            raise bad_line(path, i, f"device {dev} contradicts --device {device}; remove the row "
-                                    "or the flag")
-        dev = dev or device or ""
+        dev = agreeing_cell(path, i, "device", dev, device) or device or ""
         stage = "prefill" if m.group(1) == "pp" else "decode"
         spec = resolve_spec(model, path.parent)
         row = LLMRow(i, spec, stage, int(m.group(2)), int(m.group(3) or 0), rate, fmt, t,
                      r.get("runtime_version", ""), dev, r.get("source", ""))
-        key = (spec, stage, row.tokens, row.depth, fmt, t, row.version, dev)
-        if key in seen:
-            raise bad_line(path, i, f"duplicate of line {seen[key]} (same model, test, precision, "
-                                    "threads, build and device); keep one row per test, or their "
-                                    "median")
-        seen[key] = i
+        first_of(seen, (spec, stage, row.tokens, row.depth, fmt, t, row.version, dev), path, i,
+                 "same model, test, precision, threads, build and device",
+                 "keep one row per test, or their median")
         if row.tokens <= 0:
             raise bad_line(path, i, f"test {r.get('test')!r} has no tokens")
         rows.append(row)
