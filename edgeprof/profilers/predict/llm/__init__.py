@@ -86,8 +86,8 @@ truth and its median width (high/low), per board and stage, against the goal (80
 2x); a prediction wider than 2x says why. No figure is ever faster than the datasheet
 roofline, and nothing depends on this machine's load.
 
-**Modules.** :func:`predict_llm` is defined here; the rest lives in this package's modules,
-and each public name stays importable from here: ``constants`` (data files, file format,
+**Modules.** :func:`predict_llm` is defined here (and what callers use most is importable
+from here, ``__all__``); the rest lives in this package's modules: ``constants`` (data files, file format,
 the fit's and the intervals' fixed numbers), ``builds`` (runtime versions as builds and
 eras), ``inputs`` (the estimate's numbers, the board's figures, the thread laws, a fitting
 sample), ``fit`` (the per-board fit and the
@@ -108,37 +108,20 @@ from typing import Any
 
 from edgeprof.core.errors import UserError
 
-from edgeprof.profilers.predict.llm.builds import (BUILD_ERAS, JETPACK_DATES,
-                                                   LLAMA_CPP_BUILD_DATES, LLAMA_CPP_PYTHON,
-                                                   LLAMAFILE_DATES, newest_build, installed_build,
-                                                   learned_builds, llama_cpp_build_date,
-                                                   normalize_build)
-from edgeprof.profilers.predict.llm.constants import (ASSUMED_GEN, ASSUMED_PROMPT,
-                                                      BUILD_SHRINK, CORE_TRANSFER_SIGMA, DATA,
-                                                      ESTIMATE_MIN_SPREAD,
-                                                      EXTRAPOLATION_SIGMA, FILE_PREFIX,
-                                                      FORMAT, FORMAT_VERSION, INTERVAL_GOAL,
-                                                      MAX_SPREAD, OVERHEAD_SPAN,
-                                                      POOLED_WEIGHT, READABLE_VERSIONS,
-                                                      SHIPPED_FILE, SHRINK, SIGMA_FLOOR,
-                                                      SIZE_SPAN, TRAIN_CSV, Z80)
+from edgeprof.profilers.predict.llm.builds import (installed_build, llama_cpp_build_date,
+                                                   newest_build, normalize_build)
+from edgeprof.profilers.predict.llm.constants import (FORMAT_VERSION, INTERVAL_GOAL,
+                                                      MAX_SPREAD, SHIPPED_FILE, TRAIN_CSV)
 from edgeprof.profilers.predict.llm.core import core_entry, stage_interval, stage_sigma
-from edgeprof.profilers.predict.llm.crossval import (attach_cv, cv_table, interval_report,
-                                                     leave_one_out)
 from edgeprof.profilers.predict.llm.files import (LLMCalibrationError, entries_for_transfer,
-                                                  select_calibration, llm_calibrations,
-                                                  load_llm_calibration, validate)
-from edgeprof.profilers.predict.llm.fit import (fit_decode, fit_entries, fit_prefill,
-                                                fit_prior)
-from edgeprof.profilers.predict.llm.formats import ROW_FORMATS, row_format
-from edgeprof.profilers.predict.llm.host import calibrate_llm_host, host_samples
+                                                  llm_calibrations, load_llm_calibration,
+                                                  select_calibration)
+from edgeprof.profilers.predict.llm.formats import row_format
+from edgeprof.profilers.predict.llm.host import calibrate_llm_host
 from edgeprof.profilers.predict.llm.inputs import (DECODE_SATURATION_PRIOR,
-                                                   DECODE_SATURATION_SOURCE, NEON_PIPES,
-                                                   PREFILL_SERIAL_PRIOR,
-                                                   PREFILL_SERIAL_SOURCE, board_of,
-                                                   compute_precision, core_type, decode_speed,
-                                                   estimate_numbers, prefill_speed,
-                                                   sample_from)
+                                                   PREFILL_SERIAL_PRIOR, board_of,
+                                                   compute_precision, estimate_numbers,
+                                                   prefill_speed)
 
 
 # ------------------------------------------------------------------ the public API
@@ -347,18 +330,9 @@ def predict_llm(estimate: Any, target, *, device: str = "cpu", runtime: str = "l
     }
 
 
-#: the public names, as importable from here before the package was split in modules
+#: what this package's users import from it (the rest from its modules)
 __all__ = [
-    "ASSUMED_GEN", "ASSUMED_PROMPT", "BUILD_ERAS", "BUILD_SHRINK", "CORE_TRANSFER_SIGMA",
-    "DATA", "DECODE_SATURATION_PRIOR", "DECODE_SATURATION_SOURCE", "ESTIMATE_MIN_SPREAD",
-    "EXTRAPOLATION_SIGMA", "FILE_PREFIX", "FORMAT", "FORMAT_VERSION", "INTERVAL_GOAL",
-    "JETPACK_DATES", "LLAMAFILE_DATES", "LLAMA_CPP_BUILD_DATES", "LLAMA_CPP_PYTHON",
-    "LLMCalibrationError", "MAX_SPREAD", "NEON_PIPES", "OVERHEAD_SPAN", "POOLED_WEIGHT",
-    "PREFILL_SERIAL_PRIOR", "PREFILL_SERIAL_SOURCE", "READABLE_VERSIONS", "ROW_FORMATS",
-    "SHIPPED_FILE", "SHRINK", "SIGMA_FLOOR", "SIZE_SPAN", "TRAIN_CSV", "Z80", "attach_cv",
-    "board_of", "calibrate_llm_host", "compute_precision",
-    "core_type", "cv_table", "decode_speed", "estimate_numbers", "fit_decode", "fit_entries",
-    "fit_prefill", "fit_prior", "host_samples", "installed_build", "interval_report",
-    "learned_builds", "leave_one_out", "llama_cpp_build_date", "llm_calibrations",
-    "load_llm_calibration", "normalize_build", "predict_llm", "prefill_speed", "row_format",
-    "sample_from", "validate"]
+    "DECODE_SATURATION_PRIOR", "FORMAT_VERSION", "LLMCalibrationError", "MAX_SPREAD",
+    "PREFILL_SERIAL_PRIOR", "SHIPPED_FILE", "TRAIN_CSV", "board_of", "calibrate_llm_host",
+    "compute_precision", "estimate_numbers", "installed_build", "llama_cpp_build_date",
+    "load_llm_calibration", "normalize_build", "predict_llm", "prefill_speed", "row_format"]
