@@ -221,8 +221,7 @@ def evaluate(run_fn: Callable[[Any], Any], dataset: Dataset, batch_size: int = 2
 
     if split not in ("test", "train"):
         raise UserError(f"split must be 'test' or 'train', got {split!r}")
-    x, y = (dataset.x_test, dataset.y_test) if split == "test" else (dataset.x_train,
-                                                                      dataset.y_train)
+    x, y = getattr(dataset, f"x_{split}"), getattr(dataset, f"y_{split}")
     if len(y) == 0:
         raise UserError(f"data set '{dataset.name}' has no {split} samples")
     logits = predict(run_fn, x, batch_size)
@@ -345,10 +344,21 @@ def train_builtin(name: str, seconds: float = 8.0, *, seed: int = 0, max_epochs:
     if threads:
         torch.set_num_threads(int(threads))
     try:
-        return _train(module, data, name, seed, max_epochs, batch_size, lr, seconds, cache,
-                      recipe, weights, meta_path)
+        epochs, steps, stopped_by, elapsed = _fit(module, data, seed=seed, batch_size=batch_size,
+                                                  lr=lr, seconds=seconds, max_epochs=max_epochs)
+        acc = evaluate(torch_run_fn(module), data)
     finally:
         torch.set_num_threads(previous_threads)
+    path = None
+    if cache:
+        from edgeprof.core.io import write_text, write_with
+
+        write_with(weights, lambda tmp: torch.save(module.state_dict(), tmp))
+        write_text(meta_path, json.dumps({"accuracy": acc, "epochs": epochs, "steps": steps,
+                                          "train_seconds": elapsed, "stopped_by": stopped_by,
+                                          "recipe": recipe}, indent=2))
+        path = str(weights)
+    return TrainedModel(name, module, acc, epochs, steps, elapsed, stopped_by, seed, path, False)
 
 
 def _fit(module, data, *, seed: int, batch_size: int, lr: float, seconds: float,
@@ -392,27 +402,6 @@ def _fit(module, data, *, seed: int, batch_size: int, lr: float, seconds: float,
                 stopped_by = "epochs"
     module.eval()
     return epochs, steps, stopped_by, time.perf_counter() - t0
-
-
-def _train(module, data, name, seed, max_epochs, batch_size, lr, seconds, cache, recipe,
-           weights, meta_path) -> TrainedModel:
-    import torch
-
-    epochs, steps, stopped_by, elapsed = _fit(module, data, seed=seed, batch_size=batch_size,
-                                              lr=lr, seconds=seconds, max_epochs=max_epochs)
-    acc = evaluate(torch_run_fn(module), data)
-    path = None
-    if cache:
-        tmp = weights.with_suffix(".pt.tmp")
-        torch.save(module.state_dict(), tmp)
-        os.replace(tmp, weights)
-        meta = {"accuracy": acc, "epochs": epochs, "steps": steps, "train_seconds": elapsed,
-                "stopped_by": stopped_by, "recipe": recipe}
-        tmpm = meta_path.with_suffix(".json.tmp")
-        tmpm.write_text(json.dumps(meta, indent=2))
-        os.replace(tmpm, meta_path)
-        path = str(weights)
-    return TrainedModel(name, module, acc, epochs, steps, elapsed, stopped_by, seed, path, False)
 
 
 def fine_tune(module: Any, data: Dataset, *, seconds: float = 3.0, max_steps: int = 300,

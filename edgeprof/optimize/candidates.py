@@ -224,12 +224,10 @@ def plan_candidate(plan: Any, reg: Any = None) -> Candidate | None:
             if method != "2:4":
                 ratio = float(pr.value.get("ratio", ratio))
     lay = plan.step("layout")
-    if lay is not None and str(lay.value).upper() == "NHWC":
-        cls = None
-        if reg is not None and str(b.value) in reg.backends:
-            cls = reg.backend(str(b.value))
-        if cls is None or not converts(cls):
-            comp.append("channels_last")
+    if lay is not None and str(lay.value).upper() == "NHWC" and (
+            reg is None or str(b.value) not in reg.backends
+            or not converts(reg.backend(str(b.value)))):
+        comp.append("channels_last")
     return Candidate(str(b.value), str(p.value) if p is not None else "fp32", tuple(comp),
                      ratio, source="plan")
 
@@ -252,10 +250,10 @@ def default_candidates(plan: Any, reg: Any, handle: Any, target: Any, *,
     if ref:
         add(Candidate(ref, "fp32", source="baseline"))
     pc = plan_candidate(plan, reg) if plan is not None else None
-    if pc is not None and pc.backend not in reg.backends:
-        pc = None  # a prediction-only runtime: its figure is the plan's, nothing to measure
-    if pc is not None and (backends is None or pc.backend in backends):
-        add(pc)
+    if pc is not None and (pc.backend not in reg.backends
+                           or (backends is not None and pc.backend not in backends)):
+        pc = None  # not asked for, or prediction-only: its figure is the plan's, nothing to measure
+    add(pc)
     names = list(backends) if backends else list(reg.backends_for("tensor"))
     for name in names:
         cls = reg.backend(name)
@@ -263,7 +261,7 @@ def default_candidates(plan: Any, reg: Any, handle: Any, target: Any, *,
             add(Candidate(name, p, source="sweep"))
     if handle.format == "torch" and compressions:
         others = [ref] if ref and (backends is None or ref in backends) else []
-        if pc is not None and pc.backend != ref and (backends is None or pc.backend in backends):
+        if pc is not None and pc.backend != ref:
             others.append(pc.backend)
         for name in others:
             prec = "fp32" if name == ref else (pc.precision if pc else "fp32")

@@ -327,15 +327,26 @@ def _set_module(model: Any, name: str, new: Any) -> None:
     setattr(parent, child, new)
 
 
-def _slice_out(layer: Any, idx: Any) -> Any:
+def _conv_like(layer: Any, cin: int, cout: int, groups: int) -> Any:
+    """A Conv2d with ``layer``'s kernel, stride, padding, dilation, bias and padding mode."""
     import torch.nn as nn
 
+    return nn.Conv2d(cin, cout, layer.kernel_size, layer.stride, layer.padding, layer.dilation,
+                     groups, layer.bias is not None, layer.padding_mode)
+
+
+def _slice_out(layer: Any, idx: Any) -> Any:
+    """The output channels ``idx`` of a Linear or Conv2d; a depthwise convolution (groups
+    == channels) keeps the same channels on its input, one group each."""
+    import torch.nn as nn
+
+    k = len(idx)
     if isinstance(layer, nn.Linear):
-        new = nn.Linear(layer.in_features, len(idx), bias=layer.bias is not None)
+        new = nn.Linear(layer.in_features, k, bias=layer.bias is not None)
+    elif layer.groups > 1:
+        new = _conv_like(layer, k, k, k)
     else:
-        new = nn.Conv2d(layer.in_channels, len(idx), layer.kernel_size, layer.stride,
-                        layer.padding, layer.dilation, layer.groups, layer.bias is not None,
-                        layer.padding_mode)
+        new = _conv_like(layer, layer.in_channels, k, layer.groups)
     new.weight.data = layer.weight.data[idx].clone()
     if layer.bias is not None:
         new.bias.data = layer.bias.data[idx].clone()
@@ -351,9 +362,7 @@ def _slice_in(layer: Any, idx: Any, spatial: int) -> Any:
         new = nn.Linear(len(cols), layer.out_features, bias=layer.bias is not None)
         new.weight.data = layer.weight.data[:, cols].clone()
     else:
-        new = nn.Conv2d(len(idx), layer.out_channels, layer.kernel_size, layer.stride,
-                        layer.padding, layer.dilation, layer.groups, layer.bias is not None,
-                        layer.padding_mode)
+        new = _conv_like(layer, len(idx), layer.out_channels, layer.groups)
         new.weight.data = layer.weight.data[:, idx].clone()
     if layer.bias is not None:
         new.bias.data = layer.bias.data.clone()
@@ -369,18 +378,6 @@ def _slice_bn(bn: Any, idx: Any) -> Any:
         new.running_mean.data = bn.running_mean.data[idx].clone()
         new.running_var.data = bn.running_var.data[idx].clone()
         new.num_batches_tracked.data = bn.num_batches_tracked.data.clone()
-    return new
-
-
-def _slice_depthwise(dw: Any, idx: Any) -> Any:
-    import torch.nn as nn
-
-    k = len(idx)
-    new = nn.Conv2d(k, k, dw.kernel_size, dw.stride, dw.padding, dw.dilation, k,
-                    dw.bias is not None, dw.padding_mode)
-    new.weight.data = dw.weight.data[idx].clone()
-    if dw.bias is not None:
-        new.bias.data = dw.bias.data[idx].clone()
     return new
 
 
@@ -434,7 +431,7 @@ def prune_channels(module: Any, example_inputs: Any, ratio: float = 0.5, *,
             for kind, name in ch.passthrough:
                 sub = model.get_submodule(name)
                 _set_module(model, name, _slice_bn(sub, idx) if kind == "bn"
-                            else _slice_depthwise(sub, idx))
+                            else _slice_out(sub, idx))
             _set_module(model, ch.consumer,
                         _slice_in(model.get_submodule(ch.consumer), idx, ch.spatial))
             info.append({"producer": ch.producer, "consumer": ch.consumer,
@@ -473,12 +470,9 @@ def compress(model: Any, method: str, **options: Any) -> tuple[Any, CompressionR
         options.setdefault("example_inputs", inputs)
     else:
         module = model
-    if method == "channels":
-        if "example_inputs" not in options:
-            raise UserError("channel pruning needs example_inputs (a tensor of the model's "
-                            "input shape)")
-        example = options.pop("example_inputs")
-        return prune_channels(module, example, **options)
+    if method == "channels" and "example_inputs" not in options:
+        raise UserError("channel pruning needs example_inputs (a tensor of the model's "
+                        "input shape)")
     return METHODS[method](module, **options)
 
 

@@ -27,7 +27,7 @@ from edgeprof.optimize.candidates import (PRUNING_METHODS, Candidate, converts,
                                           reference_backend)
 from edgeprof.optimize.report import CandidateResult
 from edgeprof.optimize.select import judge
-from edgeprof.profilers.report.summary import summarize
+from edgeprof.profilers.report.summary import summarize, target_precision
 
 Progress = Callable[[str], None]
 
@@ -69,10 +69,8 @@ class EvalContext:
 
 def check_run_options(run_options: dict[str, Any] | None) -> dict[str, Any]:
     """:data:`DEFAULT_RUN_OPTIONS` updated with the user's, checked against RunConfig."""
-    from edgeprof.core.backend import RunConfig
+    from edgeprof.core.backend import RunConfig, run_config_options
     from edgeprof.profilers.measure.harness import plan_from_config
-
-    from edgeprof.core.backend import run_config_options
 
     user = run_config_options(run_options, reserved=("precision", "batch_size"))
     opts = dict(DEFAULT_RUN_OPTIONS)
@@ -184,24 +182,22 @@ def reference_logits(reg: Any, handle: Any, dataset: Any) -> Reference:
     name = reference_backend(reg, handle)
     if handle.format == "torch":
         logits = acc.predict(acc.torch_run_fn(handle.torch_module()), dataset.x_test)
-        ref = Reference(name, logits, float((logits.argmax(axis=1) == dataset.y_test).mean()),
-                        "torch eager fp32 on the whole test split")
+        source = "torch eager fp32 on the whole test split"
     elif name is not None:
         from edgeprof.core.backend import RunConfig
 
         config = RunConfig(precision="fp32", batch_size=handle.batch_size)
         logits = predict_with(reg.backend(name), handle, config, dataset.x_test)
-        ref = Reference(name, logits, float((logits.argmax(axis=1) == dataset.y_test).mean()),
-                        f"{name} fp32")
+        source = f"{name} fp32"
     else:
         raise UserError(f"no available backend loads {handle.format} models at fp32, so there "
                         "is no reference to measure accuracy against")
-    if ref.logits is not None and (ref.logits.ndim != 2
-                                   or ref.logits.shape[0] != len(dataset.y_test)):
-        raise UserError(f"the model returns shape {tuple(ref.logits.shape)} for "
+    accuracy = float((logits.argmax(axis=1) == dataset.y_test).mean())
+    if logits.ndim != 2 or logits.shape[0] != len(dataset.y_test):
+        raise UserError(f"the model returns shape {tuple(logits.shape)} for "
                         f"{len(dataset.y_test)} samples; optimize needs one row of class scores "
                         "per sample")
-    return ref
+    return Reference(name, logits, accuracy, source)
 
 
 # ---------------------------------------------------------------------- running data
@@ -429,8 +425,6 @@ def _take_timing(ctx: EvalContext, res: CandidateResult, handle: Any, bench: Any
     the latency figure)."""
     from edgeprof.core.precision import PRECISIONS
 
-    from edgeprof.profilers.report.summary import target_precision
-
     p = bench.executed_precision if bench.executed_precision in PRECISIONS \
         else res.candidate.precision
     # the target's figure is predict's for the candidate's precision (profile's rule)
@@ -530,11 +524,10 @@ def _accuracy(ctx: EvalContext, cls: type, handle: Any, config: Any,
     res.accuracy_ratio = verdict.ratio
     if ctx.ref_logits is not None and ctx.ref_logits.shape == logits.shape:
         a = compare_outputs(ctx.ref_logits, logits, res.executed_precision or "fp32").to_dict()
-        res.agreement = {"top1_agreement": a["top1_agreement"],
-                         "max_abs_error": a["max_abs_error"],
-                         "cosine_similarity": a["cosine_similarity"],
-                         "relative_error": a["relative_error"], "reference": "fp32 torch eager"
-                         if ctx.handle.format == "torch" else "fp32 reference backend"}
+        res.agreement = {**{k: a[k] for k in ("top1_agreement", "max_abs_error",
+                                              "cosine_similarity", "relative_error")},
+                         "reference": "fp32 torch eager" if ctx.handle.format == "torch"
+                         else "fp32 reference backend"}
 
 
 # -------------------------------------------------------------------------- re-timing

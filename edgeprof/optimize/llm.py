@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from edgeprof.core.errors import ConstraintError, EdgeprofError, UnknownNameError, UserError
@@ -132,17 +132,7 @@ class LLMCandidate:
         return f"{_rate(self.decode)} tok/s{iv}, {f.get('provenance', 'predicted')}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"backend": self.backend, "format": self.format,
-                "bits_per_weight": self.bits_per_weight, "weight_bits": self.weight_bits,
-                "weight_bytes": self.weight_bytes,
-                "kv_cache_bytes": self.kv_cache_bytes,
-                "runtime_overhead_bytes": self.runtime_overhead_bytes,
-                "total_bytes": self.total_bytes, "fits": self.fits,
-                "max_context_tokens": self.max_context_tokens,
-                "decode_tokens_per_s": self.decode_tokens_per_s,
-                "prefill_tokens_per_s": self.prefill_tokens_per_s,
-                "meets_budget": self.meets_budget, "budget_verdict": self.budget_verdict,
-                "status": self.status, "why": self.why,
+        return {**{f.name: getattr(self, f.name) for f in fields(self)},  # in field order
                 "provenance": {"bytes": "analytic",
                                "decode_tokens_per_s": (self.decode_tokens_per_s or {}).get(
                                    "provenance")}}
@@ -220,21 +210,19 @@ def _backend_formats(names: Sequence[str | type] | str | None, notes: list[str]
     from edgeprof.profilers.estimate.llm import backend_formats, formats_for
 
     explicit = names is not None
-    if names is None:
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    if explicit and not names:
+        raise UserError("no backend given; name one or more generative backends ("
+                        f"{', '.join(backend_formats())})")
+    try:
         classes = {n: e.cls for n, e in get_registry().backends_for("generate").items()}
-        names = list(classes)
-    else:
-        if isinstance(names, str):
-            names = [n.strip() for n in names.split(",") if n.strip()]
-        if not names:
-            raise UserError("no backend given; name one or more generative backends ("
-                            f"{', '.join(backend_formats())})")
-        try:
-            classes = {n: e.cls for n, e in get_registry().backends_for("generate").items()}
-        except EdgeprofError:  # a broken plugins file: the built-ins' formats are still known
-            classes = {}
+    except EdgeprofError:  # a broken plugins file: the built-ins' formats are still known
+        if not explicit:
+            raise
+        classes = {}
     out = []
-    for item in dict.fromkeys(names):
+    for item in dict.fromkeys(names if explicit else classes):
         n, cls = (item, classes.get(item)) if isinstance(item, str) else (item.name, item)
         try:
             table = formats_for(cls if cls is not None else n)
@@ -413,8 +401,6 @@ def choose_llm_format(model: LLMModel | str, target: Any, *, device: str | None 
     considered_ladder = [c for c in considered if on_ladder(c)]
     fitting = [c for c in considered_ladder if c.fits]
     meeting = [c for c in fitting if c.meets_budget or (floor and c.decode is None)]
-    tokens_per_s_given = tokens_per_s
-    tokens_per_s = budget
     where = f"{tgt.id} ({device})"
     ram_text = (f"{where}'s {_gb(ram)} RAM ({_gb(usable)} usable after the OS reserve) with "
                 f"{context_tokens} tokens of context")
@@ -446,7 +432,7 @@ def choose_llm_format(model: LLMModel | str, target: Any, *, device: str | None 
             min(fitting, key=lambda c: c.total_bytes)
         if pred:
             text = (f"tokens/s {'floor' if floor else 'budget'} bound: no format that fits "
-                    f"{ram_text} is predicted to reach {tokens_per_s:g} tok/s"
+                    f"{ram_text} is predicted to reach {budget:g} tok/s"
                     + (" (the interactive floor; --tokens-per-s sets another)" if floor
                        else "")
                     + (f"; the fastest with 4-bit or wider weights, {chosen.label}: "
@@ -454,7 +440,7 @@ def choose_llm_format(model: LLMModel | str, target: Any, *, device: str | None 
                     + chosen.why)
         else:
             text = (f"tokens/s budget bound: no format that fits has a decode prediction on "
-                    f"{where} to hold against {tokens_per_s:g} tok/s; {chosen.label} is the "
+                    f"{where} to hold against {budget:g} tok/s; {chosen.label} is the "
                     "smallest that fits")
         reasons.append(text)
     else:
@@ -499,7 +485,7 @@ def choose_llm_format(model: LLMModel | str, target: Any, *, device: str | None 
                            f"{chosen.label} ({chosen.rate_text()}) over " + ", ".join(
                                f"{c.label} ({c.rate_text()})" for c in ties))
         near = [c for c in fitting if c.status == "below_budget" and c.decode_high is not None
-                and c.decode_high >= (tokens_per_s or math.inf)
+                and c.decode_high >= budget
                 and c.rank > chosen.rank]
         if near:
             reasons.append("reach the budget only at the upper end of their interval (the "
@@ -519,20 +505,18 @@ def choose_llm_format(model: LLMModel | str, target: Any, *, device: str | None 
             basis = (chosen.decode_tokens_per_s or {}).get("basis")
             reasons.append(f"decode {chosen.rate_text()} on {where}: llama-bench's tg"
                            f"{gen_tokens} from an empty cache" + (f"; {basis}" if basis else ""))
-    if chosen is not None and chosen.weight_bits and \
-            chosen.weight_bits < QUALITY_CAVEAT_BELOW_BITS:
-        reasons.append(f"quality caveat: {chosen.format} stores {chosen.weight_bits}-bit "
-                       f"weights; below 4 bits small models lose clearly more quality "
-                       f"(perplexity) than at 4 bits or more, which edgeprof does not measure "
-                       f"(random weights): check it on your task")
-    if chosen is not None:  # the board's other processor, where the chosen runtime runs
-        cls = next((c for n, c, _ in tables if n == chosen.backend), None)
+        if chosen.weight_bits and chosen.weight_bits < QUALITY_CAVEAT_BELOW_BITS:
+            reasons.append(f"quality caveat: {chosen.format} stores {chosen.weight_bits}-bit "
+                           f"weights; below 4 bits small models lose clearly more quality "
+                           f"(perplexity) than at 4 bits or more, which edgeprof does not "
+                           f"measure (random weights): check it on your task")
+        # the board's other processor, where the chosen runtime runs
+        _, cls, table = next(row for row in tables if row[0] == chosen.backend)
         other = next((d for d in tgt.devices if d != device
                       and not _unsupported(cls, model, chosen.format, d)), None)
         if other is not None:
             try:
-                est = estimate_llm(spec, next(t[chosen.format] for n, _, t in tables
-                                              if n == chosen.backend),
+                est = estimate_llm(spec, table[chosen.format],
                                    prompt_tokens=prompt_tokens, gen_tokens=gen_tokens,
                                    target=tgt, device=other, backend=chosen.backend)
                 alt = predict_llm(est, tgt, device=other, runtime=chosen.backend)
@@ -548,7 +532,7 @@ def choose_llm_format(model: LLMModel | str, target: Any, *, device: str | None 
     if model.random_weights:
         notes.append(model.note)
     return LLMChoice(model=spec.name, target=tgt.id, device=device, threads=threads,
-                     context_tokens=context_tokens, tokens_per_s=tokens_per_s_given,
+                     context_tokens=context_tokens, tokens_per_s=tokens_per_s,
                      prompt_tokens=prompt_tokens, gen_tokens=gen_tokens, ram_bytes=ram,
                      usable_bytes=int(usable), verdict=verdict,
                      backend=chosen.backend if chosen else None,

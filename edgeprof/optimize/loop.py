@@ -46,7 +46,8 @@ from edgeprof.optimize import evaluate as ev
 from edgeprof.optimize import select
 from edgeprof.optimize.candidates import (COMPRESSIONS, DEFAULT_PRUNE_RATIO, Candidate,
                                           default_candidates, parse_backends,
-                                          parse_compressions, plan_candidate, wants_pruning)
+                                          parse_compressions, plan_candidate, runtime_classes,
+                                          wants_pruning)
 from edgeprof.optimize.evaluate import (DEFAULT_RUN_OPTIONS, DEFAULT_TRAIN_SECONDS,
                                         FINETUNE_STEPS, predict_prepared)
 from edgeprof.optimize.report import (STRATEGY_COLUMNS, CandidateResult, OptimizeReport,
@@ -118,7 +119,6 @@ def latency_figures(handle: Any, tgt: Any, backends: dict[str, type], *,
     ``edgeprof.predict`` makes: calibrated, else the roofline x the prior, labelled so),
     cached; with backend None, the best figure among the backends that run on the
     target and run that precision. None for this machine (nothing is measured by a plan)."""
-    from edgeprof.core.errors import UserError
     from edgeprof.core.provenance import sort_key
     from edgeprof.optimize.router import LatencyFigure, runs_on_target
     from edgeprof.profilers.predict.config import ConfigPredictor
@@ -168,8 +168,6 @@ def _plan(handle: Any, tgt: Any, constraints: Any, reg: Any, precision: str = "f
     from edgeprof.profilers.estimate.analytic import estimate_model
 
     est = estimate_model(handle, tgt, precision)
-    from edgeprof.optimize.candidates import runtime_classes
-
     # the runtimes the board's processors run, prediction-only families included (labelled)
     backends = runtime_classes(reg)
     figures_threads = threads

@@ -106,7 +106,6 @@ def runs_on_target(cls: type, name: str, target: Any,
     ``predict`` reads: TFLite Micro on an MCU, OpenVINO on a Jetson's CPU cluster, TensorRT
     only on a GPU). This machine runs what its registered backends can; a prediction-only
     family runs nowhere here. ``data`` is accepted for compatibility and unused."""
-    from edgeprof.core.errors import UserError
     from edgeprof.profilers.predict.runtimes import processor_for
 
     if getattr(target, "is_host", False):
@@ -118,13 +117,6 @@ def runs_on_target(cls: type, name: str, target: Any,
     except UserError as e:
         return str(e)
     return None
-
-
-def _registry_backends() -> dict[str, type]:
-    from edgeprof.core.plugins import get_registry
-    from edgeprof.optimize.candidates import runtime_classes
-
-    return runtime_classes(get_registry())
 
 
 def label_prediction_only(ctx: RouterContext) -> None:
@@ -160,16 +152,15 @@ def recommend(estimate: Any, target: Any, constraints: Constraints | None = None
     constraints = constraints or Constraints()
     if not isinstance(constraints, Constraints):
         raise UserError(f"constraints must be an edgeprof Constraints, got {type(constraints).__name__}")
-    if backends is None:
-        backends = _registry_backends()
-    if rules is None:
+    if backends is None or rules is None:  # the registry's
         from edgeprof.core.plugins import get_registry
+        from edgeprof.optimize.candidates import runtime_classes
 
-        rule_list = collect_rules(get_registry())
-    elif hasattr(rules, "router_rules"):
-        rule_list = collect_rules(rules)
-    else:
-        rule_list = collect_rules(extra=list(rules))
+        reg = get_registry()
+        backends = runtime_classes(reg) if backends is None else backends
+        rules = reg if rules is None else rules
+    rule_list = (collect_rules(rules) if hasattr(rules, "router_rules")
+                 else collect_rules(extra=list(rules)))
     ctx = RouterContext(estimate, target, constraints, backends, data or load_strategies(),
                         latency_of=latency_of, threads=threads)
     baseline = ctx.project()

@@ -202,16 +202,16 @@ class PrecisionRule:
     def _switch_reason(ctx: RouterContext, p: str, new: str, old: str | None) -> str:
         """Why the precision step moves the plan from runtime ``old`` to ``new``: ``old``
         does not offer ``p``, or ``new``'s figure for it is the better one (both shown)."""
+        runs = f"runs {p} on this target"
         if old is None:
-            return f"runs {p} on this target"
+            return runs
         old_cls = ctx.backends.get(old)
         if old_cls is None or p not in ctx.backend_precisions(old_cls):
-            return f"runs {p} on this target ({old} does not offer it)"
-        if ctx.latency_of is None:
-            return f"runs {p} on this target"
-        a, b = ctx.latency_of(p, new), ctx.latency_of(p, old)
+            return f"{runs} ({old} does not offer it)"
+        a, b = (None, None) if ctx.latency_of is None else (ctx.latency_of(p, new),
+                                                             ctx.latency_of(p, old))
         if a is None or b is None:
-            return f"runs {p} on this target"
+            return runs
         return (f"the best figure for {p} on this target: {_fmt_ms(a.value_ms)} "
                 f"({a.provenance}), {old} {_fmt_ms(b.value_ms)} ({b.provenance})")
 
@@ -295,9 +295,8 @@ class PrecisionRule:
         if p == ctx.target.strategy.precision:
             reason += "; it is also the target's recommended precision"
         steps = [Step("precision", p, reason, method=method, details={"bits": bits})]
-        backend = ctx.step("backend")
-        if runner[p] and (backend is None or backend.value != runner[p]):
-            old = backend.value if backend else None
+        if runner[p] and (current is None or current.value != runner[p]):
+            old = current.value if current else None
             ctx.replace_step(Step("backend", runner[p], self._switch_reason(ctx, p, runner[p], old),
                                   rule=self.name, stage="deploy"))
         return steps
@@ -385,8 +384,7 @@ class BatchSizeRule:
         if (before.throughput_fps or 0) >= fps:
             return []
         best = None
-        b = 2
-        while b <= max_batch:
+        for b in (2 ** k for k in range(1, max_batch.bit_length())):  # powers of 2 <= max
             s = Step("batch_size", b, "")
             proj = ctx.project([s])
             fails = ctx.failing(proj)
@@ -396,7 +394,6 @@ class BatchSizeRule:
             if not fails.keys() & {"latency_budget_ms", "memory_budget_bytes", "device_memory"} \
                     and (best is None or (proj.throughput_fps or 0) > (best[1].throughput_fps or 0)):
                 best = (b, proj)
-            b *= 2
         if best is None or (best[1].throughput_fps or 0) <= (before.throughput_fps or 0):
             return []
         b, proj = best

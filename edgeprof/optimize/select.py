@@ -14,6 +14,7 @@ Nothing here measures: results come in, decisions go out.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -170,12 +171,10 @@ def overruled(plan_res: CandidateResult | None, chosen: CandidateResult | None
     if chosen is None or chosen.candidate.same_config(pc):
         return out
     cc = chosen.candidate
-    diffs = []
-    for name, a, b in (("backend", pc.backend, cc.backend), ("precision", pc.precision,
-                                                             cc.precision),
-                       ("compression", pc.model_key, cc.model_key)):
-        if a != b:
-            diffs.append({"field": name, "router": a, "measured": b})
+    diffs = [{"field": name, "router": a, "measured": b}
+             for name, a, b in (("backend", pc.backend, cc.backend),
+                                ("precision", pc.precision, cc.precision),
+                                ("compression", pc.model_key, cc.model_key)) if a != b]
     if plan_res.ok and plan_res.accepted and plan_res.latency_ms and chosen.latency_ms:
         ratio = plan_res.latency_ms / chosen.latency_ms
         tie = abs(1 - chosen.latency_ms / plan_res.latency_ms) < TIE_FRACTION
@@ -201,13 +200,6 @@ def overruled(plan_res: CandidateResult | None, chosen: CandidateResult | None
                                f"(" + ", ".join(f"{d['field']} {d['router']} -> {d['measured']}"
                                                 for d in diffs) + ")"})
     return out
-
-
-def _closest(results: list[CandidateResult]) -> CandidateResult | None:
-    ok = [r for r in results if r.ok]
-    if not ok:
-        return None
-    return min(ok, key=lambda r: (len(r.failing), r.latency_ms))
 
 
 def verdict(results: list[CandidateResult], chosen: CandidateResult | None, ctx: Any,
@@ -256,19 +248,16 @@ def _verdict(results: list[CandidateResult], chosen: CandidateResult | None, ctx
                     "so this is an improvement, not a necessity")
         v["message"] = msg
         return v
-    counts: dict[str, int] = {}
-    for r in results:
-        for k in r.failing:
-            counts[k] = counts.get(k, 0) + 1
-    closest = _closest(results)
-    v.update(status="constraints_not_met", failing_counts=counts,
+    measured = [r for r in results if r.ok]
+    closest = min(measured, key=lambda r: (len(r.failing), r.latency_ms), default=None)
+    v.update(status="constraints_not_met",
+             failing_counts=dict(Counter(k for r in results for k in r.failing)),
              closest=closest.candidate.label if closest else None,
              closest_failing=closest.failing if closest else None)
     if closest is None:
         v["message"] = ("no candidate produced a measurement on this host; see each row's "
                         "reason")
         return v
-    measured = [r for r in results if r.ok]
     binding = [k for k in closest.failing if all(k in r.failing for r in measured)]
     first = (binding or list(closest.failing) or ["constraints"])[0]
     v["binding"] = binding
