@@ -11,11 +11,11 @@ scikit-learn.
 """
 
 from edgeprof.profilers.predict.calibration import (Calibration, CalibrationError,
-                                                     find_calibration, load_calibration)
+                                                     load_calibration)
 from edgeprof.profilers.predict.predictor import Prediction, predict_latency
 from edgeprof.profilers.predict.runtimes import (executed_precision, offered_precisions, offers,
                                                   prediction_only, processor_for, runtimes_on)
 
 __all__ = ["Calibration", "CalibrationError", "Prediction", "executed_precision",
-           "find_calibration", "load_calibration", "offered_precisions", "offers",
-           "predict_latency", "prediction_only", "processor_for", "runtimes_on"]
+           "load_calibration", "offered_precisions", "offers", "predict_latency",
+           "prediction_only", "processor_for", "runtimes_on"]

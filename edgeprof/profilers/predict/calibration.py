@@ -209,12 +209,3 @@ def calibrations_for(target_id: str, dirs: list[Path] | None = None) -> list[Cal
         for f in sorted(d.glob(f"{target_id}--*.json")):
             out.append(load_calibration(f))
     return out
-
-
-def find_calibration(target_id: str, family: str, precision: str,
-                     dirs: list[Path] | None = None) -> Calibration | None:
-    """The first calibration of ``target_id`` with an entry for ``family/precision``."""
-    for cal in calibrations_for(target_id, dirs):
-        if cal.target == target_id and cal.entry(family, precision) is not None:
-            return cal
-    return None

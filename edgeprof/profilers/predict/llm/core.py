@@ -24,25 +24,18 @@ def _why_size(stage: str, fit: dict[str, Any], n: dict[str, Any],
     """Why the model's size is outside what the rows covered: the runtime's own rows where
     the fit records their range (its level, and its overhead where identified, come from
     them), else the board's."""
+    # the stage's size: (range key, the estimate's figure, scale, what it is, unit)
+    key, x, scale, what, unit = (("bytes_range", n["decode_bytes_per_token"], 1e6, "per token",
+                                  "MB") if stage == "decode" else
+                                 ("macs_range", n["prefill_macs"], 1e9, "for the prompt",
+                                  "GMAC"))
     rp = (fit.get("runtimes") or {}).get(runtime) or {}
-    whose = f"{runtime} rows'" if rp.get("bytes_range" if stage == "decode" else "macs_range") \
-        else "rows'"
-    if stage == "decode":
-        lo, hi = rp.get("bytes_range") or fit["bytes_range"]
-        x = n["decode_bytes_per_token"]
-        if x < lo / SIZE_SPAN or x > hi * SIZE_SPAN:
-            return (f"{x / 1e6:.0f} MB per token is outside the {whose} {lo / 1e6:.0f}-"
-                    f"{hi / 1e6:.0f} MB")
+    whose = f"{runtime} rows'" if rp.get(key) else "rows'"
+    lo, hi = rp.get(key) or fit.get(key) or (0.0, math.inf)
+    if lo / SIZE_SPAN <= x <= hi * SIZE_SPAN:
         return None
-    rng = rp.get("macs_range") or fit.get("macs_range")
-    if not rng:
-        return None
-    lo, hi = rng
-    x = n["prefill_macs"]
-    if x < lo / SIZE_SPAN or x > hi * SIZE_SPAN:
-        return (f"{x / 1e9:.0f} GMAC for the prompt is outside the {whose} {lo / 1e9:.0f}-"
-                f"{hi / 1e9:.0f} GMAC")
-    return None
+    return (f"{x / scale:.0f} {unit} {what} is outside the {whose} {lo / scale:.0f}-"
+            f"{hi / scale:.0f} {unit}")
 
 
 def _params(fit: dict[str, Any], stage: str, runtime: str, era: str | None
