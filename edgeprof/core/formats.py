@@ -16,7 +16,6 @@ function is imported when it runs.
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -143,10 +142,6 @@ class ConversionGraph:
     def label(self, name: str) -> str:
         f = self.formats.get(name)
         return f.label() if f else name
-
-    def format_of(self, path: str | os.PathLike) -> str | None:
-        suffix = Path(path).suffix.lower()
-        return next((f.name for f in self.formats.values() if suffix in f.suffixes), None)
 
     # -- routing -------------------------------------------------------------------------
     def route(self, src: str, loads: Sequence[str], precision: str = "fp32",

@@ -189,10 +189,6 @@ class Target:
         return self.id[: -len(self.mode) - 1] if self.mode else self.id
 
     @property
-    def mode_names(self) -> tuple[str, ...]:
-        return tuple(self.modes)
-
-    @property
     def big_cores(self) -> int:
         """All of the board's big CPU cores (the ones a runtime's threads should use): the
         ``big_cores`` figure where the descriptor gives one, else the ``[processors.cpu]``
