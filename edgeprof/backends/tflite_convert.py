@@ -556,14 +556,10 @@ def convert(handle, precision: str) -> Conversion:
 
 
 def reference_outputs(handle, inputs: Sequence[Any]) -> tuple[list, str]:
-    """The source model's fp32 outputs on ``inputs`` (numpy) and what produced them."""
+    """A Keras or SavedModel source's fp32 outputs on ``inputs`` (numpy) and what produced
+    them (``common.reference_outputs`` answers for the other formats)."""
     import numpy as np
 
-    if handle.format == "torch":
-        from edgeprof.backends.common import torch_outputs
-
-        contiguous = [np.ascontiguousarray(a) for a in inputs]
-        return torch_outputs(handle.torch_module(), [contiguous])[0], "torch_eager fp32"
     if handle.format == "keras":
         model = load_keras(handle.path)
         out = model(inputs[0] if len(inputs) == 1 else list(inputs), training=False)
